@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Turn train.py results of one side-by-side run into bench/results records.
+
+usage: record.py --workload W --out FILE.jsonl [--baseline LABEL] RESULT.json...
+
+Each RESULT file holds JSON objects from train.py (one per line). Runs with
+the same label (repeats, interleaved with the others to even out drift) are
+merged: step_s is the median of all their steady-state steps, peak_gib the
+highest peak. The label --baseline (default "baseline") is the reference:
+every record gets ratio = step_s / baseline step_s and losses_identical =
+(the losses of all its runs equal the first baseline run's bit for bit). Prints a table and appends one record per run to
+FILE.jsonl with date, commit (BENCH_COMMIT), machine and command (BENCH_COMMAND).
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+
+def machine():
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+    except Exception:
+        gpu = "unknown GPU"
+    return f"{gpu}; {platform.node()}; {os.cpu_count()} CPUs"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--baseline", default="baseline")
+    ap.add_argument("results", nargs="+")
+    a = ap.parse_args()
+    runs = []
+    for path in a.results:
+        with open(path) as f:
+            runs += [json.loads(line) for line in f if line.strip()]
+    groups = {}
+    for r in runs:
+        groups.setdefault(r["label"], []).append(r)
+    if a.baseline not in groups:
+        sys.exit(f"record.py: no run labelled {a.baseline}")
+    merged = {}
+    for label, rs in groups.items():
+        steady = [t for r in rs for t in r["step_times"][r["warmup"]:]]
+        merged[label] = dict(rs[0], step_s=statistics.median(steady),
+                             peak_gib=max(r["peak_gib"] for r in rs),
+                             all_losses=[r["losses"] for r in rs], repeats=len(rs),
+                             step_times=[t for r in rs for t in r["step_times"]])
+    base = merged[a.baseline]
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": os.environ.get("BENCH_COMMIT", "unknown"),
+        "machine": machine(),
+        "command": os.environ.get("BENCH_COMMAND", ""),
+    }
+    print(f"{'mode':<22} {'step_s':>8} {'ratio':>7} {'peak_gib':>9} {'losses':>10}")
+    with open(a.out, "a") as out:
+        for r in merged.values():
+            rec = {
+                "workload": a.workload, "accum": r["accum"], "mode": r["label"],
+                "batch": r["batch"], "seq": r["seq"], "model": r["model"],
+                "step_s": round(r["step_s"], 5),
+                "ratio": round(r["step_s"] / base["step_s"], 4),
+                "peak_gib": round(r["peak_gib"], 2),
+                "losses_identical": all(ls == base["losses"] for ls in r["all_losses"]),
+                "repeats": r["repeats"],
+                "deterministic": r["deterministic"], "steps": r["steps"], "warmup": r["warmup"],
+                "step_times": [round(t, 5) for t in r["step_times"]],
+                **meta,
+            }
+            out.write(json.dumps(rec) + "\n")
+            print(f"{rec['mode']:<22} {rec['step_s']:>8.4f} {rec['ratio']:>7.4f} "
+                  f"{rec['peak_gib']:>9.2f} {str(rec['losses_identical']):>10}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

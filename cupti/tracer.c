@@ -1,0 +1,441 @@
+/*
+ * tracer.c: CUPTI activity tracing, loaded at run time.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cupti.h>
+
+#include "log.h"
+#include "realdl.h"
+#include "tracer.h"
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+/* libcupti's soname follows the CUDA major version of the headers. */
+#define CUPTI_SONAME "libcupti.so." STR(CUPTI_MAJOR)
+#if CUDA_VERSION >= 13000 && CUDA_VERSION < 14000
+#define CUPTI_MAJOR 13
+#else
+#error "set CUPTI_MAJOR for this CUDA version"
+#endif
+
+#define CUPTI_BUFFER_BYTES (8u << 20)
+
+/* The CUPTI functions ebb uses, resolved from the loaded library. */
+static struct {
+	CUptiResult (*ActivityRegisterCallbacks)(CUpti_BuffersCallbackRequestFunc,
+	    CUpti_BuffersCallbackCompleteFunc);
+	CUptiResult (*ActivityEnable)(CUpti_ActivityKind);
+	CUptiResult (*ActivityDisable)(CUpti_ActivityKind);
+	CUptiResult (*ActivityFlushAll)(uint32_t);
+	CUptiResult (*ActivityGetNextRecord)(uint8_t *, size_t, CUpti_Activity **);
+	CUptiResult (*ActivityPushExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t);
+	CUptiResult (*ActivityPopExternalCorrelationId)(CUpti_ExternalCorrelationKind, uint64_t *);
+	CUptiResult (*GetTimestamp)(uint64_t *);
+	CUptiResult (*GetResultString)(CUptiResult, const char **);
+	CUptiResult (*Finalize)(void);
+} cupti;
+
+static void *cupti_lib;
+static char cupti_path[PATH_MAX];
+static atomic_int attached;
+static ebb_cupti_sink sink_fn;
+static void *sink_ctx;
+static atomic_uint_fast64_t delivered;
+
+/* External correlation records come with the driver API records, so those
+ * are enabled too (and dropped on arrival). */
+static const CUpti_ActivityKind kinds[] = {
+	CUPTI_ACTIVITY_KIND_DRIVER,
+	CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+	CUPTI_ACTIVITY_KIND_MEMCPY,
+	CUPTI_ACTIVITY_KIND_MEMSET,
+};
+#define NKINDS (sizeof kinds / sizeof kinds[0])
+
+/*
+ * Correlation: CUPTI's correlation id -> ebb's sequence number (from the
+ * external correlation records), and the times of records whose external
+ * record has not arrived yet. Guarded by corr_lock.
+ */
+struct corr_entry {
+	uint32_t corr;		/* 0 = empty */
+	uint8_t has_seq, has_times;
+	uint64_t seq, start, end;
+};
+static pthread_mutex_t corr_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct corr_entry *corr;
+static size_t corr_cap, corr_used;
+
+static size_t
+corr_slot(uint32_t c, size_t cap)
+{
+	return ((size_t)c * 2654435761u) & (cap - 1);
+}
+
+/* Find or make the entry for c. Caller holds corr_lock. NULL when out of memory. */
+static struct corr_entry *
+corr_get(uint32_t c)
+{
+	if ((corr_used + 1) * 2 > corr_cap) {
+		size_t cap = corr_cap ? corr_cap * 2 : 4096;
+		struct corr_entry *t = calloc(cap, sizeof *t);
+		if (t == NULL)
+			return NULL;
+		for (size_t i = 0; i < corr_cap; i++) {
+			if (corr[i].corr == 0)
+				continue;
+			size_t j = corr_slot(corr[i].corr, cap);
+			while (t[j].corr != 0)
+				j = (j + 1) & (cap - 1);
+			t[j] = corr[i];
+		}
+		free(corr);
+		corr = t;
+		corr_cap = cap;
+	}
+	size_t j = corr_slot(c, corr_cap);
+	while (corr[j].corr != 0 && corr[j].corr != c)
+		j = (j + 1) & (corr_cap - 1);
+	if (corr[j].corr == 0) {
+		corr[j].corr = c;
+		corr_used++;
+	}
+	return &corr[j];
+}
+
+/* Remove every entry (between attachments); caller holds corr_lock. */
+static void
+corr_clear(void)
+{
+	free(corr);
+	corr = NULL;
+	corr_cap = corr_used = 0;
+}
+
+static void
+deliver(uint64_t seq, uint64_t start, uint64_t end)
+{
+	atomic_fetch_add(&delivered, 1);
+	if (sink_fn != NULL)
+		sink_fn(seq, start, end, sink_ctx);
+}
+
+/* One activity record: pair it up; deliver when both halves are known. */
+static void
+take_record(const CUpti_Activity *rec)
+{
+	uint32_t c;
+	uint64_t start = 0, end = 0, seq = 0;
+	int is_ext = 0;
+
+	switch (rec->kind) {
+	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+		const CUpti_ActivityExternalCorrelation *e = (const void *)rec;
+		if (e->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+			return;
+		c = e->correlationId;
+		seq = e->externalId;
+		is_ext = 1;
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+		const CUpti_ActivityKernel10 *k = (const void *)rec;
+		c = k->correlationId;
+		start = k->start;
+		end = k->end;
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMCPY: {
+		const CUpti_ActivityMemcpy6 *m = (const void *)rec;
+		c = m->correlationId;
+		start = m->start;
+		end = m->end;
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMSET: {
+		const CUpti_ActivityMemset4 *m = (const void *)rec;
+		c = m->correlationId;
+		start = m->start;
+		end = m->end;
+		break;
+	}
+	default:
+		return;
+	}
+	if (c == 0)
+		return;
+	pthread_mutex_lock(&corr_lock);
+	struct corr_entry *e = corr_get(c);
+	int ready = 0;
+	if (e != NULL) {
+		if (is_ext) {
+			e->seq = seq;
+			e->has_seq = 1;
+		} else {
+			e->start = start;
+			e->end = end;
+			e->has_times = 1;
+		}
+		if (e->has_seq && e->has_times) {
+			seq = e->seq;
+			start = e->start;
+			end = e->end;
+			ready = 1;
+			/* Keep the id (CUPTI never reuses it while attached) but drop the data. */
+			e->has_times = 0;
+		}
+	}
+	pthread_mutex_unlock(&corr_lock);
+	if (ready)
+		deliver(seq, start, end);
+}
+
+static void CUPTIAPI
+buffer_requested(uint8_t **buffer, size_t *size, size_t *maxNumRecords)
+{
+	*buffer = aligned_alloc(8, CUPTI_BUFFER_BYTES);
+	*size = *buffer ? CUPTI_BUFFER_BYTES : 0;
+	*maxNumRecords = 0;
+}
+
+static void CUPTIAPI
+buffer_completed(CUcontext ctx, uint32_t streamId, uint8_t *buffer, size_t size, size_t validSize)
+{
+	CUpti_Activity *rec = NULL;
+
+	(void)ctx;
+	(void)streamId;
+	(void)size;
+	while (cupti.ActivityGetNextRecord(buffer, validSize, &rec) == CUPTI_SUCCESS)
+		take_record(rec);
+	free(buffer);
+}
+
+static const char *
+result_string(CUptiResult r)
+{
+	const char *s = NULL;
+
+	if (cupti.GetResultString == NULL || cupti.GetResultString(r, &s) != CUPTI_SUCCESS || !s)
+		return "unknown CUPTI error";
+	return s;
+}
+
+/* dl_iterate_phdr callback: the directory of the loaded libcudart, if any. */
+static int
+find_cudart(struct dl_phdr_info *info, size_t n, void *data)
+{
+	(void)n;
+	const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+	if (slash == NULL || strncmp(slash + 1, "libcudart.so", 12) != 0)
+		return 0;
+	size_t len = (size_t)(slash - info->dlpi_name);
+	if (len >= PATH_MAX)
+		return 0;
+	memcpy(data, info->dlpi_name, len);
+	((char *)data)[len] = '\0';
+	return 1;
+}
+
+/* Remember the path of the library in use (truncated if absurdly long). */
+static void
+set_path(const char *p)
+{
+	size_t n = strnlen(p, sizeof cupti_path - 1);
+
+	memcpy(cupti_path, p, n);
+	cupti_path[n] = '\0';
+}
+
+/* Try one candidate; returns the handle or NULL. */
+static void *
+try_open(const char *path, int flags)
+{
+	void *h = dlopen(path, flags);
+
+	if (h == NULL)
+		return NULL;
+	struct link_map *lm = NULL;
+	if ((flags & RTLD_NOLOAD) && dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name)
+		set_path(lm->l_name);
+	else
+		set_path(path);
+	return h;
+}
+
+/* Load libcupti as the header explains; NULL after saying why. */
+static void *
+load_cupti(const char *lib_path)
+{
+	char path[PATH_MAX + 64];
+	void *h;
+
+	if (lib_path != NULL && lib_path[0] != '\0') {
+		h = try_open(lib_path, RTLD_NOW | RTLD_LOCAL);
+		if (h == NULL)
+			ebb_log(EBB_LOG_WARN, "cannot load EBB_CUPTI_LIB=%s (%s); running without GPU times",
+			    lib_path, dlerror());
+		return h;
+	}
+	if ((h = try_open(CUPTI_SONAME, RTLD_NOW | RTLD_NOLOAD)) != NULL)
+		return h;
+	const char *home = getenv("CUDA_HOME");
+	const char *dirs[] = { home, "/usr/local/cuda", NULL };
+	for (int i = 0; i < 2; i++) {
+		if (dirs[i] == NULL || dirs[i][0] == '\0')
+			continue;
+		snprintf(path, sizeof path, "%s/lib64/%s", dirs[i], CUPTI_SONAME);
+		if ((h = try_open(path, RTLD_NOW | RTLD_LOCAL)) != NULL)
+			return h;
+		snprintf(path, sizeof path, "%s/extras/CUPTI/lib64/%s", dirs[i], CUPTI_SONAME);
+		if ((h = try_open(path, RTLD_NOW | RTLD_LOCAL)) != NULL)
+			return h;
+	}
+	char dir[PATH_MAX];
+	if (dl_iterate_phdr(find_cudart, dir)) {
+		snprintf(path, sizeof path, "%s/%s", dir, CUPTI_SONAME);
+		if ((h = try_open(path, RTLD_NOW | RTLD_LOCAL)) != NULL)
+			return h;
+	}
+	ebb_log(EBB_LOG_WARN, "%s not found (not loaded, not in $CUDA_HOME or /usr/local/cuda, "
+	    "not beside libcudart); running without GPU times (set EBB_CUPTI_LIB, or EBB_CUPTI=0 "
+	    "to silence this)", CUPTI_SONAME);
+	return NULL;
+}
+
+static int
+resolve(void *h)
+{
+#define GET(name) (*(void **)&cupti.name = ebb_real_dlsym(h, "cupti" #name)) == NULL
+	if (GET(ActivityRegisterCallbacks) || GET(ActivityEnable) || GET(ActivityDisable) ||
+	    GET(ActivityFlushAll) || GET(ActivityGetNextRecord) ||
+	    GET(ActivityPushExternalCorrelationId) || GET(ActivityPopExternalCorrelationId) ||
+	    GET(GetTimestamp) || GET(GetResultString) || GET(Finalize))
+		return -1;
+#undef GET
+	return 0;
+}
+
+int
+ebb_cupti_attach(const char *lib_path, ebb_cupti_sink sink, void *ctx)
+{
+	static int said, done;
+
+	if (atomic_load(&attached))
+		return 0;
+	if (done)
+		return -1;	/* once per process: a profiler may hold CUPTI by now */
+	done = 1;
+	if (cupti_lib == NULL) {
+		if (said)
+			return -1;
+		cupti_lib = load_cupti(lib_path);
+		if (cupti_lib == NULL) {
+			said = 1;
+			return -1;
+		}
+		if (resolve(cupti_lib) < 0) {
+			ebb_log(EBB_LOG_WARN, "%s lacks the CUPTI activity API ebb needs; running without "
+			    "GPU times", cupti_path);
+			said = 1;
+			cupti_lib = NULL;
+			return -1;
+		}
+	}
+	sink_fn = sink;
+	sink_ctx = ctx;
+	CUptiResult r = cupti.ActivityRegisterCallbacks(buffer_requested, buffer_completed);
+	size_t enabled = 0;
+	if (r == CUPTI_SUCCESS) {
+		for (; enabled < NKINDS; enabled++) {
+			r = cupti.ActivityEnable(kinds[enabled]);
+			if (r != CUPTI_SUCCESS)
+				break;
+		}
+	}
+	if (r != CUPTI_SUCCESS) {
+		while (enabled > 0)
+			cupti.ActivityDisable(kinds[--enabled]);
+		if (!said)
+			ebb_log(EBB_LOG_WARN, "CUPTI (%s) is not available to ebb: %s (another profiler "
+			    "may hold it); running without GPU times", cupti_path, result_string(r));
+		said = 1;
+		return -1;
+	}
+	pthread_mutex_lock(&corr_lock);
+	corr_clear();
+	pthread_mutex_unlock(&corr_lock);
+	atomic_store(&attached, 1);
+	ebb_log(EBB_LOG_INFO, "CUPTI attached (%s)", cupti_path);
+	return 0;
+}
+
+int
+ebb_cupti_attached(void)
+{
+	return atomic_load_explicit(&attached, memory_order_relaxed);
+}
+
+void
+ebb_cupti_push(uint64_t seq)
+{
+	if (ebb_cupti_attached())
+		cupti.ActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, seq);
+}
+
+void
+ebb_cupti_pop(void)
+{
+	uint64_t last;
+
+	if (ebb_cupti_attached())
+		cupti.ActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+}
+
+uint64_t
+ebb_cupti_detach(void)
+{
+	if (!atomic_exchange(&attached, 0))
+		return atomic_load(&delivered);
+	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	for (size_t i = 0; i < NKINDS; i++)
+		cupti.ActivityDisable(kinds[i]);
+	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	CUptiResult r = cupti.Finalize();
+	if (r != CUPTI_SUCCESS)
+		ebb_log(EBB_LOG_INFO, "cuptiFinalize: %s", result_string(r));
+	pthread_mutex_lock(&corr_lock);
+	corr_clear();
+	pthread_mutex_unlock(&corr_lock);
+	ebb_log(EBB_LOG_INFO, "CUPTI detached after %llu timed operations",
+	    (unsigned long long)atomic_load(&delivered));
+	return atomic_load(&delivered);
+}
+
+uint64_t
+ebb_cupti_timestamp(void)
+{
+	uint64_t t = 0;
+
+	if (ebb_cupti_attached() && cupti.GetTimestamp(&t) != CUPTI_SUCCESS)
+		t = 0;
+	return t;
+}
+
+const char *
+ebb_cupti_path(void)
+{
+	return cupti_path;
+}

@@ -1,0 +1,46 @@
+/*
+ * tracer.h: GPU start and end times of ebb's operations, from CUPTI.
+ *
+ * libcupti is loaded at run time (never linked). While attached, ebb pushes
+ * its operation sequence number as a CUPTI external correlation id around
+ * each launch, copy, memset and graph launch it forwards, and the tracer hands back, for
+ * each, the GPU start and end from CUPTI's activity records. Detaching
+ * flushes, disables and finalises CUPTI, so the job pays nothing afterwards
+ * and a profiler (torch.profiler, Nsight) can attach.
+ */
+#ifndef EBB_TRACER_H
+#define EBB_TRACER_H
+
+#include <stdint.h>
+
+/* Receives one operation's GPU times (CUPTI timestamps, ns). Called from
+ * CUPTI's buffer thread or from ebb_cupti_detach(), without ebb's locks. */
+typedef void (*ebb_cupti_sink)(uint64_t seq, uint64_t start, uint64_t end, void *ctx);
+
+/*
+ * Load libcupti (lib_path if not empty; else one already loaded, the CUDA
+ * toolkit's, or the one beside the job's libcudart) and start recording.
+ * Returns 0, or -1 after saying once on stderr why (missing, or taken by
+ * another tool); ebb then runs without GPU times. CUPTI is attached at most
+ * once per process: after ebb has detached, a profiler may own it, and two
+ * users of the activity API would take each other's buffers.
+ */
+int ebb_cupti_attach(const char *lib_path, ebb_cupti_sink sink, void *ctx);
+
+/* Whether CUPTI is attached now (cheap: read on every operation). */
+int ebb_cupti_attached(void);
+
+/* Bracket the driver call of operation seq. No-ops when detached. */
+void ebb_cupti_push(uint64_t seq);
+void ebb_cupti_pop(void);
+
+/* Flush every record, then detach. Returns records delivered in all. */
+uint64_t ebb_cupti_detach(void);
+
+/* The CUPTI clock now (0 when not attached), to relate G records to ebb's clock. */
+uint64_t ebb_cupti_timestamp(void);
+
+/* Path of the libcupti in use, or "" */
+const char *ebb_cupti_path(void);
+
+#endif

@@ -1,0 +1,174 @@
+/*
+ * iter.c: finding and following the period of the job's operations.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "iter.h"
+
+int
+iter_init(struct iter_finder *f, size_t max_tokens, unsigned min_reps)
+{
+	memset(f, 0, sizeof *f);
+	if (max_tokens < 16)
+		max_tokens = 16;
+	f->max_tokens = max_tokens;
+	f->min_reps = min_reps < 2 ? 2 : min_reps;
+	f->tok = malloc(max_tokens * sizeof *f->tok);
+	f->sync = malloc(max_tokens);
+	f->z = malloc(max_tokens * sizeof *f->z);
+	if (f->tok == NULL || f->sync == NULL || f->z == NULL) {
+		iter_fini(f);
+		return -1;
+	}
+	f->next_check = 64;
+	return 0;
+}
+
+void
+iter_fini(struct iter_finder *f)
+{
+	free(f->tok);
+	free(f->sync);
+	free(f->z);
+	free(f->ring);
+	memset(f, 0, sizeof *f);
+}
+
+/*
+ * Z-function of the reversed sequence: z[p] is the length of the longest
+ * common suffix of t[0..n) and t[0..n-p), so the suffix of length p + z[p]
+ * repeats with period p.
+ */
+static void
+zrev(const uint32_t *t, size_t n, int32_t *z)
+{
+#define R(i) t[n - 1 - (i)]
+	size_t l = 0, r = 0;
+
+	if (n == 0)
+		return;
+	z[0] = (int32_t)n;
+	for (size_t i = 1; i < n; i++) {
+		size_t k = 0;
+		if (i < r) {
+			k = (size_t)z[i - l];
+			if (k > r - i)
+				k = r - i;
+		}
+		while (i + k < n && R(k) == R(i + k))
+			k++;
+		z[i] = (int32_t)k;
+		if (i + k > r) {
+			l = i;
+			r = i + k;
+		}
+	}
+#undef R
+}
+
+void
+iter_periodic_suffixes(const uint32_t *t, size_t n, int32_t *z, size_t *len)
+{
+	zrev(t, n, z);
+	for (size_t p = 1; p < n; p++)
+		len[p] = p + (size_t)z[p];
+	if (n > 0)
+		len[0] = 0;
+}
+
+/* Look for the period in the history; on success switch to following. */
+static int
+check(struct iter_finder *f)
+{
+	size_t n = f->n;
+
+	zrev(f->tok, n, f->z);
+	for (size_t p = 1; p * f->min_reps <= n; p++) {
+		size_t len = p + (size_t)f->z[p];
+		if (len < (size_t)f->min_reps * p || 2 * len < n)
+			continue;
+		/* Found: choose the phase. */
+		size_t start = n - len;		/* first token of the periodic suffix */
+		size_t last_sync = (size_t)-1;
+		for (size_t i = n - p; i < n; i++)
+			if (f->sync[i])
+				last_sync = i;
+		size_t first = start;
+		if (last_sync != (size_t)-1) {
+			size_t cand = last_sync + 1;	/* may equal n */
+			while (cand >= start + p)
+				cand -= p;
+			if (cand < start)
+				cand += p;
+			first = cand;
+		}
+		uint32_t *ring = malloc(p * sizeof *ring);
+		if (ring == NULL)
+			return 0;
+		memcpy(ring, f->tok + first, p * sizeof *ring);
+		free(f->ring);
+		f->ring = ring;
+		f->period = p;
+		f->pos = (n - first) % p;
+		f->found_first = f->dropped + first;
+		f->found_complete = (n - first) / p;
+		return 1;
+	}
+	return 0;
+}
+
+/* Append to the history, dropping its older half when full. */
+static void
+remember(struct iter_finder *f, uint32_t token, int sync)
+{
+	if (f->n == f->max_tokens) {
+		if (f->period != 0)
+			return;	/* following: the ring is enough */
+		size_t keep = f->n / 2;
+		memmove(f->tok, f->tok + (f->n - keep), keep * sizeof *f->tok);
+		memmove(f->sync, f->sync + (f->n - keep), keep);
+		f->dropped += f->n - keep;
+		f->n = keep;
+		f->next_check = keep;
+	}
+	f->tok[f->n] = token;
+	f->sync[f->n] = (uint8_t)(sync != 0);
+	f->n++;
+}
+
+enum iter_event
+iter_push(struct iter_finder *f, uint32_t token, int sync)
+{
+	f->total++;
+	if (f->period != 0) {
+		if (token != f->ring[f->pos]) {
+			f->period = 0;
+			f->search_began = f->total - 1;
+			remember(f, token, sync);
+			f->next_check = f->n + 1;
+			return ITER_DEPARTED;
+		}
+		remember(f, token, sync);
+		enum iter_event e = f->pos == 0 ? ITER_START : ITER_NONE;
+		if (++f->pos == f->period)
+			f->pos = 0;
+		return e;
+	}
+	if (f->gave_up) {
+		remember(f, token, sync);
+		return ITER_NONE;
+	}
+	remember(f, token, sync);
+	if (f->n < f->next_check)
+		return ITER_NONE;
+	if (check(f))
+		return ITER_FOUND;
+	if (f->total - f->search_began >= f->max_tokens) {
+		f->gave_up = 1;
+		return ITER_GAVE_UP;
+	}
+	size_t step = f->n / 8;
+	f->next_check = f->n + (step < 64 ? 64 : step);
+	return ITER_NONE;
+}

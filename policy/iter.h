@@ -1,0 +1,76 @@
+/*
+ * iter.h: the iteration finder.
+ *
+ * Fed the job's operations as tokens (a kernel's identity, a copy, a
+ * synchronisation, ...), it finds the period of the sequence, the training
+ * iteration, and then follows it, saying where each iteration starts and
+ * when the job departs from it.
+ *
+ * Finding: with the tokens t[0..n), L(P) is the length of the longest suffix
+ * that repeats with period P (one Z-function pass over the reversed sequence
+ * gives every L(P) in O(n)). The period is the smallest P whose periodic
+ * suffix holds at least min_reps whole repetitions and at least half of the
+ * history, so that a pattern that merely repeats for a while inside a longer
+ * iteration (the micro-batches of gradient accumulation) is not taken for
+ * the iteration once an iteration has been seen whole.
+ *
+ * Phase: an iteration starts right after the last host synchronisation
+ * within the period (loss.item(), an optimizer step that reads a flag), or
+ * where the periodic suffix starts if the period has none.
+ *
+ * Pure C: no CUDA, no I/O, no globals.
+ */
+#ifndef EBB_ITER_H
+#define EBB_ITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum iter_event {
+	ITER_NONE = 0,
+	ITER_FOUND,	/* the period was found at this token (see iter_found_*) */
+	ITER_START,	/* this token starts an iteration */
+	ITER_DEPARTED,	/* this token differs from the learned iteration */
+	ITER_GAVE_UP	/* max_tokens were seen without a period */
+};
+
+struct iter_finder {
+	/* settings */
+	size_t max_tokens;
+	unsigned min_reps;
+	/* history */
+	uint32_t *tok;
+	uint8_t *sync;
+	size_t n;
+	uint64_t dropped;	/* tokens shifted out of the front of the history */
+	int32_t *z;		/* scratch for the Z-function */
+	size_t next_check;
+	int gave_up;
+	/* following: the learned iteration */
+	size_t period;		/* 0 while searching */
+	uint32_t *ring;		/* tokens of one iteration, from its start */
+	size_t pos;		/* position in ring of the next token */
+	uint64_t found_first;	/* token index (since the beginning) of the first iteration start */
+	uint64_t found_complete;	/* whole iterations seen when the period was found */
+	uint64_t total;		/* tokens pushed since the beginning */
+	uint64_t search_began;	/* value of total when the search (re)started */
+};
+
+/* Returns 0, or -1 when out of memory. min_reps is at least 2. */
+int iter_init(struct iter_finder *f, size_t max_tokens, unsigned min_reps);
+void iter_fini(struct iter_finder *f);
+
+/* Feed one token; sync says whether the host waited for the device there. */
+enum iter_event iter_push(struct iter_finder *f, uint32_t token, int sync);
+
+/* The learned period in tokens, 0 if none. */
+static inline size_t
+iter_period(const struct iter_finder *f)
+{
+	return f->period;
+}
+
+/* For testing and offline use: L(P) for every P of t[0..n) into len[0..n). */
+void iter_periodic_suffixes(const uint32_t *t, size_t n, int32_t *z, size_t *len);
+
+#endif

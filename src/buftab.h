@@ -1,0 +1,81 @@
+/*
+ * buftab.h: the buffer table, every live allocation ebb has seen, by address.
+ *
+ * A treap keyed by start address: insert, remove and "which buffer holds
+ * this address" in O(log n) expected. Not thread-safe: the engine holds its
+ * mutex around every call.
+ */
+#ifndef EBB_BUFTAB_H
+#define EBB_BUFTAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Streams whose last use of a buffer is remembered individually. */
+#define EBB_BUF_STREAMS 4
+
+struct ebb_stream_use {
+	uintptr_t stream;	/* normalised stream handle */
+	uint64_t seq;		/* operation sequence number of the last use */
+};
+
+struct ebb_buf {
+	uint64_t addr;		/* device address (start) */
+	uint64_t size;		/* bytes */
+	uint64_t id;		/* allocation ordinal since start, from 1 */
+	uint64_t site;		/* call-site fingerprint */
+	uintptr_t stream;	/* stream of the allocation (normalised) */
+	uint64_t alloc_ns;
+	uint64_t alloc_seq;	/* operations before the allocation */
+	uint64_t uses;		/* operations that referenced it */
+	uint64_t last_seq;	/* last operation that referenced it */
+	uint64_t producer_seq;	/* first operation that referenced it, 0 if none */
+	uint32_t producer_kernel;	/* kernel id of that operation, 0 if not a launch */
+	uint8_t kind;		/* enum ebb_alloc_kind */
+	uint8_t nstreams;	/* entries used in last[] */
+	uint8_t streams_overflow;	/* more streams used it than last[] holds */
+	uint8_t pinned;		/* EBB_PIN_* reasons it must stay resident */
+	struct ebb_stream_use last[EBB_BUF_STREAMS];
+	/* treap links */
+	struct ebb_buf *left, *right;
+	uint32_t prio;
+};
+
+/* Why a buffer may not move (bits of ebb_buf.pinned). */
+enum {
+	EBB_PIN_GRAPH = 1,	/* referenced by a captured graph */
+	EBB_PIN_NCCL = 2,	/* registered with NCCL */
+	EBB_PIN_CAPTURE = 4	/* allocated while a stream was capturing */
+};
+
+struct buftab {
+	struct ebb_buf *root;
+	uint64_t count;
+	uint64_t bytes;
+	uint64_t lo, hi;	/* no buffer starts below lo or ends above hi */
+};
+
+void buftab_init(struct buftab *t);
+
+/*
+ * Insert b (addr and size set). Returns 0, or -1 if b overlaps a buffer
+ * already there (the table is unchanged).
+ */
+int buftab_insert(struct buftab *t, struct ebb_buf *b);
+
+/* The buffer that starts exactly at addr, removed from the table, or NULL. */
+struct ebb_buf *buftab_remove(struct buftab *t, uint64_t addr);
+
+/* The buffer holding addr (start <= addr < start + size), or NULL. */
+struct ebb_buf *buftab_find(const struct buftab *t, uint64_t addr);
+
+/* The first buffer overlapping [addr, addr + size), or NULL. */
+struct ebb_buf *buftab_overlap(const struct buftab *t, uint64_t addr, uint64_t size);
+
+/* Call fn on every buffer in address order; stops early when fn returns nonzero. */
+void buftab_walk(const struct buftab *t, int (*fn)(struct ebb_buf *, void *), void *ctx);
+
+/* Remember that the operation seq on stream used b. */
+void buftab_note_use(struct ebb_buf *b, uintptr_t stream, uint64_t seq);
+
+#endif

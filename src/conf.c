@@ -1,0 +1,239 @@
+/*
+ * conf.c: the EBB_ variable table and its strict parser.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "conf.h"
+#include "log.h"
+
+static const char *const mode_names[] = { "off", "observe", NULL };
+
+#define F(field) offsetof(struct ebb_conf, field), sizeof(((struct ebb_conf *)0)->field)
+
+const struct ebb_conf_var ebb_conf_vars[] = {
+	{ "EBB_MODE", EBB_CONF_ENUM, F(mode), 0, 0, mode_names, "observe",
+	  "What ebb does: off (pass every call through) or observe (record and trace, move nothing)." },
+	{ "EBB_TRACE", EBB_CONF_STRING, F(trace), 0, 0, NULL, "",
+	  "Write the trace (ebb-trace(5)) to this file; %p is replaced by the process id. Empty: no trace." },
+	{ "EBB_TRACE_BUFFER", EBB_CONF_SIZE, F(trace_buffer), 4096, 1ULL << 30, NULL, "1M",
+	  "Bytes of trace buffered in memory before they are written out." },
+	{ "EBB_VERBOSE", EBB_CONF_UINT, F(verbose), 0, 3, NULL, "0",
+	  "Messages on stderr: 0 warnings only, 1 also the exit summary and choices made, 2 state changes, 3 debugging detail." },
+	{ "EBB_STRICT", EBB_CONF_BOOL, F(strict), 0, 1, NULL, "0",
+	  "Stop the process at start (exit status 2) when an EBB_ variable is malformed or unknown." },
+	{ "EBB_LEARN_ITERS", EBB_CONF_UINT, F(learn_iters), 1, 1000, NULL, "3",
+	  "Iterations ebb times with CUPTI before it detaches; those already whole when the iteration is found count." },
+	{ "EBB_LEARN_LAUNCHES", EBB_CONF_UINT, F(learn_launches), 1000, 100000000, NULL, "500000",
+	  "Operations (launches, copies, memsets, NCCL calls, synchronisations) after which ebb stops looking for the iteration." },
+	{ "EBB_ITER_KERNEL", EBB_CONF_STRING, F(iter_kernel), 0, 0, NULL, "",
+	  "An iteration starts at each launch of a kernel whose name contains this text (instead of finding the period)." },
+	{ "EBB_CUPTI", EBB_CONF_BOOL, F(cupti), 0, 1, NULL, "1",
+	  "Time the launches of the learning iterations on the GPU with CUPTI." },
+	{ "EBB_CUPTI_LIB", EBB_CONF_STRING, F(cupti_lib), 0, 0, NULL, "",
+	  "Path of libcupti to load (default: one already loaded, then the CUDA toolkit's, then the one beside libcudart)." },
+	{ "EBB_SITE_DEPTH", EBB_CONF_UINT, F(site_depth), 0, 32, NULL, "8",
+	  "Stack frames hashed into an allocation's call-site fingerprint (0: none)." },
+	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL }
+};
+
+#undef F
+
+const struct ebb_conf_var *
+ebb_conf_find(const char *name)
+{
+	for (const struct ebb_conf_var *v = ebb_conf_vars; v->name; v++)
+		if (strcmp(v->name, name) == 0)
+			return v;
+	return NULL;
+}
+
+const char *
+ebb_conf_mode_name(int mode)
+{
+	if (mode < 0 || (size_t)mode >= sizeof mode_names / sizeof mode_names[0] - 1)
+		return "?";
+	return mode_names[mode];
+}
+
+/* strtoull that accepts only digits (no sign, no blanks) and reports overflow. */
+static int
+parse_digits(const char *text, uint64_t *out, char **end)
+{
+	if (!isdigit((unsigned char)text[0]))
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(text, end, 10);
+	if (errno == ERANGE)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int
+ebb_conf_parse_uint(const char *text, uint64_t *out)
+{
+	char *end;
+	uint64_t v;
+
+	if (parse_digits(text, &v, &end) < 0 || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int
+ebb_conf_parse_size(const char *text, uint64_t *out)
+{
+	char *end;
+	uint64_t v;
+	unsigned shift = 0;
+
+	if (parse_digits(text, &v, &end) < 0)
+		return -1;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': shift = 10; break;
+	case 'm': case 'M': shift = 20; break;
+	case 'g': case 'G': shift = 30; break;
+	case 't': case 'T': shift = 40; break;
+	default: return -1;
+	}
+	if (shift != 0 && end[1] != '\0')
+		return -1;
+	if (shift != 0 && v > (UINT64_MAX >> shift))
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
+int
+ebb_conf_parse_bool(const char *text, int *out)
+{
+	static const char *const yes[] = { "1", "yes", "true", "on", NULL };
+	static const char *const no[] = { "0", "no", "false", "off", NULL };
+
+	for (int i = 0; yes[i]; i++)
+		if (strcasecmp(text, yes[i]) == 0) {
+			*out = 1;
+			return 0;
+		}
+	for (int i = 0; no[i]; i++)
+		if (strcasecmp(text, no[i]) == 0) {
+			*out = 0;
+			return 0;
+		}
+	return -1;
+}
+
+/* Store text into the field of v; returns 0, or -1 and a description in *want. */
+static int
+set_value(struct ebb_conf *conf, const struct ebb_conf_var *v, const char *text,
+    char *want, size_t wantlen)
+{
+	char *field = (char *)conf + v->offset;
+	uint64_t u;
+	int b;
+
+	switch (v->type) {
+	case EBB_CONF_BOOL:
+		if (ebb_conf_parse_bool(text, &b) < 0) {
+			snprintf(want, wantlen, "expected 0 or 1 (or yes/no, true/false, on/off)");
+			return -1;
+		}
+		*(int *)(void *)field = b;
+		return 0;
+	case EBB_CONF_UINT:
+		if (ebb_conf_parse_uint(text, &u) < 0 || u < v->min || u > v->max) {
+			snprintf(want, wantlen, "expected a whole number from %llu to %llu",
+			    (unsigned long long)v->min, (unsigned long long)v->max);
+			return -1;
+		}
+		*(uint64_t *)(void *)field = u;
+		return 0;
+	case EBB_CONF_SIZE:
+		if (ebb_conf_parse_size(text, &u) < 0 || u < v->min || u > v->max) {
+			snprintf(want, wantlen,
+			    "expected a size in bytes with an optional K, M, G or T suffix, from %llu to %llu bytes",
+			    (unsigned long long)v->min, (unsigned long long)v->max);
+			return -1;
+		}
+		*(uint64_t *)(void *)field = u;
+		return 0;
+	case EBB_CONF_STRING:
+		if (strlen(text) >= v->size) {
+			snprintf(want, wantlen, "expected at most %zu characters", v->size - 1);
+			return -1;
+		}
+		memcpy(field, text, strlen(text) + 1);
+		return 0;
+	case EBB_CONF_ENUM:
+		for (int i = 0; v->choices[i]; i++)
+			if (strcmp(text, v->choices[i]) == 0) {
+				*(int *)(void *)field = i;
+				return 0;
+			}
+		{
+			size_t n = (size_t)snprintf(want, wantlen, "expected one of:");
+			for (int i = 0; v->choices[i] && n < wantlen; i++)
+				n += (size_t)snprintf(want + n, wantlen - n, " %s", v->choices[i]);
+		}
+		return -1;
+	}
+	return -1;
+}
+
+int
+ebb_conf_load(struct ebb_conf *conf, ebb_conf_lookup_fn lookup, void *ctx)
+{
+	char want[256];
+	int bad = 0;
+
+	memset(conf, 0, sizeof *conf);
+	for (const struct ebb_conf_var *v = ebb_conf_vars; v->name; v++)
+		if (set_value(conf, v, v->def, want, sizeof want) < 0)
+			ebb_log(EBB_LOG_ERROR, "internal: default of %s does not parse", v->name);
+	if (lookup == NULL)
+		return 0;
+	for (const struct ebb_conf_var *v = ebb_conf_vars; v->name; v++) {
+		const char *text = lookup(v->name, ctx);
+		if (text == NULL)
+			continue;
+		if (set_value(conf, v, text, want, sizeof want) < 0) {
+			ebb_log(EBB_LOG_WARN, "%s='%s' is not valid: %s; using the default '%s'",
+			    v->name, text, want, v->def);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+int
+ebb_conf_check_unknown(char *const *env)
+{
+	int n = 0;
+
+	for (; env && *env; env++) {
+		const char *e = *env;
+		if (strncmp(e, "EBB_", 4) != 0)
+			continue;
+		const char *eq = strchr(e, '=');
+		size_t len = eq ? (size_t)(eq - e) : strlen(e);
+		char name[128];
+		if (len >= sizeof name)
+			len = sizeof name - 1;
+		memcpy(name, e, len);
+		name[len] = '\0';
+		if (ebb_conf_find(name) == NULL) {
+			ebb_log(EBB_LOG_WARN, "%s is not an ebb variable and is ignored (ebb(7) lists them)", name);
+			n++;
+		}
+	}
+	return n;
+}

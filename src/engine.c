@@ -1,0 +1,737 @@
+/*
+ * engine.c: turns the hooks' events into the buffer table, the trace, the
+ * iteration finder's input and CUPTI's correlation ids.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buftab.h"
+#include "callsite.h"
+#include "conf.h"
+#include "ebb.h"
+#include "engine.h"
+#include "interpose.h"
+#include "iter.h"
+#include "kparam.h"
+#include "log.h"
+#include "trace.h"
+#include "trace_format.h"
+#include "tracer.h"
+
+/* Tokens for the iteration finder: kind in the top bits, detail below. */
+#define TOK_LAUNCH (1u << 28)
+#define TOK_COPY (2u << 28)
+#define TOK_SET (3u << 28)
+#define TOK_NCCL (4u << 28)
+#define TOK_GRAPH (5u << 28)
+#define TOK_SYNC (6u << 28)
+
+enum learn_state {
+	LEARN_SEARCH,	/* looking for the iteration, CUPTI attached */
+	LEARN_FOUND,	/* iteration known, timing the first ones */
+	LEARN_DONE,	/* learned; following the iteration */
+	LEARN_GAVE_UP	/* no iteration found */
+};
+
+/*
+ * Everything below is guarded by engine_lock, except the atomics.
+ * Lock order: engine_lock, then the trace writer's lock.
+ */
+static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct ebb_conf *conf;
+static struct buftab tab;
+static struct kparam_cache kcache;
+static struct iter_finder finder;
+static int finder_ok;
+static enum learn_state learn;
+static uint64_t seq_counter;
+static uint64_t alloc_counter;
+static uint64_t iter_count;		/* I records written */
+static uint64_t last_iter_seq;		/* seq of the last I record */
+static uint64_t iters_timed;		/* whole iterations seen since the period was found */
+static uint64_t mark_period_start;	/* EBB_ITER_KERNEL: seq of the last mark */
+static int capturing;			/* streams in capture now */
+static struct ebb_engine_stats stats;
+static struct ebb_buf *free_bufs;	/* recycled ebb_buf structs */
+static int cupti_wanted;		/* EBB_CUPTI and not given up */
+static int shut_down;
+
+/* Per-thread list of the distinct buffers of the operation being resolved. */
+struct bufset {
+	struct ebb_buf **v;
+	size_t n, cap;
+	uint64_t seq;
+	uint64_t words;
+};
+static _Thread_local struct bufset tl_set;
+
+static const char *const alloc_kind_names[] = EBB_TRACE_ALLOC_KINDS;
+static const char *const free_kind_names[] = EBB_TRACE_FREE_KINDS;
+static const char *const sync_kind_names[] = EBB_TRACE_SYNC_KINDS;
+
+/* The stream as ebb keeps it: the default stream made explicit. */
+static uintptr_t
+norm_stream(CUstream s, int per_thread)
+{
+	if (s == NULL)
+		return (uintptr_t)(per_thread ? EBB_STREAM_PER_THREAD : EBB_STREAM_LEGACY);
+	return (uintptr_t)s;
+}
+
+static struct ebb_buf *
+buf_new(void)
+{
+	struct ebb_buf *b = free_bufs;
+
+	if (b != NULL) {
+		free_bufs = b->left;
+		memset(b, 0, sizeof *b);
+		return b;
+	}
+	return calloc(1, sizeof *b);
+}
+
+static void
+buf_put(struct ebb_buf *b)
+{
+	b->left = free_bufs;
+	free_bufs = b;
+}
+
+/* ---- CUPTI ---- */
+
+/* GPU times from CUPTI: straight into the trace. */
+static void
+gpu_times(uint64_t seq, uint64_t start, uint64_t end, void *ctx)
+{
+	struct ebb_line l;
+
+	(void)ctx;
+	if (!ebb_trace_on())
+		return;
+	ebb_line_begin(&l, 'G');
+	ebb_line_u64(&l, seq);
+	ebb_line_u64(&l, start);
+	ebb_line_u64(&l, end);
+	ebb_line_end(&l);
+}
+
+/* A note record: Q t key value. Caller may hold engine_lock. */
+static void
+note(const char *key, const char *value)
+{
+	struct ebb_line l;
+
+	if (!ebb_trace_on())
+		return;
+	ebb_line_begin(&l, 'Q');
+	ebb_line_u64(&l, ebb_now_ns());
+	ebb_line_str(&l, key);
+	ebb_line_str(&l, value[0] ? value : "-");
+	ebb_line_end(&l);
+}
+
+static void
+note_u64(const char *key, uint64_t v)
+{
+	char buf[24];
+	snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+	note(key, buf);
+}
+
+/* Attach CUPTI; called without engine_lock (CUPTI may call back). */
+static void
+cupti_start(void)
+{
+	ebb_inside = 1;
+	int r = ebb_cupti_attach(conf->cupti_lib, gpu_times, NULL);
+	ebb_inside = 0;
+	if (r < 0) {
+		pthread_mutex_lock(&engine_lock);
+		cupti_wanted = 0;
+		pthread_mutex_unlock(&engine_lock);
+		return;
+	}
+	note("cupti", ebb_cupti_path());
+	note_u64("cupti-clock", ebb_cupti_timestamp());
+}
+
+/* Detach CUPTI; called without engine_lock (the flush calls gpu_times). */
+static void
+cupti_stop(const char *why)
+{
+	ebb_inside = 1;
+	uint64_t n = ebb_cupti_detach();
+	ebb_inside = 0;
+	note("cupti-detached", why);
+	note_u64("cupti-records", n);
+}
+
+/* ---- initialisation ---- */
+
+int
+ebb_engine_init(const struct ebb_conf *c)
+{
+	conf = c;
+	buftab_init(&tab);
+	kparam_init(&kcache);
+	learn = LEARN_SEARCH;
+	if (c->iter_kernel[0] == '\0') {
+		finder_ok = iter_init(&finder, (size_t)c->learn_launches, 2) == 0;
+		if (!finder_ok)
+			ebb_log(EBB_LOG_WARN, "no memory for the iteration finder (EBB_LEARN_LAUNCHES=%llu); "
+			    "iterations are not detected", (unsigned long long)c->learn_launches);
+	}
+	cupti_wanted = c->cupti;
+	if (c->trace[0] != '\0')
+		ebb_trace_open(c->trace, (size_t)c->trace_buffer, ebb_conf_mode_name(c->mode));
+	return 0;
+}
+
+/* ---- allocation ---- */
+
+void
+ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
+    enum ebb_alloc_kind kind)
+{
+	uint64_t site = ebb_callsite((unsigned)conf->site_depth);
+	uint64_t now = ebb_now_ns();
+	struct ebb_line l;
+
+	pthread_mutex_lock(&engine_lock);
+	/* A buffer still in the table where the driver just allocated: its free
+	 * went by a path ebb does not see. Drop it. */
+	struct ebb_buf *old;
+	while ((old = buftab_overlap(&tab, p, size ? size : 1)) != NULL) {
+		buftab_remove(&tab, old->addr);
+		stats.frees_untracked++;
+		if (ebb_trace_on()) {
+			ebb_line_begin(&l, 'F');
+			ebb_line_u64(&l, now);
+			ebb_line_u64(&l, old->id);
+			ebb_line_hex(&l, old->stream);
+			ebb_line_str(&l, free_kind_names[2]);
+			ebb_line_end(&l);
+		}
+		buf_put(old);
+	}
+	struct ebb_buf *b = buf_new();
+	if (b == NULL) {
+		pthread_mutex_unlock(&engine_lock);
+		ebb_log(EBB_LOG_WARN, "out of memory tracking a %zu-byte allocation; it is not tracked",
+		    size);
+		return;
+	}
+	b->addr = p;
+	b->size = size;
+	b->id = ++alloc_counter;
+	b->site = site;
+	b->stream = norm_stream(stream, per_thread);
+	b->alloc_ns = now;
+	b->alloc_seq = seq_counter;
+	b->kind = (uint8_t)kind;
+	if (capturing)
+		b->pinned |= EBB_PIN_CAPTURE;
+	buftab_insert(&tab, b);
+	stats.allocs++;
+	if (tab.bytes > stats.bytes_peak)
+		stats.bytes_peak = tab.bytes;
+	if (ebb_trace_on()) {
+		ebb_line_begin(&l, 'A');
+		ebb_line_u64(&l, now);
+		ebb_line_u64(&l, b->id);
+		ebb_line_hex(&l, p);
+		ebb_line_u64(&l, size);
+		ebb_line_hex(&l, b->stream);
+		ebb_line_str(&l, alloc_kind_names[kind]);
+		ebb_line_hex(&l, site);
+		ebb_line_end(&l);
+	}
+	pthread_mutex_unlock(&engine_lock);
+}
+
+void
+ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
+{
+	struct ebb_line l;
+
+	if (p == 0)
+		return;
+	pthread_mutex_lock(&engine_lock);
+	struct ebb_buf *b = buftab_remove(&tab, p);
+	if (b == NULL) {
+		stats.frees_untracked++;
+		pthread_mutex_unlock(&engine_lock);
+		return;
+	}
+	stats.frees++;
+	if (ebb_trace_on()) {
+		ebb_line_begin(&l, 'F');
+		ebb_line_u64(&l, ebb_now_ns());
+		ebb_line_u64(&l, b->id);
+		ebb_line_hex(&l, norm_stream(stream, per_thread));
+		ebb_line_str(&l, free_kind_names[async ? 1 : 0]);
+		ebb_line_end(&l);
+	}
+	buf_put(b);
+	pthread_mutex_unlock(&engine_lock);
+}
+
+/* ---- resolving an operation's buffers ---- */
+
+/* Add the buffer holding word to the thread's set, once per operation. */
+static void
+resolve_word(uint64_t word, void *ctx)
+{
+	struct bufset *s = ctx;
+	struct ebb_buf *b = buftab_find(&tab, word);
+
+	if (b == NULL)
+		return;
+	s->words++;
+	if (b->last_seq == s->seq)
+		return;	/* already in this operation's set */
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct ebb_buf **v = realloc(s->v, cap * sizeof *v);
+		if (v == NULL)
+			return;	/* the buffer stays out of the record; nothing else depends on it yet */
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = b;
+	b->last_seq = s->seq;
+}
+
+/* Fill tl_set with the operation's buffers. Returns -1 if the arguments could not be read. */
+static int
+resolve_op(struct ebb_op *op, const struct ebb_kinfo *k)
+{
+	struct bufset *s = &tl_set;
+	int r = 0;
+
+	s->n = 0;
+	s->words = 0;
+	s->seq = op->seq;
+	if (op->kind == EBB_OP_LAUNCH)
+		r = kparam_scan(k, op->params, op->extra, resolve_word, s);
+	for (unsigned i = 0; i < op->nptr; i++)
+		resolve_word(op->ptr[i], s);
+	for (int j = 0; j < 2; j++)
+		for (size_t i = 0; op->spill[j] != NULL && i < op->nspill; i++)
+			resolve_word(op->spill[j][i], s);
+	return r;
+}
+
+/* Write the K record of a kernel the first time it is launched. */
+static void
+trace_kernel(struct ebb_kinfo *k)
+{
+	struct ebb_line l;
+
+	k->traced = 1;
+	ebb_line_begin(&l, 'K');
+	ebb_line_u64(&l, k->id);
+	ebb_line_u64(&l, k->nparams);
+	ebb_line_str(&l, k->layout_known ? "ok" : "unknown");
+	ebb_line_str(&l, k->name);
+	ebb_line_end(&l);
+}
+
+static void
+trace_iteration(uint64_t seq, uint64_t period)
+{
+	struct ebb_line l;
+
+	iter_count++;
+	last_iter_seq = seq;
+	stats.iterations = iter_count;
+	if (!ebb_trace_on())
+		return;
+	ebb_line_begin(&l, 'I');
+	ebb_line_u64(&l, ebb_now_ns());
+	ebb_line_u64(&l, iter_count);
+	ebb_line_u64(&l, seq);
+	ebb_line_u64(&l, period);
+	ebb_line_end(&l);
+}
+
+/*
+ * Feed the finder with the operation seq's token. Returns what CUPTI
+ * should do now: -1 detach, 0 nothing (it is attached once, at the first
+ * operation, and never again: see tracer.h). Caller holds engine_lock.
+ */
+static int
+learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
+{
+	int cupti_action = 0;
+
+	if (conf->iter_kernel[0] != '\0') {
+		if (k == NULL || !k->iter_mark)
+			return 0;
+		uint64_t period = mark_period_start ? seq - mark_period_start : 0;
+		mark_period_start = seq;
+		stats.period = period;
+		trace_iteration(seq, period);
+		if (learn != LEARN_DONE && iter_count > conf->learn_iters) {
+			learn = LEARN_DONE;
+			cupti_action = -1;
+		}
+		return cupti_action;
+	}
+	if (!finder_ok || learn == LEARN_GAVE_UP)
+		return 0;
+	enum iter_event e = iter_push(&finder, token, sync);
+	switch (e) {
+	case ITER_NONE:
+		break;
+	case ITER_FOUND: {
+		uint64_t p = iter_period(&finder);
+		stats.period = p;
+		/* Token i (from 0) is operation i + 1. */
+		for (uint64_t i = 0; i <= finder.found_complete; i++) {
+			uint64_t s = finder.found_first + 1 + i * p;
+			if (s <= seq && s > last_iter_seq)
+				trace_iteration(s, p);
+		}
+		iters_timed = finder.found_complete;
+		learn = LEARN_FOUND;
+		ebb_log(EBB_LOG_INFO, "iteration found: %llu operations", (unsigned long long)p);
+		break;
+	}
+	case ITER_START:
+		trace_iteration(seq, iter_period(&finder));
+		iters_timed++;
+		break;
+	case ITER_DEPARTED: {
+		struct ebb_line l;
+		if (ebb_trace_on()) {
+			ebb_line_begin(&l, 'D');
+			ebb_line_u64(&l, ebb_now_ns());
+			ebb_line_u64(&l, seq);
+			ebb_line_u64(&l, stats.period);
+			ebb_line_hex(&l, token);
+			ebb_line_end(&l);
+		}
+		ebb_log(EBB_LOG_INFO, "operation %llu departs from the learned iteration; learning again",
+		    (unsigned long long)seq);
+		stats.period = 0;
+		learn = LEARN_SEARCH;
+		break;
+	}
+	case ITER_GAVE_UP:
+		ebb_log(EBB_LOG_WARN, "no repeating iteration found in %llu operations "
+		    "(EBB_LEARN_LAUNCHES); set EBB_ITER_KERNEL to the name of the kernel that starts "
+		    "an iteration", (unsigned long long)conf->learn_launches);
+		learn = LEARN_GAVE_UP;
+		cupti_action = -1;
+		break;
+	}
+	if (learn == LEARN_FOUND && iters_timed >= conf->learn_iters) {
+		learn = LEARN_DONE;
+		cupti_action = -1;
+	}
+	return cupti_action;
+}
+
+/* Apply learn_step's decision after engine_lock is released: detach CUPTI
+ * and put the learning iterations' records on disk. */
+static void
+cupti_act(int action)
+{
+	if (action >= 0)
+		return;
+	if (ebb_cupti_attached())
+		cupti_stop(learn == LEARN_GAVE_UP ? "gave-up" : "learned");
+	ebb_trace_flush();
+}
+
+static uint32_t
+op_token(const struct ebb_op *op, const struct ebb_kinfo *k)
+{
+	switch (op->kind) {
+	case EBB_OP_LAUNCH: return TOK_LAUNCH | (k ? k->id & 0xffffff : 0);
+	case EBB_OP_COPY: return TOK_COPY | op->sync;
+	case EBB_OP_SET: return TOK_SET | op->sync;
+	case EBB_OP_NCCL: return TOK_NCCL | op->nccl_op;
+	case EBB_OP_GRAPH: return TOK_GRAPH;
+	default: return 0;
+	}
+}
+
+static const char op_letter[EBB_OP_KINDS] = { 'L', 'C', 'M', 'R', 'N' };
+
+void
+ebb_engine_op_begin(struct ebb_op *op)
+{
+	static int first_op = 1;
+	struct ebb_kinfo *k = NULL;
+	struct ebb_line l;
+	int attach = 0;
+
+	pthread_mutex_lock(&engine_lock);
+	if (first_op) {
+		first_op = 0;
+		attach = cupti_wanted;
+	}
+	op->seq = ++seq_counter;
+	uintptr_t stream = norm_stream(op->stream, op->per_thread);
+	if (op->kind == EBB_OP_LAUNCH) {
+		k = kparam_get(&kcache, (uintptr_t)op->func);
+		if (k == NULL) {
+			ebb_inside = 1;
+			k = kparam_add(&kcache, (uintptr_t)op->func);
+			ebb_inside = 0;
+			if (k != NULL && conf->iter_kernel[0] != '\0' && strstr(k->name, conf->iter_kernel))
+				k->iter_mark = 1;
+		}
+	}
+	int unresolved = (op->kind == EBB_OP_LAUNCH && k == NULL) || resolve_op(op, k) < 0;
+	struct bufset *s = &tl_set;
+	for (size_t i = 0; i < s->n; i++) {
+		struct ebb_buf *b = s->v[i];
+		if (b->producer_seq == 0) {
+			b->producer_seq = op->seq;
+			b->producer_kernel = k ? k->id : 0;
+		}
+		if (op->kind == EBB_OP_GRAPH)
+			b->pinned |= EBB_PIN_GRAPH;
+		buftab_note_use(b, stream, op->seq);
+	}
+	stats.pointer_words += s->words;
+	switch (op->kind) {
+	case EBB_OP_LAUNCH:
+		stats.launches++;
+		if (unresolved)
+			stats.launches_unresolved++;
+		else if (s->n == 0)
+			stats.launches_nobuf++;
+		break;
+	case EBB_OP_COPY: stats.copies++; break;
+	case EBB_OP_SET: stats.memsets++; break;
+	case EBB_OP_NCCL: stats.nccl_calls++; break;
+	case EBB_OP_GRAPH: stats.graph_launches++; break;
+	default: break;
+	}
+	if (ebb_trace_on()) {
+		if (k != NULL && !k->traced)
+			trace_kernel(k);
+		ebb_line_begin(&l, op_letter[op->kind]);
+		ebb_line_u64(&l, ebb_now_ns());
+		ebb_line_u64(&l, op->seq);
+		ebb_line_hex(&l, stream);
+		switch (op->kind) {
+		case EBB_OP_LAUNCH:
+			ebb_line_u64(&l, k ? k->id : 0);
+			break;
+		case EBB_OP_COPY:
+		case EBB_OP_SET:
+			ebb_line_u64(&l, op->bytes);
+			ebb_line_u64(&l, op->sync);
+			break;
+		case EBB_OP_NCCL:
+			ebb_line_str(&l, ebb_nccl_op_name(op->nccl_op));
+			ebb_line_i64(&l, op->nccl_peer);
+			ebb_line_u64(&l, op->bytes);
+			break;
+		case EBB_OP_GRAPH:
+			ebb_line_hex(&l, (uintptr_t)op->graph);
+			break;
+		default:
+			break;
+		}
+		if (op->kind != EBB_OP_GRAPH) {
+			if (unresolved)
+				ebb_line_str(&l, "?");
+			else
+				ebb_line_u64(&l, s->n);
+			for (size_t i = 0; i < s->n; i++)
+				ebb_line_u64(&l, s->v[i]->id);
+		}
+		ebb_line_end(&l);
+	}
+	int action = learn_step(op->seq, op_token(op, k), op->sync, k);
+	int timed = (learn == LEARN_SEARCH || learn == LEARN_FOUND) && action >= 0;
+	pthread_mutex_unlock(&engine_lock);
+	if (attach)
+		cupti_start();
+	cupti_act(action);
+	if (timed && op->kind != EBB_OP_NCCL && ebb_cupti_attached()) {
+		ebb_cupti_push(op->seq);
+		op->timed = 1;
+	}
+}
+
+void
+ebb_engine_op_end(struct ebb_op *op, int error)
+{
+	struct ebb_line l;
+
+	if (op->timed)
+		ebb_cupti_pop();
+	if (error != 0 && ebb_trace_on()) {
+		ebb_line_begin(&l, 'X');
+		ebb_line_u64(&l, op->seq);
+		ebb_line_i64(&l, error);
+		ebb_line_end(&l);
+	}
+}
+
+void
+ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
+{
+	struct ebb_line l;
+
+	pthread_mutex_lock(&engine_lock);
+	uint64_t seq = ++seq_counter;
+	stats.syncs++;
+	uintptr_t h = kind == EBB_SYNC_STREAM ? norm_stream((CUstream)handle, per_thread)
+	    : (uintptr_t)handle;
+	if (ebb_trace_on()) {
+		ebb_line_begin(&l, 'Y');
+		ebb_line_u64(&l, ebb_now_ns());
+		ebb_line_u64(&l, seq);
+		ebb_line_str(&l, sync_kind_names[kind]);
+		ebb_line_hex(&l, h);
+		ebb_line_end(&l);
+	}
+	int action = learn_step(seq, TOK_SYNC | (uint32_t)kind, 1, NULL);
+	pthread_mutex_unlock(&engine_lock);
+	cupti_act(action);
+}
+
+void
+ebb_engine_on_capture(CUstream stream, int per_thread, int begin)
+{
+	struct ebb_line l;
+
+	pthread_mutex_lock(&engine_lock);
+	if (begin)
+		capturing++;
+	else if (capturing > 0)
+		capturing--;
+	if (ebb_trace_on()) {
+		ebb_line_begin(&l, 'P');
+		ebb_line_u64(&l, ebb_now_ns());
+		ebb_line_hex(&l, norm_stream(stream, per_thread));
+		ebb_line_str(&l, begin ? "begin" : "end");
+		ebb_line_end(&l);
+	}
+	pthread_mutex_unlock(&engine_lock);
+}
+
+void
+ebb_engine_on_nccl_register(const void *buf, size_t size, int reg)
+{
+	pthread_mutex_lock(&engine_lock);
+	struct ebb_buf *b = buftab_find(&tab, (uint64_t)(uintptr_t)buf);
+	if (b != NULL && reg)
+		b->pinned |= EBB_PIN_NCCL;
+	else if (b != NULL)
+		b->pinned &= (uint8_t)~EBB_PIN_NCCL;
+	pthread_mutex_unlock(&engine_lock);
+	(void)size;
+}
+
+void
+ebb_engine_stats(struct ebb_engine_stats *out)
+{
+	pthread_mutex_lock(&engine_lock);
+	*out = stats;
+	out->buffers_live = tab.count;
+	out->bytes_live = tab.bytes;
+	pthread_mutex_unlock(&engine_lock);
+}
+
+/* Human-readable bytes for the summary. */
+static const char *
+human(uint64_t b, char *buf, size_t len)
+{
+	if (b >= (1ULL << 30))
+		snprintf(buf, len, "%.1f GiB", (double)b / (double)(1ULL << 30));
+	else if (b >= (1ULL << 20))
+		snprintf(buf, len, "%.1f MiB", (double)b / (double)(1ULL << 20));
+	else
+		snprintf(buf, len, "%llu bytes", (unsigned long long)b);
+	return buf;
+}
+
+static void
+summary_record(const char *key, uint64_t v)
+{
+	struct ebb_line l;
+
+	ebb_line_begin(&l, 'Z');
+	ebb_line_u64(&l, ebb_now_ns());
+	ebb_line_str(&l, key);
+	ebb_line_u64(&l, v);
+	ebb_line_end(&l);
+}
+
+void
+ebb_engine_shutdown(void)
+{
+	struct ebb_engine_stats st;
+	char peak[32];
+
+	pthread_mutex_lock(&engine_lock);
+	if (shut_down || conf == NULL) {
+		pthread_mutex_unlock(&engine_lock);
+		return;
+	}
+	shut_down = 1;
+	pthread_mutex_unlock(&engine_lock);
+	if (ebb_cupti_attached())
+		cupti_stop("exit");
+	ebb_engine_stats(&st);
+	if (ebb_trace_on()) {
+		summary_record("launches", st.launches);
+		summary_record("launches-unresolved", st.launches_unresolved);
+		summary_record("launches-without-buffer", st.launches_nobuf);
+		summary_record("copies", st.copies);
+		summary_record("memsets", st.memsets);
+		summary_record("nccl-calls", st.nccl_calls);
+		summary_record("graph-launches", st.graph_launches);
+		summary_record("allocations", st.allocs);
+		summary_record("frees", st.frees);
+		summary_record("frees-untracked", st.frees_untracked);
+		summary_record("peak-bytes", st.bytes_peak);
+		summary_record("iterations", st.iterations);
+		summary_record("period", st.period);
+	}
+	ebb_trace_close();
+	ebb_log(EBB_LOG_NOTE, "%llu launches (%llu unresolved, %llu without a tracked buffer), "
+	    "%llu copies, %llu memsets, %llu NCCL calls; %llu buffers allocated, %llu live, "
+	    "peak %s tracked; %llu iterations of %llu operations",
+	    (unsigned long long)st.launches, (unsigned long long)st.launches_unresolved,
+	    (unsigned long long)st.launches_nobuf, (unsigned long long)st.copies,
+	    (unsigned long long)st.memsets, (unsigned long long)st.nccl_calls,
+	    (unsigned long long)st.allocs, (unsigned long long)st.buffers_live,
+	    human(st.bytes_peak, peak, sizeof peak), (unsigned long long)st.iterations,
+	    (unsigned long long)st.period);
+}
+
+void
+ebb_engine_atfork_prepare(void)
+{
+	pthread_mutex_lock(&engine_lock);
+	ebb_trace_atfork_prepare();
+}
+
+void
+ebb_engine_atfork_parent(void)
+{
+	ebb_trace_atfork_parent();
+	pthread_mutex_unlock(&engine_lock);
+}
+
+void
+ebb_engine_atfork_child(void)
+{
+	ebb_trace_atfork_child();
+	pthread_mutex_unlock(&engine_lock);
+}

@@ -1,0 +1,146 @@
+/*
+ * engine.h: what the hooks tell ebb, as events.
+ *
+ * The hooks are thin: they describe a call (an allocation, a free, or an
+ * operation that touches device memory) and forward it to the driver. The
+ * engine keeps the buffer table, resolves which buffers each operation
+ * references, writes the trace and feeds the iteration finder and CUPTI.
+ *
+ * Locking: one engine mutex (engine.c) guards the buffer table, the kernel
+ * cache and the learning state. Lock order: engine mutex, then the trace
+ * writer's mutex. Never call the driver while holding the engine mutex
+ * except ebb's own non-blocking queries (cuKernelGetParamInfo and the like).
+ */
+#ifndef EBB_ENGINE_H
+#define EBB_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_compat.h"
+
+enum ebb_alloc_kind {
+	EBB_ALLOC_SYNC = 0,	/* cuMemAlloc */
+	EBB_ALLOC_PITCH,	/* cuMemAllocPitch */
+	EBB_ALLOC_ASYNC,	/* cuMemAllocAsync */
+	EBB_ALLOC_POOL,		/* cuMemAllocFromPoolAsync */
+	EBB_ALLOC_KINDS
+};
+
+enum ebb_op_kind {
+	EBB_OP_LAUNCH = 0,
+	EBB_OP_COPY,
+	EBB_OP_SET,
+	EBB_OP_GRAPH,
+	EBB_OP_NCCL,
+	EBB_OP_KINDS
+};
+
+enum ebb_sync_kind {
+	EBB_SYNC_CTX = 0,
+	EBB_SYNC_STREAM,
+	EBB_SYNC_EVENT,
+	EBB_SYNC_KINDS
+};
+
+/* The NCCL calls ebb sees (N records name them). */
+enum ebb_nccl_op {
+	EBB_NCCL_SEND = 0,
+	EBB_NCCL_RECV,
+	EBB_NCCL_ALLREDUCE,
+	EBB_NCCL_BROADCAST,
+	EBB_NCCL_REDUCE,
+	EBB_NCCL_ALLGATHER,
+	EBB_NCCL_REDUCESCATTER,
+	EBB_NCCL_OPS
+};
+
+/* "send", "recv", "allreduce", ... */
+const char *ebb_nccl_op_name(unsigned op);
+
+/* Most addresses a copy or memset names before it uses the spill list. */
+#define EBB_OP_INLINE_PTRS 4
+
+/* One operation that touches device memory, described by its hook. */
+struct ebb_op {
+	enum ebb_op_kind kind;
+	CUstream stream;	/* as the caller passed it */
+	uint8_t per_thread;	/* reached through a _ptsz/_ptds entry */
+	uint8_t sync;		/* the host waits for it (synchronous copy) */
+	uint16_t nccl_op;	/* EBB_OP_NCCL: enum ebb_nccl_op */
+	int nccl_peer;		/* EBB_OP_NCCL: peer or root, -1 for none */
+	size_t bytes;		/* copy, memset and NCCL sizes */
+	/* addresses to resolve: inline, then the spill arrays */
+	CUdeviceptr ptr[EBB_OP_INLINE_PTRS];
+	unsigned nptr;
+	const CUdeviceptr *spill[2];
+	size_t nspill;
+	/* EBB_OP_LAUNCH */
+	CUfunction func;
+	void **params;
+	void **extra;
+	/* EBB_OP_GRAPH */
+	CUgraphExec graph;
+	/* filled by ebb_engine_op_begin */
+	uint64_t seq;
+	uint8_t timed;		/* a CUPTI correlation id was pushed */
+};
+
+/* Add an address the operation touches (0 is ignored). */
+static inline void
+ebb_op_addr(struct ebb_op *op, CUdeviceptr p)
+{
+	if (p != 0 && op->nptr < EBB_OP_INLINE_PTRS)
+		op->ptr[op->nptr++] = p;
+}
+
+/* Set up the engine for this configuration; returns 0 or -1 (ebb is off). */
+struct ebb_conf;
+int ebb_engine_init(const struct ebb_conf *conf);
+
+/* A successful allocation of size bytes at p. */
+void ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
+    enum ebb_alloc_kind kind);
+
+/* A free (before the driver sees it). async: cuMemFreeAsync on stream. */
+void ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async);
+
+/* An operation is about to reach the driver / has returned error (0: success;
+ * a CUresult, or an ncclResult_t for NCCL operations). */
+void ebb_engine_op_begin(struct ebb_op *op);
+void ebb_engine_op_end(struct ebb_op *op, int error);
+
+/* The host synchronised with a context, a stream or an event. */
+void ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread);
+
+/* Stream capture began (begin=1) or ended on stream. */
+void ebb_engine_on_capture(CUstream stream, int per_thread, int begin);
+
+/* NCCL registered (reg=1) or deregistered a buffer. */
+void ebb_engine_on_nccl_register(const void *buf, size_t size, int reg);
+
+/* Counters for the exit summary and the tests. */
+struct ebb_engine_stats {
+	uint64_t launches;
+	uint64_t launches_unresolved;	/* parameter layout unknown */
+	uint64_t launches_nobuf;	/* referenced no tracked buffer */
+	uint64_t copies, memsets, nccl_calls, graph_launches, syncs;
+	uint64_t allocs, frees, frees_untracked;
+	uint64_t buffers_live;
+	uint64_t bytes_live, bytes_peak;
+	uint64_t pointer_words;		/* parameter words that hit a buffer */
+	uint64_t iterations;		/* iteration starts seen */
+	uint64_t period;		/* learned period in operations, 0 if none */
+};
+
+void ebb_engine_stats(struct ebb_engine_stats *out);
+
+/* Flush the trace and print the summary (EBB_VERBOSE>=1). Idempotent. */
+void ebb_engine_shutdown(void);
+
+/* Fork handlers. */
+void ebb_engine_atfork_prepare(void);
+void ebb_engine_atfork_parent(void);
+void ebb_engine_atfork_child(void);
+
+#endif

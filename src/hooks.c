@@ -1,0 +1,405 @@
+/*
+ * hooks.c: the interposed CUDA driver entry points.
+ *
+ * Each wrapper makes sure ebb is initialised, describes the call to the
+ * engine and forwards it to the driver through ebb_real, returning the
+ * driver's result unchanged (invariant 7). The copy and memset wrappers are
+ * generated from syms.def; the rest are written out below.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "ebb.h"
+#include "engine.h"
+#include "interpose.h"
+
+/*
+ * Start of every wrapper: initialise, and go straight to the driver when
+ * ebb is off or the call comes from ebb itself.
+ */
+#define HOOK_PROLOGUE(elf, args)					\
+	int on_ = ebb_hooks_on();					\
+	if (ebb_real.elf == NULL)					\
+		return CUDA_ERROR_NOT_FOUND;				\
+	if (!on_)							\
+		return ebb_real.elf args
+
+/* Thread-local scratch for the batched copies' operand addresses. */
+static _Thread_local CUdeviceptr *batch_scratch;
+static _Thread_local size_t batch_cap;
+
+/* Address of one side of a 2D/3D copy, or 0 when that side is not device memory. */
+static CUdeviceptr
+copy_side(CUmemorytype type, CUdeviceptr dev, size_t x, size_t y, size_t z, size_t pitch,
+    size_t height)
+{
+	if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
+		return 0;
+	return dev + x + y * pitch + z * height * pitch;
+}
+
+static void
+op_copy2d(struct ebb_op *op, const CUDA_MEMCPY2D *p, CUstream s, int sync)
+{
+	op->kind = EBB_OP_COPY;
+	op->stream = s;
+	op->sync = (uint8_t)sync;
+	if (p == NULL)
+		return;
+	op->bytes = p->WidthInBytes * p->Height;
+	ebb_op_addr(op, copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY, 0,
+	    p->dstPitch, 0));
+	ebb_op_addr(op, copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY, 0,
+	    p->srcPitch, 0));
+}
+
+static void
+op_copy3d(struct ebb_op *op, const CUDA_MEMCPY3D *p, CUstream s, int sync)
+{
+	op->kind = EBB_OP_COPY;
+	op->stream = s;
+	op->sync = (uint8_t)sync;
+	if (p == NULL)
+		return;
+	op->bytes = p->WidthInBytes * p->Height * p->Depth;
+	ebb_op_addr(op, copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY,
+	    p->dstZ, p->dstPitch, p->dstHeight));
+	ebb_op_addr(op, copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY,
+	    p->srcZ, p->srcPitch, p->srcHeight));
+}
+
+static void
+op_copy3dpeer(struct ebb_op *op, const CUDA_MEMCPY3D_PEER *p, CUstream s, int sync)
+{
+	op->kind = EBB_OP_COPY;
+	op->stream = s;
+	op->sync = (uint8_t)sync;
+	if (p == NULL)
+		return;
+	op->bytes = p->WidthInBytes * p->Height * p->Depth;
+	ebb_op_addr(op, copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY,
+	    p->dstZ, p->dstPitch, p->dstHeight));
+	ebb_op_addr(op, copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY,
+	    p->srcZ, p->srcPitch, p->srcHeight));
+}
+
+static void
+op_copybatch(struct ebb_op *op, const CUdeviceptr *dsts, const CUdeviceptr *srcs,
+    const size_t *sizes, size_t count, CUstream s)
+{
+	op->kind = EBB_OP_COPY;
+	op->stream = s;
+	op->spill[0] = dsts;
+	op->spill[1] = srcs;
+	op->nspill = dsts && srcs ? count : 0;
+	for (size_t i = 0; sizes && i < count; i++)
+		op->bytes += sizes[i];
+}
+
+static void
+op_copy3dbatch(struct ebb_op *op, const CUDA_MEMCPY3D_BATCH_OP *ops, size_t n, CUstream s)
+{
+	op->kind = EBB_OP_COPY;
+	op->stream = s;
+	if (ops == NULL || n == 0)
+		return;
+	if (batch_cap < 2 * n) {
+		CUdeviceptr *p = realloc(batch_scratch, 2 * n * sizeof *p);
+		if (p == NULL)
+			return;	/* the addresses stay unresolved; the call goes on */
+		batch_scratch = p;
+		batch_cap = 2 * n;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const CUDA_MEMCPY3D_BATCH_OP *o = &ops[i];
+		batch_scratch[i] = o->dst.type == CU_MEMCPY_OPERAND_TYPE_POINTER ? o->dst.op.ptr.ptr : 0;
+		batch_scratch[n + i] = o->src.type == CU_MEMCPY_OPERAND_TYPE_POINTER ? o->src.op.ptr.ptr : 0;
+		op->bytes += o->extent.width * o->extent.height * o->extent.depth;
+	}
+	op->spill[0] = batch_scratch;
+	op->spill[1] = batch_scratch + n;
+	op->nspill = n;
+}
+
+#define OP_COPY(dst, src, n, s, issync)					\
+	do {								\
+		op_.kind = EBB_OP_COPY;					\
+		op_.stream = (s);					\
+		op_.sync = (issync);					\
+		op_.bytes = (n);					\
+		ebb_op_addr(&op_, (dst));				\
+		ebb_op_addr(&op_, (src));				\
+	} while (0)
+#define OP_SET(dst, n, s, issync)					\
+	do {								\
+		op_.kind = EBB_OP_SET;					\
+		op_.stream = (s);					\
+		op_.sync = (issync);					\
+		op_.bytes = (n);					\
+		ebb_op_addr(&op_, (dst));				\
+	} while (0)
+#define OP_COPY2D(p, s, issync) op_copy2d(&op_, (p), (s), (issync))
+#define OP_COPY3D(p, s, issync) op_copy3d(&op_, (p), (s), (issync))
+#define OP_COPY3DPEER(p, s, issync) op_copy3dpeer(&op_, (p), (s), (issync))
+#define OP_COPYBATCH(d, sr, sz, n, s) op_copybatch(&op_, (d), (sr), (sz), (n), (s))
+#define OP_COPY3DBATCH(o, n, s) op_copy3dbatch(&op_, (o), (n), (s))
+
+/* The generated copy and memset wrappers. */
+#define EBB_GEN(elf, base, version, variant, params, args, op)		\
+	EBB_EXPORT CUresult						\
+	elf params							\
+	{								\
+		HOOK_PROLOGUE(elf, args);				\
+		struct ebb_op op_ = { .per_thread = #variant[0] == 'P' };	\
+		op;							\
+		ebb_engine_op_begin(&op_);				\
+		CUresult r_ = ebb_real.elf args;			\
+		ebb_engine_op_end(&op_, r_);				\
+		return r_;						\
+	}
+#include "syms.def"
+
+/* ---- allocation ---- */
+
+EBB_EXPORT CUresult
+cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+	HOOK_PROLOGUE(cuMemAlloc_v2, (dptr, bytesize));
+	CUresult r = ebb_real.cuMemAlloc_v2(dptr, bytesize);
+	if (r == CUDA_SUCCESS)
+		ebb_engine_on_alloc(*dptr, bytesize, NULL, 0, EBB_ALLOC_SYNC);
+	return r;
+}
+
+EBB_EXPORT CUresult
+cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+    unsigned int ElementSizeBytes)
+{
+	HOOK_PROLOGUE(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+	CUresult r = ebb_real.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height,
+	    ElementSizeBytes);
+	if (r == CUDA_SUCCESS)
+		ebb_engine_on_alloc(*dptr, *pPitch * Height, NULL, 0, EBB_ALLOC_PITCH);
+	return r;
+}
+
+EBB_EXPORT CUresult
+cuMemFree_v2(CUdeviceptr dptr)
+{
+	HOOK_PROLOGUE(cuMemFree_v2, (dptr));
+	ebb_engine_on_free(dptr, NULL, 0, 0);
+	return ebb_real.cuMemFree_v2(dptr);
+}
+
+#define ALLOC_ASYNC(elf, pt)						\
+	EBB_EXPORT CUresult						\
+	elf(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)	\
+	{								\
+		HOOK_PROLOGUE(elf, (dptr, bytesize, hStream));		\
+		CUresult r = ebb_real.elf(dptr, bytesize, hStream);	\
+		if (r == CUDA_SUCCESS)					\
+			ebb_engine_on_alloc(*dptr, bytesize, hStream, pt, EBB_ALLOC_ASYNC); \
+		return r;						\
+	}
+ALLOC_ASYNC(cuMemAllocAsync, 0)
+ALLOC_ASYNC(cuMemAllocAsync_ptsz, 1)
+
+#define ALLOC_POOL(elf, pt)						\
+	EBB_EXPORT CUresult						\
+	elf(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) \
+	{								\
+		HOOK_PROLOGUE(elf, (dptr, bytesize, pool, hStream));	\
+		CUresult r = ebb_real.elf(dptr, bytesize, pool, hStream); \
+		if (r == CUDA_SUCCESS)					\
+			ebb_engine_on_alloc(*dptr, bytesize, hStream, pt, EBB_ALLOC_POOL); \
+		return r;						\
+	}
+ALLOC_POOL(cuMemAllocFromPoolAsync, 0)
+ALLOC_POOL(cuMemAllocFromPoolAsync_ptsz, 1)
+
+#define FREE_ASYNC(elf, pt)						\
+	EBB_EXPORT CUresult						\
+	elf(CUdeviceptr dptr, CUstream hStream)				\
+	{								\
+		HOOK_PROLOGUE(elf, (dptr, hStream));			\
+		ebb_engine_on_free(dptr, hStream, pt, 1);		\
+		return ebb_real.elf(dptr, hStream);			\
+	}
+FREE_ASYNC(cuMemFreeAsync, 0)
+FREE_ASYNC(cuMemFreeAsync_ptsz, 1)
+
+/* ---- launches ---- */
+
+#define LAUNCH(elf, pt)							\
+	EBB_EXPORT CUresult						\
+	elf(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,	\
+	    unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, \
+	    unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, \
+	    void **kernelParams, void **extra)				\
+	{								\
+		HOOK_PROLOGUE(elf, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, \
+		    blockDimZ, sharedMemBytes, hStream, kernelParams, extra)); \
+		struct ebb_op op = { .kind = EBB_OP_LAUNCH, .stream = hStream, \
+			.per_thread = pt, .func = f, .params = kernelParams, .extra = extra }; \
+		ebb_engine_op_begin(&op);				\
+		CUresult r = ebb_real.elf(f, gridDimX, gridDimY, gridDimZ, blockDimX, \
+		    blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra); \
+		ebb_engine_op_end(&op, r);				\
+		return r;						\
+	}
+LAUNCH(cuLaunchKernel, 0)
+LAUNCH(cuLaunchKernel_ptsz, 1)
+
+#define LAUNCH_EX(elf, pt)						\
+	EBB_EXPORT CUresult						\
+	elf(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra) \
+	{								\
+		HOOK_PROLOGUE(elf, (config, f, kernelParams, extra));	\
+		struct ebb_op op = { .kind = EBB_OP_LAUNCH,		\
+			.stream = config ? config->hStream : NULL, .per_thread = pt, \
+			.func = f, .params = kernelParams, .extra = extra }; \
+		ebb_engine_op_begin(&op);				\
+		CUresult r = ebb_real.elf(config, f, kernelParams, extra); \
+		ebb_engine_op_end(&op, r);				\
+		return r;						\
+	}
+LAUNCH_EX(cuLaunchKernelEx, 0)
+LAUNCH_EX(cuLaunchKernelEx_ptsz, 1)
+
+#define LAUNCH_COOP(elf, pt)						\
+	EBB_EXPORT CUresult						\
+	elf(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,	\
+	    unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, \
+	    unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, \
+	    void **kernelParams)					\
+	{								\
+		HOOK_PROLOGUE(elf, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, \
+		    blockDimZ, sharedMemBytes, hStream, kernelParams));	\
+		struct ebb_op op = { .kind = EBB_OP_LAUNCH, .stream = hStream, \
+			.per_thread = pt, .func = f, .params = kernelParams }; \
+		ebb_engine_op_begin(&op);				\
+		CUresult r = ebb_real.elf(f, gridDimX, gridDimY, gridDimZ, blockDimX, \
+		    blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams); \
+		ebb_engine_op_end(&op, r);				\
+		return r;						\
+	}
+LAUNCH_COOP(cuLaunchCooperativeKernel, 0)
+LAUNCH_COOP(cuLaunchCooperativeKernel_ptsz, 1)
+
+/* ---- graphs and capture ---- */
+
+#define GRAPH_OP(elf, pt)						\
+	EBB_EXPORT CUresult						\
+	elf(CUgraphExec hGraphExec, CUstream hStream)			\
+	{								\
+		HOOK_PROLOGUE(elf, (hGraphExec, hStream));		\
+		struct ebb_op op = { .kind = EBB_OP_GRAPH, .stream = hStream, \
+			.per_thread = pt, .graph = hGraphExec };	\
+		ebb_engine_op_begin(&op);				\
+		CUresult r = ebb_real.elf(hGraphExec, hStream);		\
+		ebb_engine_op_end(&op, r);				\
+		return r;						\
+	}
+GRAPH_OP(cuGraphLaunch, 0)
+GRAPH_OP(cuGraphLaunch_ptsz, 1)
+
+/* An upload touches no buffer contents: only note nothing and forward. */
+EBB_EXPORT CUresult
+cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+	HOOK_PROLOGUE(cuGraphUpload, (hGraphExec, hStream));
+	return ebb_real.cuGraphUpload(hGraphExec, hStream);
+}
+
+EBB_EXPORT CUresult
+cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+	HOOK_PROLOGUE(cuGraphUpload_ptsz, (hGraphExec, hStream));
+	return ebb_real.cuGraphUpload_ptsz(hGraphExec, hStream);
+}
+
+#define CAPTURE_BEGIN(elf, pt, params, args)				\
+	EBB_EXPORT CUresult						\
+	elf params							\
+	{								\
+		HOOK_PROLOGUE(elf, args);				\
+		CUresult r = ebb_real.elf args;				\
+		if (r == CUDA_SUCCESS)					\
+			ebb_engine_on_capture(hStream, pt, 1);		\
+		return r;						\
+	}
+CAPTURE_BEGIN(cuStreamBeginCapture, 0, (CUstream hStream), (hStream))
+CAPTURE_BEGIN(cuStreamBeginCapture_ptsz, 1, (CUstream hStream), (hStream))
+CAPTURE_BEGIN(cuStreamBeginCapture_v2, 0, (CUstream hStream, CUstreamCaptureMode mode),
+    (hStream, mode))
+CAPTURE_BEGIN(cuStreamBeginCapture_v2_ptsz, 1, (CUstream hStream, CUstreamCaptureMode mode),
+    (hStream, mode))
+CAPTURE_BEGIN(cuStreamBeginCaptureToGraph, 0, (CUstream hStream, CUgraph hGraph,
+    const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData,
+    size_t numDependencies, CUstreamCaptureMode mode),
+    (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))
+CAPTURE_BEGIN(cuStreamBeginCaptureToGraph_ptsz, 1, (CUstream hStream, CUgraph hGraph,
+    const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData,
+    size_t numDependencies, CUstreamCaptureMode mode),
+    (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))
+
+#define CAPTURE_END(elf, pt)						\
+	EBB_EXPORT CUresult						\
+	elf(CUstream hStream, CUgraph *phGraph)				\
+	{								\
+		HOOK_PROLOGUE(elf, (hStream, phGraph));			\
+		CUresult r = ebb_real.elf(hStream, phGraph);		\
+		ebb_engine_on_capture(hStream, pt, 0);			\
+		return r;						\
+	}
+CAPTURE_END(cuStreamEndCapture, 0)
+CAPTURE_END(cuStreamEndCapture_ptsz, 1)
+
+/* ---- synchronisation ---- */
+
+EBB_EXPORT CUresult
+cuCtxSynchronize(void)
+{
+	HOOK_PROLOGUE(cuCtxSynchronize, ());
+	CUresult r = ebb_real.cuCtxSynchronize();
+	ebb_engine_on_sync(EBB_SYNC_CTX, NULL, 0);
+	return r;
+}
+
+EBB_EXPORT CUresult
+cuCtxSynchronize_v2(CUcontext ctx)
+{
+	HOOK_PROLOGUE(cuCtxSynchronize_v2, (ctx));
+	CUresult r = ebb_real.cuCtxSynchronize_v2(ctx);
+	ebb_engine_on_sync(EBB_SYNC_CTX, ctx, 0);
+	return r;
+}
+
+EBB_EXPORT CUresult
+cuStreamSynchronize(CUstream hStream)
+{
+	HOOK_PROLOGUE(cuStreamSynchronize, (hStream));
+	CUresult r = ebb_real.cuStreamSynchronize(hStream);
+	ebb_engine_on_sync(EBB_SYNC_STREAM, hStream, 0);
+	return r;
+}
+
+EBB_EXPORT CUresult
+cuStreamSynchronize_ptsz(CUstream hStream)
+{
+	HOOK_PROLOGUE(cuStreamSynchronize_ptsz, (hStream));
+	CUresult r = ebb_real.cuStreamSynchronize_ptsz(hStream);
+	ebb_engine_on_sync(EBB_SYNC_STREAM, hStream, 1);
+	return r;
+}
+
+EBB_EXPORT CUresult
+cuEventSynchronize(CUevent hEvent)
+{
+	HOOK_PROLOGUE(cuEventSynchronize, (hEvent));
+	CUresult r = ebb_real.cuEventSynchronize(hEvent);
+	ebb_engine_on_sync(EBB_SYNC_EVENT, hEvent, 0);
+	return r;
+}

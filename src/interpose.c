@@ -1,0 +1,333 @@
+/*
+ * interpose.c: how calls reach ebb.
+ *
+ * Three paths lead a program to a driver function, and ebb stands on each:
+ *   1. dlsym(handle, "cuX"): libebb overrides dlsym and hands back its
+ *      wrapper (older libcudart, JAX, anything that dlopens libcuda).
+ *   2. cuGetProcAddress / cuGetProcAddress_v2 (libcudart 11.3 and later):
+ *      ebb forwards to the driver, then swaps the driver's pointer for the
+ *      wrapper of that exact variant, so the version and per-thread-stream
+ *      flag the caller asked for are honoured by the driver itself.
+ *   3. Plain ELF binding (programs linked with -lcuda): libebb exports the
+ *      wrappers under the driver's ELF names and, preloaded, comes first.
+ */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ebb.h"
+#include "interpose.h"
+#include "log.h"
+
+struct ebb_real_table ebb_real;
+
+/* Declarations of the wrappers (defined in hooks.c) come from cuda.h. */
+const struct ebb_sym ebb_syms[EBB_SYM_COUNT] = {
+#define EBB_HAND(elf, base, version, variant, params, args) \
+	{ #elf, #base, version, #variant[0], (void *)elf },
+#define EBB_GEN(elf, base, version, variant, params, args, op) \
+	{ #elf, #base, version, #variant[0], (void *)elf },
+#include "syms.def"
+};
+
+/* Slot in ebb_real of each interposed entry, by id. */
+static void **const real_slot[EBB_SYM_COUNT] = {
+#define EBB_HAND(elf, base, version, variant, params, args) (void **)&ebb_real.elf,
+#define EBB_GEN(elf, base, version, variant, params, args, op) (void **)&ebb_real.elf,
+#include "syms.def"
+};
+
+/* The functions ebb calls but does not interpose. */
+static const struct {
+	const char *elf, *base;
+	int version;
+	void **slot;
+} drv_syms[] = {
+#define EBB_DRV(elf, base, version, params) { #elf, #base, version, (void **)&ebb_real.elf },
+#include "syms.def"
+};
+
+/* ---- the libc dlsym ---- */
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static dlsym_fn libc_dlsym;
+
+/* Find glibc's dlsym without going through our own override. */
+static void
+find_libc_dlsym(void)
+{
+	static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", NULL };
+
+	for (int i = 0; versions[i] && libc_dlsym == NULL; i++)
+		libc_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+	if (libc_dlsym == NULL)
+		ebb_log(EBB_LOG_ERROR, "cannot find the C library's dlsym; ebb cannot forward dlsym calls");
+}
+
+void *
+ebb_real_dlsym(void *handle, const char *name)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, find_libc_dlsym);
+	return libc_dlsym ? libc_dlsym(handle, name) : NULL;
+}
+
+/* ---- resolution of the driver ---- */
+
+/* Identity map from the driver's pointer to our entry: open addressing. */
+#define REAL_MAP_SIZE 512
+static struct {
+	void *real;
+	int id;
+} real_map[REAL_MAP_SIZE];
+
+static unsigned
+ptr_hash(const void *p)
+{
+	uint64_t x = (uint64_t)(uintptr_t)p;
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return (unsigned)x & (REAL_MAP_SIZE - 1);
+}
+
+static void
+real_map_put(void *real, int id)
+{
+	unsigned h = ptr_hash(real);
+	while (real_map[h].real != NULL) {
+		if (real_map[h].real == real)
+			return;	/* two variants share one function: keep the first */
+		h = (h + 1) & (REAL_MAP_SIZE - 1);
+	}
+	real_map[h].real = real;
+	real_map[h].id = id;
+}
+
+static int
+real_map_get(const void *real)
+{
+	unsigned h = ptr_hash(real);
+	while (real_map[h].real != NULL) {
+		if (real_map[h].real == real)
+			return real_map[h].id;
+		h = (h + 1) & (REAL_MAP_SIZE - 1);
+	}
+	return -1;
+}
+
+/* Whether p is one of ebb's own wrappers. */
+static int
+is_wrapper(const void *p)
+{
+	for (int i = 0; i < EBB_SYM_COUNT; i++)
+		if (ebb_syms[i].wrapper == p)
+			return 1;
+	return p == (void *)cuGetProcAddress || p == (void *)cuGetProcAddress_v2;
+}
+
+/*
+ * Resolve one entry the way a caller of cuGetProcAddress would get it. A
+ * driver whose own function table binds through the global symbol scope
+ * (a library linked without -Bsymbolic) hands back ebb's wrapper, since
+ * libebb comes first in that scope: then ask the library handle itself,
+ * which looks in the library before anything else.
+ */
+static void *
+resolve_one(void *lib, const char *elf, const char *base, int version, char variant)
+{
+	void *p = NULL;
+
+	if (ebb_real.cuGetProcAddress_v2) {
+		CUdriverProcAddressQueryResult st;
+		cuuint64_t flags = variant == 'P' ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+		    : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+		if (ebb_real.cuGetProcAddress_v2(base, &p, version, flags, &st) != CUDA_SUCCESS)
+			p = NULL;
+	}
+	if (p == NULL || is_wrapper(p))
+		p = ebb_real_dlsym(lib, elf);
+	return is_wrapper(p) ? NULL : p;
+}
+
+int
+ebb_interpose_resolve(void)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+
+	if (lib == NULL)
+		lib = dlopen("libcuda.so.1", RTLD_LAZY);
+	if (lib == NULL) {
+		ebb_log(EBB_LOG_WARN, "cannot load the CUDA driver (libcuda.so.1: %s); ebb is off", dlerror());
+		return -1;
+	}
+	ebb_real.cuGetProcAddress = (CUresult (*)(const char *, void **, int, cuuint64_t))
+	    ebb_real_dlsym(lib, "cuGetProcAddress");
+	ebb_real.cuGetProcAddress_v2 = (CUresult (*)(const char *, void **, int, cuuint64_t,
+	    CUdriverProcAddressQueryResult *))ebb_real_dlsym(lib, "cuGetProcAddress_v2");
+
+	for (int i = 0; i < EBB_SYM_COUNT; i++) {
+		const struct ebb_sym *s = &ebb_syms[i];
+		void *p = resolve_one(lib, s->elf, s->base, s->version, s->variant);
+		*real_slot[i] = p;
+		if (p != NULL)
+			real_map_put(p, i);
+		else
+			ebb_log(EBB_LOG_DEBUG, "driver has no %s", s->elf);
+	}
+	for (size_t i = 0; i < sizeof drv_syms / sizeof drv_syms[0]; i++)
+		*drv_syms[i].slot = resolve_one(lib, drv_syms[i].elf, drv_syms[i].base,
+		    drv_syms[i].version, 'L');
+	/* lib stays open: the driver lives as long as the process. */
+	return 0;
+}
+
+void *
+ebb_interpose_by_elf(const char *name)
+{
+	if (name[0] == 'n')
+		return ebb_nccl_by_name(name);
+	if (strcmp(name, "cuGetProcAddress") == 0)
+		return (void *)cuGetProcAddress;
+	if (strcmp(name, "cuGetProcAddress_v2") == 0)
+		return (void *)cuGetProcAddress_v2;
+	for (int i = 0; i < EBB_SYM_COUNT; i++)
+		if (strcmp(ebb_syms[i].elf, name) == 0)
+			return ebb_syms[i].wrapper;
+	return NULL;
+}
+
+/* Whether ebb wraps some variant of base. */
+static int
+base_is_wrapped(const char *base)
+{
+	for (int i = 0; i < EBB_SYM_COUNT; i++)
+		if (strcmp(ebb_syms[i].base, base) == 0)
+			return 1;
+	return 0;
+}
+
+void *
+ebb_interpose_wrap(const char *symbol, void *real, int version, cuuint64_t flags)
+{
+	static int warned;
+
+	if (real == NULL || symbol == NULL)
+		return real;
+	if (strcmp(symbol, "cuGetProcAddress") == 0)
+		return version >= 12000 ? (void *)cuGetProcAddress_v2 : (void *)cuGetProcAddress;
+	int id = real_map_get(real);
+	if (id >= 0 && *real_slot[id] == real)
+		return ebb_syms[id].wrapper;
+	if (is_wrapper(real))
+		return real;	/* the driver's table bound to libebb already */
+	if (base_is_wrapped(symbol))
+		ebb_log_once(&warned, EBB_LOG_WARN,
+		    "%s for CUDA version %d (flags %llu) is a variant ebb does not know; "
+		    "calls through it are not seen (further such variants are not reported)",
+		    symbol, version, (unsigned long long)flags);
+	return real;
+}
+
+/* ---- the exported entry points of this file ---- */
+
+/* cuGetProcAddress, CUDA 11.3 ABI (4 arguments). */
+EBB_EXPORT CUresult
+cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+	ebb_ensure_init();
+	if (ebb_real.cuGetProcAddress == NULL)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	CUresult r = ebb_real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+	if (r == CUDA_SUCCESS && pfn != NULL)
+		*pfn = ebb_interpose_wrap(symbol, *pfn, cudaVersion, flags);
+	return r;
+}
+
+/* cuGetProcAddress_v2, CUDA 12 ABI (5 arguments). */
+EBB_EXPORT CUresult
+cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+    CUdriverProcAddressQueryResult *symbolStatus)
+{
+	ebb_ensure_init();
+	if (ebb_real.cuGetProcAddress_v2 == NULL)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	CUresult r = ebb_real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
+	if (r == CUDA_SUCCESS && pfn != NULL)
+		*pfn = ebb_interpose_wrap(symbol, *pfn, cudaVersion, flags);
+	return r;
+}
+
+/* Start address of libebb's text, to tell our own dlsym calls apart. */
+static int
+caller_is_exempt(const void *caller)
+{
+	Dl_info info;
+	static void *self_base;
+
+	if (caller == NULL || dladdr(caller, &info) == 0 || info.dli_fname == NULL)
+		return 0;
+	if (self_base == NULL) {
+		Dl_info me;
+		if (dladdr((void *)caller_is_exempt, &me) != 0)
+			self_base = me.dli_fbase;
+	}
+	if (info.dli_fbase == self_base)
+		return 1;
+	/* CUPTI's own driver calls are not the job's. */
+	return strstr(info.dli_fname, "libcupti") != NULL;
+}
+
+/*
+ * RTLD_NEXT means "after the caller", and the caller of the real dlsym
+ * would now be libebb. Search the objects after the caller ourselves.
+ */
+static void *
+dlsym_next_after(const void *caller, const char *name)
+{
+	Dl_info info;
+	struct link_map *lm = NULL;
+
+	if (dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) == 0 || lm == NULL)
+		return ebb_real_dlsym(RTLD_NEXT, name);
+	for (struct link_map *l = lm->l_next; l != NULL; l = l->l_next) {
+		void *h = dlopen(l->l_name[0] ? l->l_name : NULL, RTLD_LAZY | RTLD_NOLOAD);
+		if (h == NULL)
+			continue;
+		void *p = ebb_real_dlsym(h, name);
+		dlclose(h);
+		if (p != NULL)
+			return p;
+	}
+	return NULL;
+}
+
+/* The dlsym override: driver and NCCL names get ebb's wrappers. */
+EBB_EXPORT void *
+dlsym(void *handle, const char *name)
+{
+	const void *caller = __builtin_return_address(0);
+
+	if (((name[0] == 'c' && name[1] == 'u') ||
+	    (name[0] == 'n' && strncmp(name, "nccl", 4) == 0)) && !ebb_inside &&
+	    !caller_is_exempt(caller)) {
+		void *w = ebb_interpose_by_elf(name);
+		if (w != NULL) {
+			ebb_ensure_init();
+			/* Hand out a wrapper only where the real function exists. */
+			void *real = handle == RTLD_NEXT ? dlsym_next_after(caller, name)
+			    : ebb_real_dlsym(handle, name);
+			if (real != NULL)
+				return w;
+			return NULL;
+		}
+	}
+	if (handle == RTLD_NEXT)
+		return dlsym_next_after(caller, name);
+	return ebb_real_dlsym(handle, name);
+}

@@ -1,0 +1,305 @@
+/*
+ * trace.c: buffered, thread-safe writer of the trace file.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "trace.h"
+#include "trace_format.h"
+
+/* Lock order: after the engine mutex. Guards everything below. */
+static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
+static int trace_fd = -1;
+static char *tbuf;
+static size_t tcap, tlen;
+static int write_failed;
+static _Thread_local int holding;	/* this thread holds trace_lock mid-line */
+
+uint64_t
+ebb_now_ns(void)
+{
+	static uint64_t t0;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	if (t0 == 0)
+		__atomic_compare_exchange_n(&t0, &(uint64_t){ 0 }, now, 0, __ATOMIC_RELAXED,
+		    __ATOMIC_RELAXED);
+	return now - t0;
+}
+
+/* Write n bytes to the file; on failure say so once and stop tracing. */
+static void
+write_all(const char *p, size_t n)
+{
+	while (n > 0 && trace_fd >= 0) {
+		ssize_t w = write(trace_fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (!write_failed)
+				ebb_log(EBB_LOG_WARN, "writing the trace failed (%s); the trace stops here",
+				    strerror(errno));
+			write_failed = 1;
+			close(trace_fd);
+			trace_fd = -1;
+			return;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Append to the buffer, writing it out when full. Caller holds trace_lock. */
+static void
+append(const char *p, size_t n)
+{
+	if (trace_fd < 0)
+		return;
+	if (tlen + n > tcap) {
+		write_all(tbuf, tlen);
+		tlen = 0;
+		if (n > tcap) {
+			write_all(p, n);
+			return;
+		}
+	}
+	memcpy(tbuf + tlen, p, n);
+	tlen += n;
+}
+
+/* Expand %p in path into out. Returns 0, or -1 if it does not fit. */
+static int
+expand_path(const char *path, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	for (const char *s = path; *s; s++) {
+		if (s[0] == '%' && s[1] == 'p') {
+			int n = snprintf(out + o, outlen - o, "%d", (int)getpid());
+			if (n < 0 || (size_t)n >= outlen - o)
+				return -1;
+			o += (size_t)n;
+			s++;
+			continue;
+		}
+		if (o + 1 >= outlen)
+			return -1;
+		out[o++] = *s;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+int
+ebb_trace_open(const char *path, size_t bufsize, const char *mode_name)
+{
+	char file[4096];
+
+	if (path == NULL || path[0] == '\0')
+		return -1;
+	if (expand_path(path, file, sizeof file) < 0) {
+		ebb_log(EBB_LOG_WARN, "EBB_TRACE='%s' is too long; no trace is written", path);
+		return -1;
+	}
+	char *b = malloc(bufsize);
+	if (b == NULL) {
+		ebb_log(EBB_LOG_WARN, "no memory for a %zu-byte trace buffer; no trace is written",
+		    bufsize);
+		return -1;
+	}
+	int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ebb_log(EBB_LOG_WARN, "cannot open the trace file %s (EBB_TRACE): %s; no trace is written",
+		    file, strerror(errno));
+		free(b);
+		return -1;
+	}
+	pthread_mutex_lock(&trace_lock);
+	tbuf = b;
+	tcap = bufsize;
+	tlen = 0;
+	trace_fd = fd;
+	write_failed = 0;
+	char head[256];
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	int n = snprintf(head, sizeof head, "%s %d ebb=%s pid=%d mode=%s epoch=%lld.%09ld\n",
+	    EBB_TRACE_MAGIC, EBB_TRACE_VERSION, PACKAGE_VERSION, (int)getpid(), mode_name,
+	    (long long)rt.tv_sec, rt.tv_nsec);
+	append(head, (size_t)n);
+	pthread_mutex_unlock(&trace_lock);
+	ebb_log(EBB_LOG_INFO, "writing the trace to %s", file);
+	return 0;
+}
+
+int
+ebb_trace_on(void)
+{
+	return __atomic_load_n(&trace_fd, __ATOMIC_RELAXED) >= 0;
+}
+
+void
+ebb_line_begin(struct ebb_line *l, char type)
+{
+	l->buf[0] = type;
+	l->len = 1;
+	l->overflow = 0;
+}
+
+/* Make room for n more bytes, handing the line so far to the writer. */
+static void
+line_room(struct ebb_line *l, size_t n)
+{
+	if (l->len + n <= sizeof l->buf)
+		return;
+	if (!holding) {
+		pthread_mutex_lock(&trace_lock);
+		holding = 1;
+	}
+	append(l->buf, l->len);
+	l->len = 0;
+	l->overflow = 1;
+}
+
+void
+ebb_line_u64(struct ebb_line *l, uint64_t v)
+{
+	char tmp[21];
+	int n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	line_room(l, (size_t)n + 1);
+	l->buf[l->len++] = ' ';
+	while (n > 0)
+		l->buf[l->len++] = tmp[--n];
+}
+
+void
+ebb_line_i64(struct ebb_line *l, int64_t v)
+{
+	if (v >= 0) {
+		ebb_line_u64(l, (uint64_t)v);
+		return;
+	}
+	char tmp[24];
+	int n = snprintf(tmp, sizeof tmp, " %lld", (long long)v);
+	line_room(l, (size_t)n);
+	memcpy(l->buf + l->len, tmp, (size_t)n);
+	l->len += (size_t)n;
+}
+
+void
+ebb_line_hex(struct ebb_line *l, uint64_t v)
+{
+	static const char digits[] = "0123456789abcdef";
+	char tmp[16];
+	int n = 0;
+
+	do {
+		tmp[n++] = digits[v & 15];
+		v >>= 4;
+	} while (v != 0);
+	line_room(l, (size_t)n + 3);
+	l->buf[l->len++] = ' ';
+	l->buf[l->len++] = '0';
+	l->buf[l->len++] = 'x';
+	while (n > 0)
+		l->buf[l->len++] = tmp[--n];
+}
+
+void
+ebb_line_str(struct ebb_line *l, const char *s)
+{
+	size_t n = strlen(s);
+
+	line_room(l, 1);
+	l->buf[l->len++] = ' ';
+	while (n > 0) {
+		size_t room = sizeof l->buf - l->len;
+		if (room == 0) {
+			line_room(l, sizeof l->buf);
+			continue;
+		}
+		size_t k = n < room ? n : room;
+		for (size_t i = 0; i < k; i++)	/* blanks would split the field */
+			l->buf[l->len + i] = (s[i] == ' ' || s[i] == '\n' || s[i] == '\t') ? '_' : s[i];
+		l->len += k;
+		s += k;
+		n -= k;
+	}
+}
+
+void
+ebb_line_end(struct ebb_line *l)
+{
+	line_room(l, 1);
+	l->buf[l->len++] = '\n';
+	if (!holding)
+		pthread_mutex_lock(&trace_lock);
+	append(l->buf, l->len);
+	holding = 0;
+	pthread_mutex_unlock(&trace_lock);
+	l->len = 0;
+}
+
+void
+ebb_trace_flush(void)
+{
+	pthread_mutex_lock(&trace_lock);
+	if (trace_fd >= 0 && tlen > 0) {
+		write_all(tbuf, tlen);
+		tlen = 0;
+	}
+	pthread_mutex_unlock(&trace_lock);
+}
+
+void
+ebb_trace_close(void)
+{
+	pthread_mutex_lock(&trace_lock);
+	if (trace_fd >= 0) {
+		write_all(tbuf, tlen);
+		tlen = 0;
+		if (trace_fd >= 0)
+			close(trace_fd);
+		trace_fd = -1;
+	}
+	pthread_mutex_unlock(&trace_lock);
+}
+
+void
+ebb_trace_atfork_prepare(void)
+{
+	pthread_mutex_lock(&trace_lock);
+}
+
+void
+ebb_trace_atfork_parent(void)
+{
+	pthread_mutex_unlock(&trace_lock);
+}
+
+void
+ebb_trace_atfork_child(void)
+{
+	/* The parent writes what it buffered; the child writes nothing. */
+	if (trace_fd >= 0)
+		close(trace_fd);
+	trace_fd = -1;
+	tlen = 0;
+	pthread_mutex_unlock(&trace_lock);
+}

@@ -1,0 +1,512 @@
+/*
+ * check_integration.c: libebb.so preloaded into real programs that drive
+ * the fake CUDA driver (tests/fakecuda), checked through the trace.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "trace_read.h"
+
+/* ---- the trace, loaded ---- */
+
+struct rec {
+	char type;
+	size_t n;
+	char **f;
+};
+
+struct trace {
+	struct rec *r;
+	size_t n;
+	char *text;
+};
+
+static void
+trace_load(const char *path, struct trace *t)
+{
+	t->text = read_file(path);
+	ck_assert_msg(t->text != NULL, "no trace at %s", path);
+	char *save = NULL, *line = strtok_r(t->text, "\n", &save);
+	ck_assert_msg(line && ebb_trace_header(line) == 1, "bad trace header in %s", path);
+	t->r = NULL;
+	t->n = 0;
+	struct ebb_trace_rec rec = { 0 };
+	char err[256];
+	size_t lineno = 1;
+	while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+		lineno++;
+		ck_assert_msg(ebb_trace_split(line, &rec, err, sizeof err) == 0, "%s:%zu: %s", path,
+		    lineno, err);
+		t->r = realloc(t->r, (t->n + 1) * sizeof *t->r);
+		struct rec *r = &t->r[t->n++];
+		r->type = rec.type;
+		r->n = rec.nfields;
+		r->f = malloc((rec.nfields + 1) * sizeof *r->f);
+		memcpy(r->f, rec.field, rec.nfields * sizeof *r->f);
+	}
+	ebb_trace_rec_free(&rec);
+}
+
+static void
+trace_free(struct trace *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->r[i].f);
+	free(t->r);
+	free(t->text);
+}
+
+static uint64_t
+num(const struct rec *r, size_t i)
+{
+	ck_assert_uint_lt(i, r->n);
+	const char *s = r->f[i];
+	return strtoull(s, NULL, s[0] == '0' && s[1] == 'x' ? 16 : 10);
+}
+
+static size_t
+count_type(const struct trace *t, char type)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < t->n; i++)
+		n += t->r[i].type == type;
+	return n;
+}
+
+/* Kernel id of the K record named name, or 0. */
+static uint64_t
+kernel_id(const struct trace *t, const char *name)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->r[i].type == 'K' && strcmp(t->r[i].f[3], name) == 0)
+			return num(&t->r[i], 0);
+	return 0;
+}
+
+/* The value of the Z record key, or UINT64_MAX. */
+static uint64_t
+summary(const struct trace *t, const char *key)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->r[i].type == 'Z' && strcmp(t->r[i].f[1], key) == 0)
+			return num(&t->r[i], 2);
+	return UINT64_MAX;
+}
+
+/* Buffer list of the k-th launch of kernel kid, as "1,2,3" (sorted as written). */
+static const char *
+launch_bufs(const struct trace *t, uint64_t kid, int k)
+{
+	static char out[256];
+	for (size_t i = 0; i < t->n; i++) {
+		const struct rec *r = &t->r[i];
+		if (r->type != 'L' || num(r, 3) != kid || k-- > 0)
+			continue;
+		out[0] = '\0';
+		if (strcmp(r->f[4], "?") == 0)
+			return "?";
+		for (size_t j = 5; j < r->n; j++) {
+			strcat(out, r->f[j]);
+			if (j + 1 < r->n)
+				strcat(out, ",");
+		}
+		return out;
+	}
+	return NULL;
+}
+
+/* ---- running the workload ---- */
+
+static char *
+workload_path(int linked)
+{
+	return (char *)build_path(linked ? "tests/progs/workload-linked" : "tests/progs/workload");
+}
+
+/* Run the workload with libebb preloaded; env adds to the defaults. */
+static void
+run_ebb(char *const argv[], const char *const *env, const char *trace, struct run_result *r)
+{
+	static char preload[4200], libpath[4200], tracevar[4200];
+	char *e[32];
+	int n = 0;
+
+	snprintf(preload, sizeof preload, "LD_PRELOAD=%s", getenv("EBBTEST_LIBEBB"));
+	snprintf(libpath, sizeof libpath, "LD_LIBRARY_PATH=%s", getenv("EBBTEST_FAKECUDA"));
+	snprintf(tracevar, sizeof tracevar, "EBB_TRACE=%s", trace ? trace : "");
+	e[n++] = preload;
+	e[n++] = libpath;
+	e[n++] = tracevar;
+	e[n++] = "EBB_CUPTI=0";
+	e[n++] = "EBB_VERBOSE=1";
+	for (int i = 0; env && env[i] && n < 31; i++)
+		e[n++] = (char *)env[i];
+	e[n] = NULL;
+	run_prog(argv, e, r);
+}
+
+static void
+expect_ok(const struct run_result *r)
+{
+	ck_assert_msg(r->status == 0 && strstr(r->out, "ok") != NULL,
+	    "workload failed (status %d)\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+}
+
+/* The basic scenario's trace, through one way of reaching the driver. */
+static void
+check_basic(const char *via, int linked)
+{
+	const char *path = tmp_file("basic");
+	char viaarg[64];
+	snprintf(viaarg, sizeof viaarg, "--via=%s", via);
+	char *argv[] = { workload_path(linked), linked ? "basic" : viaarg, linked ? NULL : "basic",
+		NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	/* every allocation and free seen */
+	ck_assert_uint_eq(count_type(&t, 'A'), 6);
+	ck_assert_uint_eq(count_type(&t, 'F'), 6);
+	uint64_t fill = kernel_id(&t, "fill_u32"), copy = kernel_id(&t, "copy_bytes"),
+	    pair = kernel_id(&t, "struct_ptrs"), axpy = kernel_id(&t, "axpy_f32"),
+	    sleep = kernel_id(&t, "sleep_us");
+	ck_assert(fill && copy && pair && axpy && sleep);
+	/* kernelParams, an interior pointer, the packed extra buffer, pointers
+	 * inside a struct passed by value, cuLaunchKernelEx, no pointer at all */
+	ck_assert_str_eq(launch_bufs(&t, fill, 0), "1");
+	ck_assert_str_eq(launch_bufs(&t, fill, 1), "1");
+	ck_assert_str_eq(launch_bufs(&t, copy, 0), "3,1");
+	ck_assert_str_eq(launch_bufs(&t, pair, 0), "4,5,6");
+	ck_assert_str_eq(launch_bufs(&t, axpy, 0), "6,4");
+	ck_assert_str_eq(launch_bufs(&t, sleep, 0), "");
+	ck_assert_uint_eq(summary(&t, "launches"), 6);
+	ck_assert_uint_eq(summary(&t, "launches-unresolved"), 0);
+	ck_assert_uint_eq(summary(&t, "launches-without-buffer"), 1);
+	/* copies and memsets name their buffers */
+	ck_assert_uint_eq(count_type(&t, 'C'), 4);
+	ck_assert_uint_eq(count_type(&t, 'M'), 2);
+	ck_assert_uint_eq(summary(&t, "peak-bytes"), 3 * (1 << 20) + 3 * 4096);
+	/* the exit summary on stderr */
+	ck_assert_msg(strstr(r.err, "6 launches (0 unresolved, 1 without a tracked buffer)") != NULL,
+	    "summary missing: %s", r.err);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+
+START_TEST(basic_via_procaddress_v2) { check_basic("procaddress", 0); }
+END_TEST
+START_TEST(basic_via_procaddress_v1) { check_basic("procaddress-v1", 0); }
+END_TEST
+START_TEST(basic_via_procaddress_ptsz) { check_basic("procaddress-ptsz", 0); }
+END_TEST
+START_TEST(basic_via_dlsym) { check_basic("dlsym", 0); }
+END_TEST
+START_TEST(basic_via_elf_symbols) { check_basic("linked", 1); }
+END_TEST
+
+/* Per-thread default stream: operations on stream 0 through _ptsz entries are on 0x2. */
+START_TEST(ptsz_streams)
+{
+	const char *path = tmp_file("ptsz");
+	char *argv[] = { workload_path(0), "--via=procaddress-ptsz", "basic", NULL };
+	struct run_result r;
+	struct trace t;
+	size_t per_thread = 0, legacy = 0;
+
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	for (size_t i = 0; i < t.n; i++)
+		if (t.r[i].type == 'L') {
+			per_thread += strcmp(t.r[i].f[2], "0x2") == 0;
+			legacy += strcmp(t.r[i].f[2], "0x1") == 0;
+		}
+	ck_assert_uint_eq(per_thread, 6);
+	ck_assert_uint_eq(legacy, 0);
+	trace_free(&t);
+	run_free(&r);
+}
+END_TEST
+
+/* Nothing recorded, nothing changed, with ebb preloaded but off. */
+START_TEST(mode_off_passes_through)
+{
+	const char *path = tmp_file("off");
+	char *argv[] = { workload_path(0), "basic", NULL };
+	const char *env[] = { "EBB_MODE=off", NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	char *text = read_file(path);
+	ck_assert_str_eq(text, "");
+	ck_assert_ptr_null(strstr(r.err, "launches"));
+	free(text);
+	run_free(&r);
+}
+END_TEST
+
+/* The loop's iteration is found, starting after the sync. */
+START_TEST(iterations_found)
+{
+	const char *path = tmp_file("loop");
+	char *argv[] = { workload_path(0), "loop", "30", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	/* 5 launches, 1 copy and 1 sync an iteration */
+	ck_assert_uint_eq(summary(&t, "period"), 7);
+	uint64_t iters = count_type(&t, 'I');
+	ck_assert_uint_ge(iters, 25);
+	ck_assert_uint_eq(count_type(&t, 'D'), 0);
+	/* each iteration after the first starts with the launch after the sync */
+	int first = 1;
+	for (size_t i = 0; i < t.n; i++) {
+		if (t.r[i].type != 'I' || first) {
+			first &= t.r[i].type != 'I';
+			continue;
+		}
+		uint64_t seq = num(&t.r[i], 2);
+		for (size_t j = 0; j < t.n; j++)
+			if (t.r[j].type == 'Y' && num(&t.r[j], 1) == seq - 1)
+				goto next;
+		ck_abort_msg("iteration at seq %llu does not follow a sync", (unsigned long long)seq);
+next:		;
+	}
+	trace_free(&t);
+	run_free(&r);
+}
+END_TEST
+
+START_TEST(iteration_kernel_marks)
+{
+	const char *path = tmp_file("mark");
+	char *argv[] = { workload_path(0), "loop", "10", NULL };
+	const char *env[] = { "EBB_ITER_KERNEL=axpy", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_uint_eq(count_type(&t, 'I'), 10);
+	ck_assert_uint_eq(summary(&t, "period"), 7);
+	trace_free(&t);
+	run_free(&r);
+}
+END_TEST
+
+/* Many threads, each with its own stream, allocating and launching at once. */
+START_TEST(threads)
+{
+	const char *path = tmp_file("threads");
+	char *argv[] = { workload_path(0), "threads", "8", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_uint_eq(count_type(&t, 'L'), 8 * 50 * 2);
+	ck_assert_uint_eq(count_type(&t, 'A'), 8 * 50 * 2);
+	ck_assert_uint_eq(count_type(&t, 'F'), 8 * 50 * 2);
+	ck_assert_uint_eq(summary(&t, "launches-unresolved"), 0);
+	ck_assert_uint_eq(summary(&t, "launches-without-buffer"), 0);
+	/* sequence numbers are unique */
+	size_t nops = 0;
+	uint64_t *seqs = malloc(t.n * sizeof *seqs);
+	for (size_t i = 0; i < t.n; i++)
+		if (strchr("LCMY", t.r[i].type))
+			seqs[nops++] = num(&t.r[i], 1);
+	for (size_t i = 0; i < nops; i++)
+		for (size_t j = i + 1; j < nops; j++)
+			ck_assert_uint_ne(seqs[i], seqs[j]);
+	free(seqs);
+	trace_free(&t);
+	run_free(&r);
+}
+END_TEST
+
+/* A child forked after ebb started writes nothing; the parent's trace is whole. */
+START_TEST(fork_child)
+{
+	const char *path = tmp_file("fork");
+	char *argv[] = { workload_path(0), "fork", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_uint_eq(count_type(&t, 'L'), 2 * (1 + 3 * 5));
+	ck_assert_uint_eq(count_type(&t, 'Z'), 13);
+	uint64_t last = 0;
+	for (size_t i = 0; i < t.n; i++)
+		if (t.r[i].type == 'L') {
+			ck_assert_uint_gt(num(&t.r[i], 1), last);
+			last = num(&t.r[i], 1);
+		}
+	trace_free(&t);
+	run_free(&r);
+}
+END_TEST
+
+START_TEST(graph_capture)
+{
+	const char *path = tmp_file("capture");
+	char *argv[] = { workload_path(0), "capture", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_uint_eq(count_type(&t, 'P'), 2);
+	ck_assert_uint_eq(count_type(&t, 'R'), 1);
+	trace_free(&t);
+	run_free(&r);
+}
+END_TEST
+
+START_TEST(nccl_calls)
+{
+	const char *path = tmp_file("nccl");
+	char *argv[] = { workload_path(0), "nccl", NULL };
+	struct run_result r;
+	struct trace t;
+	int send = 0, recv = 0, allreduce = 0;
+
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	for (size_t i = 0; i < t.n; i++) {
+		const struct rec *x = &t.r[i];
+		if (x->type != 'N')
+			continue;
+		if (strcmp(x->f[3], "send") == 0) {
+			send++;
+			ck_assert_str_eq(x->f[4], "1");
+			ck_assert_str_eq(x->f[5], "1024");
+			ck_assert_str_eq(x->f[7], "1");
+		} else if (strcmp(x->f[3], "recv") == 0) {
+			recv++;
+			ck_assert_str_eq(x->f[4], "0");
+			ck_assert_str_eq(x->f[7], "2");
+		} else if (strcmp(x->f[3], "allreduce") == 0) {
+			allreduce++;
+			ck_assert_str_eq(x->f[4], "-1");
+			ck_assert_str_eq(x->f[6], "1");
+		}
+	}
+	ck_assert_int_eq(send, 1);
+	ck_assert_int_eq(recv, 1);
+	ck_assert_int_eq(allreduce, 2);
+	trace_free(&t);
+	run_free(&r);
+}
+END_TEST
+
+/* The driver will not give the layout: the launch is counted and marked "?". */
+START_TEST(unresolved_launch)
+{
+	const char *path = tmp_file("unres");
+	char *argv[] = { workload_path(0), "unresolved", NULL };
+	const char *env[] = { "FAKECUDA_FAIL=cuKernelGetParamInfo:1,cuFuncGetParamInfo:1", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_str_eq(launch_bufs(&t, kernel_id(&t, "fill_u32"), 0), "?");
+	ck_assert_uint_eq(summary(&t, "launches-unresolved"), 1);
+	ck_assert_ptr_nonnull(strstr(r.err, "1 launches (1 unresolved"));
+	trace_free(&t);
+	run_free(&r);
+}
+END_TEST
+
+/* A malformed value: one line naming it, and the job runs on. */
+START_TEST(bad_value_one_line)
+{
+	char *argv[] = { workload_path(0), "basic", NULL };
+	const char *env[] = { "EBB_LEARN_ITERS=three", "EBB_VERBOSE=", NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, NULL, &r);
+	expect_ok(&r);
+	ck_assert_int_eq(count_substr(r.err, "EBB_LEARN_ITERS='three'"), 1);
+	ck_assert_int_eq(count_substr(r.err, "\n"), 1);
+	run_free(&r);
+}
+END_TEST
+
+START_TEST(strict_stops)
+{
+	char *argv[] = { workload_path(0), "basic", NULL };
+	const char *env[] = { "EBB_STRICT=1", "EBB_TRACE_BUFFER=lots", NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, NULL, &r);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "EBB_TRACE_BUFFER='lots'"));
+	ck_assert_ptr_nonnull(strstr(r.err, "stopping"));
+	ck_assert_ptr_null(strstr(r.out, "ok"));
+	run_free(&r);
+}
+END_TEST
+
+START_TEST(cupti_missing_said_once)
+{
+	char *argv[] = { workload_path(0), "loop", "5", NULL };
+	const char *env[] = { "EBB_CUPTI=1", "EBB_CUPTI_LIB=/nonexistent/libcupti.so.13",
+		"EBB_VERBOSE=0", NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, NULL, &r);
+	expect_ok(&r);
+	ck_assert_int_eq(count_substr(r.err, "EBB_CUPTI_LIB=/nonexistent/libcupti.so.13"), 1);
+	ck_assert_int_eq(count_substr(r.err, "\n"), 1);
+	run_free(&r);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("integration");
+	TCase *tc = tcase_create("fake driver");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, basic_via_procaddress_v2);
+	tcase_add_test(tc, basic_via_procaddress_v1);
+	tcase_add_test(tc, basic_via_procaddress_ptsz);
+	tcase_add_test(tc, basic_via_dlsym);
+	tcase_add_test(tc, basic_via_elf_symbols);
+	tcase_add_test(tc, ptsz_streams);
+	tcase_add_test(tc, mode_off_passes_through);
+	tcase_add_test(tc, iterations_found);
+	tcase_add_test(tc, iteration_kernel_marks);
+	tcase_add_test(tc, threads);
+	tcase_add_test(tc, fork_child);
+	tcase_add_test(tc, graph_capture);
+	tcase_add_test(tc, nccl_calls);
+	tcase_add_test(tc, unresolved_launch);
+	tcase_add_test(tc, bad_value_one_line);
+	tcase_add_test(tc, strict_stops);
+	tcase_add_test(tc, cupti_missing_said_once);
+	suite_add_tcase(s, tc);
+	return run_suite(s);
+}

@@ -1,0 +1,167 @@
+/*
+ * check_iter.c: the iteration finder on synthetic operation sequences.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+
+#include "iter.h"
+#include "testutil.h"
+
+/* L(P) by brute force. */
+static size_t
+brute_len(const uint32_t *t, size_t n, size_t p)
+{
+	size_t k = 0;
+	while (k + p < n && t[n - 1 - k] == t[n - 1 - k - p])
+		k++;
+	return p + k;
+}
+
+START_TEST(periodic_suffixes_match_brute_force)
+{
+	unsigned seed = 7;
+	uint32_t t[300];
+	int32_t z[300];
+	size_t len[300];
+
+	for (int round = 0; round < 200; round++) {
+		size_t n = 1 + (size_t)(rand_r(&seed) % 300);
+		unsigned alphabet = 1 + (unsigned)(rand_r(&seed) % 3);
+		size_t per = 1 + (size_t)(rand_r(&seed) % 20);
+		for (size_t i = 0; i < n; i++)
+			t[i] = (i >= n / 3 && i >= per) ? t[i - per] : (uint32_t)(rand_r(&seed) % alphabet);
+		iter_periodic_suffixes(t, n, z, len);
+		for (size_t p = 1; p < n; p++)
+			ck_assert_uint_eq(len[p], brute_len(t, n, p));
+	}
+}
+END_TEST
+
+/* Push tokens, counting events; returns the last event seen. */
+struct counts {
+	int found, start, departed, gave_up;
+	size_t found_at;	/* token index of the last ITER_FOUND */
+	size_t last_start;	/* token index of the last ITER_START */
+};
+
+static void
+push(struct iter_finder *f, struct counts *c, uint32_t tok, int sync, size_t index)
+{
+	switch (iter_push(f, tok, sync)) {
+	case ITER_FOUND: c->found++; c->found_at = index; break;
+	case ITER_START: c->start++; c->last_start = index; break;
+	case ITER_DEPARTED: c->departed++; break;
+	case ITER_GAVE_UP: c->gave_up++; break;
+	default: break;
+	}
+}
+
+START_TEST(simple_period_and_phase_after_sync)
+{
+	struct iter_finder f;
+	struct counts c = { 0 };
+
+	ck_assert_int_eq(iter_init(&f, 10000, 2), 0);
+	/* warm-up of 11 odd tokens, then a period of 5 whose 4th token is a sync */
+	size_t i = 0;
+	for (; i < 11; i++)
+		push(&f, &c, 1000 + (uint32_t)i, 0, i);
+	for (int k = 0; k < 200; k++, i++) {
+		unsigned ph = (unsigned)(k % 5);
+		push(&f, &c, 10 + ph, ph == 3, i);
+	}
+	ck_assert_int_eq(c.found, 1);
+	ck_assert_int_eq(c.departed, 0);
+	ck_assert_uint_eq(iter_period(&f), 5);
+	/* iterations start right after the sync: phase 4 */
+	ck_assert_uint_eq((c.last_start - 11) % 5, 4);
+	ck_assert_uint_eq((f.found_first - 11) % 5, 4);
+	iter_fini(&f);
+}
+END_TEST
+
+/*
+ * Gradient accumulation: 8 identical micro-batches and an optimizer step
+ * that ends with a sync. The micro-batch may be taken for the iteration
+ * while only micro-batches have been seen, but once whole iterations have
+ * been, the period is the iteration and starts after the optimizer step.
+ */
+START_TEST(accumulation_finds_the_whole_iteration)
+{
+	struct iter_finder f;
+	struct counts c = { 0 };
+	const size_t mb = 23, opt = 9, iter = 8 * mb + opt;
+
+	ck_assert_int_eq(iter_init(&f, 100000, 2), 0);
+	size_t i = 0;
+	for (; i < 4; i++)
+		push(&f, &c, 5000 + (uint32_t)i, 0, i);
+	for (int it = 0; it < 8; it++) {
+		for (int m = 0; m < 8; m++)
+			for (size_t k = 0; k < mb; k++, i++)
+				push(&f, &c, 100 + (uint32_t)k, 0, i);
+		for (size_t k = 0; k < opt; k++, i++)
+			push(&f, &c, 300 + (uint32_t)k, k == opt - 1, i);
+	}
+	ck_assert_uint_eq(iter_period(&f), iter);
+	ck_assert_int_le(c.departed, 1);
+	ck_assert_int_ge(c.start, 3);
+	/* the last start is the first micro-batch token after an optimizer step */
+	ck_assert_uint_eq((c.last_start - 4) % iter, 0);
+	iter_fini(&f);
+}
+END_TEST
+
+START_TEST(departure_and_relearn)
+{
+	struct iter_finder f;
+	struct counts c = { 0 };
+
+	ck_assert_int_eq(iter_init(&f, 100000, 2), 0);
+	size_t i = 0;
+	for (int k = 0; k < 400; k++, i++)
+		push(&f, &c, 1 + (uint32_t)(k % 17), k % 17 == 16, i);
+	ck_assert_uint_eq(iter_period(&f), 17);
+	push(&f, &c, 999, 0, i++);	/* something new */
+	ck_assert_int_eq(c.departed, 1);
+	ck_assert_uint_eq(iter_period(&f), 0);
+	for (int k = 0; k < 2000; k++, i++)
+		push(&f, &c, 1 + (uint32_t)(k % 17), k % 17 == 16, i);
+	ck_assert_uint_eq(iter_period(&f), 17);
+	ck_assert_int_eq(c.found, 2);
+	iter_fini(&f);
+}
+END_TEST
+
+START_TEST(gives_up_without_a_period)
+{
+	struct iter_finder f;
+	struct counts c = { 0 };
+	unsigned seed = 99;
+
+	ck_assert_int_eq(iter_init(&f, 5000, 2), 0);
+	for (size_t i = 0; i < 6000; i++)
+		push(&f, &c, (uint32_t)rand_r(&seed), 0, i);
+	ck_assert_int_eq(c.gave_up, 1);
+	ck_assert_int_eq(c.found, 0);
+	ck_assert_uint_eq(iter_period(&f), 0);
+	iter_fini(&f);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("iter");
+	TCase *tc = tcase_create("iter");
+
+	tcase_add_test(tc, periodic_suffixes_match_brute_force);
+	tcase_add_test(tc, simple_period_and_phase_after_sync);
+	tcase_add_test(tc, accumulation_finds_the_whole_iteration);
+	tcase_add_test(tc, departure_and_relearn);
+	tcase_add_test(tc, gives_up_without_a_period);
+	suite_add_tcase(s, tc);
+	return run_suite(s);
+}

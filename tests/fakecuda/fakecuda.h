@@ -1,0 +1,112 @@
+/*
+ * fakecuda.h: the test-side API of the fake CUDA driver (libcuda.so.1 built from this
+ * folder; see README.md). Tests include it next to <cuda.h> to read the fake's statistics,
+ * to queue host work on a stream, and to launch the kernels of the "fakecuda" module.
+ */
+#ifndef EBB_FAKECUDA_H
+#define EBB_FAKECUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+/* cuModuleLoad() file name of the kernel module. */
+#define FAKECUDA_MODULE_NAME "fakecuda"
+
+/* cuModuleLoadData() / cuLibraryLoadData() image of the kernel module (a C string). */
+#define FAKECUDA_MODULE_IMAGE "fakecuda-module-image-1"
+
+/* What fakecuda_stats() reports. Counters count calls since the library was loaded. */
+struct fakecuda_stats {
+    uint64_t mem_free_calls;      /* cuMemFree (every version) */
+    uint64_t mem_create_calls;    /* cuMemCreate */
+    uint64_t mem_map_calls;       /* cuMemMap */
+    uint64_t mem_unmap_calls;     /* cuMemUnmap */
+    uint64_t host_alloc_calls;    /* cuMemHostAlloc and cuMemAllocHost (every version) */
+    uint64_t device_bytes_in_use; /* cuMemAlloc* allocations and live cuMemCreate handles */
+    uint64_t device_bytes_peak;   /* highest device_bytes_in_use since load or the last reset */
+    uint64_t live_phys_handles;   /* cuMemCreate handles not yet released and unmapped */
+};
+
+/* Fills *out with the current statistics. */
+void fakecuda_stats(struct fakecuda_stats *out);
+
+/* Sets device_bytes_peak to the current device_bytes_in_use. */
+void fakecuda_reset_peak(void);
+
+/*
+ * Runs fn(arg) on the worker of stream (0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD allowed:
+ * 0 means the legacy stream), in order with the stream's other work. Returns
+ * CUDA_ERROR_INVALID_HANDLE for an unknown stream, CUDA_ERROR_INVALID_CONTEXT when a default
+ * stream is named without a current context, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED while the
+ * stream captures. Used by the fake libnccl.so.2.
+ */
+CUresult fakecuda_enqueue(CUstream stream, void (*fn)(void *), void *arg);
+
+/*
+ * The kernels of the "fakecuda" module. Each struct is the kernel's parameter buffer: a
+ * launch passes kernelParams[i] = &params.<i-th member>, or the whole struct as the `extra`
+ * CU_LAUNCH_PARAM_BUFFER_POINTER blob. Offsets are those of the C struct (natural alignment),
+ * and cuKernelGetParamInfo / cuFuncGetParamInfo report the same offsets and sizes. Grid and
+ * block dimensions are checked but otherwise ignored: each kernel does all n elements.
+ */
+
+/* fill_u32: dst[i] = value for i < n. */
+struct fakecuda_fill_u32_params {
+    uint32_t *dst;
+    uint32_t value;
+    uint64_t n;
+};
+
+/* copy_bytes: memmove(dst, src, n). */
+struct fakecuda_copy_bytes_params {
+    void *dst;
+    const void *src;
+    uint64_t n;
+};
+
+/* axpy_f32: y[i] += a * x[i] for i < n. */
+struct fakecuda_axpy_f32_params {
+    float *y;
+    const float *x;
+    float a;
+    uint64_t n;
+};
+
+/* sum_u32: *out = in[0] + ... + in[n - 1], summed in 64 bits. */
+struct fakecuda_sum_u32_params {
+    uint64_t *out;
+    const uint32_t *in;
+    uint64_t n;
+};
+
+/* The by-value struct argument of struct_ptrs: 24 bytes holding two pointers. */
+struct fakecuda_pair {
+    float *a;
+    const float *b;
+    uint64_t n;
+};
+
+/* struct_ptrs: out[i] = p.a[i] + p.b[i] for i < p.n (p at offset 0, out at offset 24). */
+struct fakecuda_struct_ptrs_params {
+    struct fakecuda_pair p;
+    float *out;
+};
+
+/* sleep_us: sleeps us microseconds; touches no memory. */
+struct fakecuda_sleep_us_params {
+    uint32_t us;
+};
+
+/*
+ * gather_ptrs: for i < count, sets byte 0 of the buffer table[i] points to to value. The
+ * table itself lives in device memory, so those pointers are invisible in the parameters.
+ */
+struct fakecuda_gather_ptrs_params {
+    void *const *table;
+    uint64_t count;
+    uint8_t value;
+};
+
+#endif /* EBB_FAKECUDA_H */

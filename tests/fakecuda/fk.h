@@ -1,0 +1,237 @@
+/*
+ * fk.h: internals shared by the source files of the fake libcuda.so.1 (not installed, not
+ * for tests: tests use fakecuda.h). Everything declared here is hidden: the library is built
+ * with -fvisibility=hidden, and only what <cuda.h> and fakecuda.h declare is exported.
+ *
+ * Locking: one mutex, fk_lock, guards all shared state (streams and their queues, op
+ * reference counts and completion, events, graphs, the memory tables, the statistics).
+ * Nothing else is locked while it is held, except the fake libnccl's own lock never nests
+ * inside it. Work (kernels, copies, host functions) always runs with fk_lock released.
+ */
+#ifndef EBB_FK_H
+#define EBB_FK_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#define __CUDA_API_VERSION_INTERNAL 1
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#pragma GCC visibility push(default)
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include "fakecuda.h"
+#pragma GCC visibility pop
+
+/* ---- fk_core.c: configuration, entry checks, contexts, statistics ---- */
+
+/* The FAKECUDA_* environment, read once at the first driver call. */
+struct fk_config {
+    uint64_t mem_bytes;       /* FAKECUDA_MEM_BYTES */
+    unsigned kernel_delay_us; /* FAKECUDA_KERNEL_DELAY_US */
+    unsigned copy_delay_us;   /* FAKECUDA_COPY_DELAY_US */
+    int no_vmm;               /* FAKECUDA_NO_VMM */
+    int verbose;              /* FAKECUDA_VERBOSE */
+};
+extern struct fk_config fk_cfg;
+
+/* Statistics reported by fakecuda_stats(), under fk_lock. */
+extern struct fakecuda_stats fk_stats;
+
+/* What an entry point needs before it may run (fk_enter). */
+enum fk_need {
+    FK_NEED_NONE = 0, /* nothing: cuInit, cuDriverGetVersion, cuGetErrorName, ... */
+    FK_NEED_INIT = 1, /* cuInit must have succeeded */
+    FK_NEED_CTX = 3   /* and the calling thread must have a current context */
+};
+
+/*
+ * Common prologue of every exported driver entry point: reads the configuration once,
+ * prints the call when FAKECUDA_VERBOSE is set, applies FAKECUDA_FAIL, and checks `need`.
+ * func is the entry point's ELF name (__func__). Returns CUDA_SUCCESS when the call may go on,
+ * else the code the entry point must return without doing anything.
+ */
+CUresult fk_enter(const char *func, enum fk_need need);
+
+/* Runs fk_enter for the enclosing entry point and returns its code when it is not success. */
+#define FK_ENTER(need)                                  \
+    do {                                                \
+        CUresult fk_enter_rc_ = fk_enter(__func__, (need)); \
+        if (fk_enter_rc_ != CUDA_SUCCESS)               \
+            return fk_enter_rc_;                        \
+    } while (0)
+
+/* The calling thread's current context, or NULL. */
+CUcontext fk_ctx_current(void);
+
+/* The primary context of device 0 (the context of the implicit streams). */
+CUcontext fk_ctx_primary(void);
+
+/* Looks up a CUresult's name (CUDA_ERROR_...); NULL when unknown. */
+const char *fk_error_name(CUresult code);
+
+/* Parses a CUDA_ERROR_... name or a number into *out; returns 0, or -1 when it is neither. */
+int fk_error_parse(const char *text, CUresult *out);
+
+/* Prints "fakecuda: <message>" on stderr and aborts: misuse of the fake itself. */
+_Noreturn void fk_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* malloc/calloc that abort on exhaustion (the fake has no recovery path for it). */
+void *fk_xcalloc(size_t n, size_t size);
+
+/* Sleeps us microseconds. */
+void fk_sleep_us(unsigned us);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t fk_now_ns(void);
+
+/* ---- fk_procaddr.c ---- */
+
+/* 1 if base is the base name of an entry point in the cuGetProcAddress table. */
+int fk_proc_known(const char *base);
+
+/* ---- fk_stream.c: operations, streams, workers, events ---- */
+
+extern pthread_mutex_t fk_lock;
+
+/* What a queued operation is. */
+enum fk_op_kind {
+    FK_OP_WORK,   /* runs op->run(op) on the worker, fk_lock released */
+    FK_OP_MARKER, /* an event record: only stamps its completion time */
+    FK_OP_WAIT,   /* blocks the stream until op->target is done */
+    FK_OP_QUIT    /* ends the worker and frees the stream */
+};
+
+/*
+ * One unit of stream work. Reference counted under fk_lock: the queue holds one reference,
+ * a stream's `last`, events, wait operations and synchronous callers hold others. The payload
+ * (payload_size bytes) is owned by the op, so a copy of the op (graphs) is a memcpy.
+ */
+struct fk_op {
+    struct fk_op *next;          /* queue or graph link */
+    enum fk_op_kind kind;
+    int refs;                    /* under fk_lock */
+    int done;                    /* under fk_lock; set when it ran */
+    uint64_t t_ns;               /* CLOCK_MONOTONIC when it ran */
+    const char *what;            /* entry point that queued it (fault reports) */
+    const char *detail;          /* kernel name or NULL (fault reports) */
+    unsigned delay_us;           /* sleep before run (FAKECUDA_*_DELAY_US) */
+    void (*run)(struct fk_op *); /* FK_OP_WORK */
+    struct fk_op *target;        /* FK_OP_WAIT: a reference */
+    size_t payload_size;
+    max_align_t payload[];
+};
+
+/* Allocates an op with refs 1 and a zeroed payload of payload_size bytes. */
+struct fk_op *fk_op_new(enum fk_op_kind kind, const char *what, void (*run)(struct fk_op *),
+                        size_t payload_size);
+
+/* A fresh copy of a FK_OP_WORK op (refs 1, not done, unlinked). */
+struct fk_op *fk_op_clone(const struct fk_op *op);
+
+/* Drops a reference under fk_lock; frees the op at zero. */
+void fk_op_unref_locked(struct fk_op *op);
+
+/* A stream and its worker thread. */
+struct fk_stream {
+    struct fk_stream *next;  /* all streams whose worker runs */
+    unsigned flags;          /* CU_STREAM_NON_BLOCKING or 0 */
+    int priority;
+    int implicit;            /* the legacy or a per-thread default stream (no user handle) */
+    int quitting;            /* destroyed: handle no longer valid, worker finishing */
+    int worker_alive;        /* 0 in a forked child until the worker is started again */
+    CUcontext ctx;
+    CUstream handle;         /* what callbacks and fault reports name */
+    pthread_cond_t cv;       /* work queued, with fk_lock */
+    struct fk_op *head, *tail;
+    struct fk_op *last;      /* reference to the last op queued (event/stream queries) */
+    struct fk_op *current;   /* op taken off the queue by the worker, not yet done */
+    struct fk_graph *capture; /* graph being captured, or NULL */
+    CUstreamCaptureMode capture_mode;
+    uint64_t capture_id;
+};
+
+/* fk_submit() flags. */
+enum {
+    FK_SUB_SYNC = 1,     /* wait until the op ran */
+    FK_SUB_NOCAPTURE = 2 /* fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED while capturing */
+};
+
+/*
+ * Resolves a stream handle under fk_lock: NULL is the legacy stream (ptds 0) or the calling
+ * thread's per-thread default stream (ptds 1); CU_STREAM_LEGACY and CU_STREAM_PER_THREAD name
+ * those directly. Returns CUDA_ERROR_INVALID_CONTEXT for a default stream without a current
+ * context and CUDA_ERROR_INVALID_HANDLE for anything that is not a live stream.
+ */
+CUresult fk_stream_find_locked(CUstream h, int ptds, struct fk_stream **out);
+
+/*
+ * Queues op on s under fk_lock with the legacy-stream ordering rules (or appends a
+ * FK_OP_WORK op to the graph s captures; other kinds are dropped while capturing).
+ * Takes over the caller's reference.
+ */
+void fk_submit_locked(struct fk_stream *s, struct fk_op *op);
+
+/*
+ * Resolves h and submits op (taking over its reference, freeing it on error). Returns
+ * the resolution error, or CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (FK_SUB_NOCAPTURE), or
+ * CUDA_SUCCESS once queued (FK_SUB_SYNC: once it ran).
+ */
+CUresult fk_submit(CUstream h, int ptds, struct fk_op *op, unsigned flags);
+
+/* Starts the legacy stream (cuInit). Returns CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY. */
+CUresult fk_streams_init(void);
+
+/* Waits until every op queued so far on every stream ran (cuMemFree, cuCtxSynchronize). */
+void fk_drain_device(void);
+
+/* Installs the SIGSEGV/SIGBUS reporter and the fork handlers (once, from fk_core.c). */
+void fk_streams_setup(void);
+
+/* Starts workers again in a forked child (from fk_enter; cheap when nothing to do). */
+void fk_streams_after_fork(void);
+
+/* ---- fk_graph.c ---- */
+
+struct fk_graph;
+
+/* Appends a captured op to g under fk_lock (takes over the reference). */
+void fk_graph_append_locked(struct fk_graph *g, struct fk_op *op);
+
+/* Frees a graph and its ops under fk_lock. */
+void fk_graph_free_locked(struct fk_graph *g);
+
+/* ---- fk_mem.c ---- */
+
+/* Takes n bytes of the device budget under fk_lock; returns 0, or -1 past the budget. */
+int fk_budget_take_locked(uint64_t n);
+
+/* Gives n bytes back to the device budget under fk_lock. */
+void fk_budget_give_locked(uint64_t n);
+
+/* ---- fk_vmm.c ---- */
+
+/* Finds the VMM mapping holding p under fk_lock: 0 and its range, or -1. */
+int fk_vmm_lookup_locked(uintptr_t p, uintptr_t *base, size_t *size);
+
+/* Rounds n up to a multiple of the power of two a. */
+#define FK_ROUND_UP(n, a) (((n) + (a) - 1) & ~((uint64_t)(a) - 1))
+
+/* Type tags of the handles the fake gives out (first member of each handle struct). */
+enum {
+    FK_TAG_CTX = 0x66637478,
+    FK_TAG_EVENT = 0x66657674,
+    FK_TAG_GRAPH = 0x66677270,
+    FK_TAG_EXEC = 0x66657865,
+    FK_TAG_MODULE = 0x666d6f64,
+    FK_TAG_LIBRARY = 0x666c6962,
+    FK_TAG_FUNC = 0x6666756e,
+    FK_TAG_KERNEL = 0x666b726e,
+    FK_TAG_POOL = 0x66706f6f,
+    FK_TAG_DEAD = 0x64656164
+};
+
+#endif /* EBB_FK_H */

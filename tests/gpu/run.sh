@@ -1,0 +1,101 @@
+#!/bin/bash
+# tests/gpu/run.sh: ebb's tests on a real GPU (observe mode).
+#
+# Needs a built tree (BUILD, default ./build: utils/ebb, src/.libs/libebb.so
+# and gpu/sample*, see tests/gpu/README) and python3 with torch and
+# transformers. Exits 77 (skipped) where there is no NVIDIA GPU, 1 when a
+# check fails. Writes logs and traces under OUT (default /tmp/ebb-gpu).
+#
+#   1. a CUDA C sample (static and shared cudart) with and without ebb:
+#      both right, and every launch under ebb resolved;
+#   2. a PyTorch training loop (Llama-style, transformers) in a deterministic
+#      configuration: two runs without ebb agree bit for bit, then a run
+#      under `ebb run --mode observe` gives the same loss at every step, and
+#      every launch of it was resolved.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+BUILD=${BUILD:-$top/build}
+OUT=${OUT:-/tmp/ebb-gpu}
+PY=${PYTHON:-python3}
+EBB=$BUILD/utils/ebb
+mkdir -p "$OUT"
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+	echo "tests/gpu/run.sh: no NVIDIA GPU here (nvidia-smi lists none): skipped"
+	exit 77
+fi
+[ -x "$EBB" ] || { echo "tests/gpu/run.sh: $EBB missing: build first"; exit 1; }
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+pass() { echo "PASS: $*"; }
+
+# key: value from `ebb report`
+report_value() { "$EBB" report "$1" | sed -n "s/^$2: //p"; }
+
+check_trace() {	# trace label
+	local t=$1 what=$2 launches unresolved
+	if ! "$EBB" report "$t" > "$t.report" 2>&1; then
+		fail "$what: malformed trace ($(tail -1 "$t.report"))"
+		return
+	fi
+	launches=$(report_value "$t" launches)
+	unresolved=$(report_value "$t" launches-unresolved)
+	if [ "${launches:-0}" -gt 0 ] && [ "$unresolved" = 0 ]; then
+		pass "$what: $launches launches, every one resolved ($(report_value "$t" buffer-references) buffer references, $(report_value "$t" launches-without-buffer) launches without a tracked buffer)"
+	else
+		fail "$what: launches=$launches unresolved=$unresolved"
+	fi
+}
+
+echo "== machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+$PY -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
+ldd "$BUILD/src/.libs/libebb.so" | grep -q "not found" && { ldd "$BUILD/src/.libs/libebb.so"; fail "libebb.so has unresolved dependencies"; }
+
+echo "== CUDA C sample"
+for s in sample sample-shared; do
+	bin=$BUILD/gpu/$s
+	[ -x "$bin" ] || { fail "$bin missing"; continue; }
+	if "$bin" > "$OUT/$s.plain.log" 2>&1; then pass "$s without ebb"; else fail "$s without ebb: $(tail -1 "$OUT/$s.plain.log")"; fi
+	if "$EBB" run --mode observe --trace "$OUT/$s.trace" -- "$bin" > "$OUT/$s.ebb.log" 2>&1; then
+		pass "$s under ebb"
+		check_trace "$OUT/$s.trace" "$s under ebb"
+	else
+		fail "$s under ebb: $(tail -3 "$OUT/$s.ebb.log")"
+	fi
+done
+
+echo "== PyTorch training loop, deterministic"
+train="$PY $top/bench/train.py --model tiny --batch 4 --seq 1024 --steps 8 --warmup 2 --deterministic"
+export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync	# the same backend in every run
+rm -f "$OUT/det.json"
+$train --label plain-a --json "$OUT/det.json" > "$OUT/det-a.log" 2>&1 || fail "plain run a: $(tail -3 "$OUT/det-a.log")"
+$train --label plain-b --json "$OUT/det.json" > "$OUT/det-b.log" 2>&1 || fail "plain run b: $(tail -3 "$OUT/det-b.log")"
+"$EBB" run --mode observe --trace "$OUT/torch.trace" -v 1 -- $train --label ebb-observe \
+	--json "$OUT/det.json" > "$OUT/det-ebb.log" 2>&1 || fail "ebb run: $(tail -3 "$OUT/det-ebb.log")"
+$PY - "$OUT/det.json" <<'PYEOF' || failures=$((failures + 1))
+import json, sys
+runs = {r["label"]: r for r in map(json.loads, open(sys.argv[1]))}
+a, b, e = runs.get("plain-a"), runs.get("plain-b"), runs.get("ebb-observe")
+if not (a and b and e):
+    print("FAIL: missing runs:", sorted(runs)); sys.exit(1)
+ok = True
+if a["losses"] != b["losses"]:
+    print("FAIL: two runs without ebb differ: the configuration is not deterministic"); ok = False
+else:
+    print(f"PASS: two runs without ebb agree bit for bit ({len(a['losses'])} steps)")
+if e["losses"] != a["losses"]:
+    bad = [i for i, (x, y) in enumerate(zip(a["losses"], e["losses"])) if x != y]
+    print(f"FAIL: losses under ebb differ at steps {bad}"); ok = False
+else:
+    print(f"PASS: losses under ebb observe are bit-identical at all {len(e['losses'])} steps "
+          f"(last {float.fromhex(e['losses'][-1]):.6f})")
+sys.exit(0 if ok else 1)
+PYEOF
+check_trace "$OUT/torch.trace" "PyTorch loop under ebb"
+grep -E "^ebb\[[0-9]+\]: [0-9]+ launches" "$OUT/det-ebb.log" | tail -1
+
+echo "== $failures failure(s)"
+[ "$failures" = 0 ]

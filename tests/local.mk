@@ -1,0 +1,48 @@
+## tests/: Check unit tests and the integration tests on the fake driver.
+if HAVE_CHECK
+check_LTLIBRARIES += tests/libtestutil.la
+tests_libtestutil_la_SOURCES = tests/testutil.c tests/testutil.h
+tests_libtestutil_la_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_libtestutil_la_LDFLAGS = -rpath $(abs_builddir)/tests -static
+
+TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+TEST_LIBS = tests/libtestutil.la $(CHECK_LIBS)
+
+check_PROGRAMS += tests/check_conf tests/check_buftab tests/check_iter tests/check_trace
+TESTS += tests/check_conf tests/check_buftab tests/check_iter tests/check_trace
+
+tests_check_conf_SOURCES = tests/check_conf.c
+tests_check_conf_CFLAGS = $(TEST_CFLAGS)
+tests_check_conf_LDADD = src/libebbcommon.la $(TEST_LIBS)
+
+tests_check_buftab_SOURCES = tests/check_buftab.c src/buftab.c
+tests_check_buftab_CFLAGS = $(TEST_CFLAGS)
+tests_check_buftab_LDADD = $(TEST_LIBS)
+
+tests_check_trace_SOURCES = tests/check_trace.c
+tests_check_trace_CFLAGS = $(TEST_CFLAGS)
+tests_check_trace_LDADD = src/libebbcommon.la $(TEST_LIBS) $(PTHREAD_LIBS)
+
+tests_check_iter_SOURCES = tests/check_iter.c
+tests_check_iter_CFLAGS = $(TEST_CFLAGS)
+tests_check_iter_LDADD = policy/libpolicy.la $(TEST_LIBS)
+endif
+
+# Programs the integration tests run (not tests themselves).
+check_PROGRAMS += tests/progs/workload tests/progs/workload-linked
+tests_progs_workload_SOURCES = tests/progs/workload.c
+tests_progs_workload_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/fakecuda $(CUDA_CPPFLAGS)
+tests_progs_workload_LDADD = $(PTHREAD_LIBS) $(LIBS)
+tests_progs_workload_linked_SOURCES = tests/progs/workload.c
+tests_progs_workload_linked_CPPFLAGS = $(tests_progs_workload_CPPFLAGS) -DWORKLOAD_LINKED
+tests_progs_workload_linked_LDADD = tests/fakecuda/libcuda.la $(PTHREAD_LIBS) $(LIBS)
+
+if HAVE_CHECK
+check_PROGRAMS += tests/check_integration
+TESTS += tests/check_integration
+tests_check_integration_SOURCES = tests/check_integration.c
+tests_check_integration_CFLAGS = $(TEST_CFLAGS)
+tests_check_integration_LDADD = src/libebbcommon.la $(TEST_LIBS)
+EXTRA_tests_check_integration_DEPENDENCIES = src/libebb.la tests/progs/workload \
+	tests/progs/workload-linked
+endif

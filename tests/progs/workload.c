@@ -1,0 +1,502 @@
+/*
+ * workload.c: a CUDA driver API program for the integration tests.
+ *
+ * It reaches the driver the way the tests name on its command line:
+ *   procaddress       dlopen libcuda.so.1, dlsym cuGetProcAddress_v2, fetch
+ *                     everything through it (what libcudart does)
+ *   procaddress-ptsz  the same with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+ *   procaddress-v1    through the 4-argument cuGetProcAddress
+ *   dlsym             dlsym every entry point by its ELF name
+ * or, built as workload-linked, through the ELF symbols of -lcuda.
+ *
+ * Scenarios: basic, loop N, threads N, fork, capture, nccl, unresolved.
+ * Prints "ok" and exits 0 when the data it computed is right.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include "fakecuda.h"
+
+#define FAIL(...) do { fprintf(stderr, "workload: " __VA_ARGS__); fprintf(stderr, "\n"); exit(1); } while (0)
+#define CK(call) do { CUresult r_ = (call); if (r_ != CUDA_SUCCESS) FAIL("%s failed: %d (line %d)", #call, (int)r_, __LINE__); } while (0)
+
+/* The entry points used: field, base name, legacy ELF name, version. */
+#define ENTRIES(X)								\
+	X(Init, cuInit, cuInit, 2000, (unsigned))				\
+	X(DeviceGet, cuDeviceGet, cuDeviceGet, 2000, (CUdevice *, int))		\
+	X(PrimaryCtxRetain, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, (CUcontext *, CUdevice)) \
+	X(CtxSetCurrent, cuCtxSetCurrent, cuCtxSetCurrent, 4000, (CUcontext))	\
+	X(MemAlloc, cuMemAlloc, cuMemAlloc_v2, 3020, (CUdeviceptr *, size_t))	\
+	X(MemFree, cuMemFree, cuMemFree_v2, 3020, (CUdeviceptr))		\
+	X(MemAllocAsync, cuMemAllocAsync, cuMemAllocAsync, 11020, (CUdeviceptr *, size_t, CUstream)) \
+	X(MemFreeAsync, cuMemFreeAsync, cuMemFreeAsync, 11020, (CUdeviceptr, CUstream)) \
+	X(MemcpyHtoD, cuMemcpyHtoD, cuMemcpyHtoD_v2, 3020, (CUdeviceptr, const void *, size_t)) \
+	X(MemcpyDtoH, cuMemcpyDtoH, cuMemcpyDtoH_v2, 3020, (void *, CUdeviceptr, size_t)) \
+	X(MemcpyDtoHAsync, cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, 3020, (void *, CUdeviceptr, size_t, CUstream)) \
+	X(MemsetD32, cuMemsetD32, cuMemsetD32_v2, 3020, (CUdeviceptr, unsigned, size_t)) \
+	X(MemsetD8Async, cuMemsetD8Async, cuMemsetD8Async, 3020, (CUdeviceptr, unsigned char, size_t, CUstream)) \
+	X(StreamCreate, cuStreamCreate, cuStreamCreate, 2000, (CUstream *, unsigned)) \
+	X(StreamSynchronize, cuStreamSynchronize, cuStreamSynchronize, 2000, (CUstream)) \
+	X(CtxSynchronize, cuCtxSynchronize, cuCtxSynchronize, 2000, (void))	\
+	X(ModuleLoadData, cuModuleLoadData, cuModuleLoadData, 2000, (CUmodule *, const void *)) \
+	X(ModuleGetFunction, cuModuleGetFunction, cuModuleGetFunction, 2000, (CUfunction *, CUmodule, const char *)) \
+	X(LibraryLoadData, cuLibraryLoadData, cuLibraryLoadData, 12000, (CUlibrary *, const void *, CUjit_option *, void **, unsigned, CUlibraryOption *, void **, unsigned)) \
+	X(LibraryGetKernel, cuLibraryGetKernel, cuLibraryGetKernel, 12000, (CUkernel *, CUlibrary, const char *)) \
+	X(LaunchKernel, cuLaunchKernel, cuLaunchKernel, 4000, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **)) \
+	X(LaunchKernelEx, cuLaunchKernelEx, cuLaunchKernelEx, 11060, (const CUlaunchConfig *, CUfunction, void **, void **)) \
+	X(StreamBeginCapture, cuStreamBeginCapture, cuStreamBeginCapture_v2, 10010, (CUstream, CUstreamCaptureMode)) \
+	X(StreamEndCapture, cuStreamEndCapture, cuStreamEndCapture, 10000, (CUstream, CUgraph *)) \
+	X(GraphInstantiate, cuGraphInstantiate, cuGraphInstantiateWithFlags, 11040, (CUgraphExec *, CUgraph, unsigned long long)) \
+	X(GraphLaunch, cuGraphLaunch, cuGraphLaunch, 10000, (CUgraphExec, CUstream))
+
+static struct {
+#define X(field, base, elf, ver, params) CUresult (*field) params;
+	ENTRIES(X)
+#undef X
+} cu;
+
+static CUcontext ctx;
+static CUfunction k_fill, k_copy, k_axpy, k_pair, k_sleep;
+
+#ifdef WORKLOAD_LINKED
+/* Bind every entry to the ELF symbol (resolved by the dynamic linker). */
+static void
+resolve(const char *how)
+{
+	(void)how;
+#define X(field, base, elf, ver, params) cu.field = elf;
+	ENTRIES(X)
+#undef X
+}
+#else
+static void
+resolve(const char *how)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (lib == NULL)
+		FAIL("dlopen libcuda.so.1: %s", dlerror());
+	if (strcmp(how, "dlsym") == 0) {
+#define X(field, base, elf, ver, params)				\
+		if ((*(void **)&cu.field = dlsym(lib, #elf)) == NULL)	\
+			FAIL("dlsym %s", #elf);
+		ENTRIES(X)
+#undef X
+		return;
+	}
+	cuuint64_t flags = strcmp(how, "procaddress-ptsz") == 0 ?
+	    CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_DEFAULT;
+	if (strcmp(how, "procaddress-v1") == 0) {
+		CUresult (*gpa)(const char *, void **, int, cuuint64_t) =
+		    (CUresult (*)(const char *, void **, int, cuuint64_t))dlsym(lib, "cuGetProcAddress");
+		if (gpa == NULL)
+			FAIL("dlsym cuGetProcAddress");
+#define X(field, base, elf, ver, params)				\
+		if (gpa(#base, (void **)&cu.field, ver, flags) != CUDA_SUCCESS || !cu.field) \
+			FAIL("cuGetProcAddress(%s, %d)", #base, ver);
+		ENTRIES(X)
+#undef X
+		return;
+	}
+	CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+	    (CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))
+	    dlsym(lib, "cuGetProcAddress_v2");
+	if (gpa2 == NULL)
+		FAIL("dlsym cuGetProcAddress_v2");
+	/* libcudart fetches cuGetProcAddress itself through it, and uses that. */
+	void *self = NULL;
+	CUdriverProcAddressQueryResult st;
+	if (gpa2("cuGetProcAddress", &self, 12000, 0, &st) != CUDA_SUCCESS || self == NULL)
+		FAIL("cuGetProcAddress(cuGetProcAddress)");
+	gpa2 = (CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))self;
+	/* Per-thread variants exist from CUDA 7.0: ask for at least that. */
+	int min_ver = flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ? 7000 : 0;
+#define X(field, base, elf, ver, params)					\
+	if (gpa2(#base, (void **)&cu.field, ver > min_ver ? ver : min_ver, flags, &st) != \
+	    CUDA_SUCCESS || !cu.field)						\
+		FAIL("cuGetProcAddress_v2(%s, %d)", #base, ver);
+	ENTRIES(X)
+#undef X
+}
+#endif
+
+static void
+setup(void)
+{
+	CUdevice dev;
+	CUmodule mod;
+	CUlibrary lib;
+	CUkernel k;
+
+	CK(cu.Init(0));
+	CK(cu.DeviceGet(&dev, 0));
+	CK(cu.PrimaryCtxRetain(&ctx, dev));
+	CK(cu.CtxSetCurrent(ctx));
+	/* copy and sleep through a module (CUfunction handles) ... */
+	CK(cu.ModuleLoadData(&mod, FAKECUDA_MODULE_IMAGE));
+	CK(cu.ModuleGetFunction(&k_copy, mod, "copy_bytes"));
+	CK(cu.ModuleGetFunction(&k_sleep, mod, "sleep_us"));
+	/* ... the rest through a library (CUkernel handles, as PyTorch launches them) */
+	CK(cu.LibraryLoadData(&lib, FAKECUDA_MODULE_IMAGE, NULL, NULL, 0, NULL, NULL, 0));
+	CK(cu.LibraryGetKernel(&k, lib, "fill_u32"));
+	k_fill = (CUfunction)k;
+	CK(cu.LibraryGetKernel(&k, lib, "axpy_f32"));
+	k_axpy = (CUfunction)k;
+	CK(cu.LibraryGetKernel(&k, lib, "struct_ptrs"));
+	k_pair = (CUfunction)k;
+}
+
+static void
+launch_fill(CUdeviceptr dst, uint32_t value, uint64_t n, CUstream s)
+{
+	struct fakecuda_fill_u32_params p = { (uint32_t *)dst, value, n };
+	void *args[] = { &p.dst, &p.value, &p.n };
+	CK(cu.LaunchKernel(k_fill, 1, 1, 1, 128, 1, 1, 0, s, args, NULL));
+}
+
+/* copy_bytes through the packed `extra` argument buffer. */
+static void
+launch_copy(CUdeviceptr dst, CUdeviceptr src, uint64_t n, CUstream s)
+{
+	struct fakecuda_copy_bytes_params p = { (void *)dst, (const void *)src, n };
+	size_t size = sizeof p;
+	void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, &p, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+		CU_LAUNCH_PARAM_END };
+	CK(cu.LaunchKernel(k_copy, 1, 1, 1, 128, 1, 1, 0, s, NULL, extra));
+}
+
+static void
+launch_axpy(CUdeviceptr y, CUdeviceptr x, float a, uint64_t n, CUstream s)
+{
+	struct fakecuda_axpy_f32_params p = { (float *)y, (const float *)x, a, n };
+	void *args[] = { &p.y, &p.x, &p.a, &p.n };
+	CUlaunchConfig cfg = { 1, 1, 1, 128, 1, 1, 0, s, NULL, 0 };
+	CK(cu.LaunchKernelEx(&cfg, k_axpy, args, NULL));
+}
+
+static void
+launch_sleep(uint32_t us, CUstream s)
+{
+	struct fakecuda_sleep_us_params p = { us };
+	void *args[] = { &p.us };
+	CK(cu.LaunchKernel(k_sleep, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+}
+
+static int
+scenario_basic(void)
+{
+	const size_t n = 1 << 18;	/* 1 MiB of u32 */
+	CUstream s;
+	CUdeviceptr A, B, C, P1, P2, OUT;
+
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cu.MemAlloc(&A, n * 4));			/* bid 1 */
+	CK(cu.MemAllocAsync(&B, n * 4, s));		/* bid 2 */
+	CK(cu.MemAlloc(&C, n * 4));			/* bid 3 */
+	CK(cu.MemAlloc(&P1, 1024 * 4));			/* bid 4 */
+	CK(cu.MemAlloc(&P2, 1024 * 4));			/* bid 5 */
+	CK(cu.MemAlloc(&OUT, 1024 * 4));		/* bid 6 */
+	float ones[1024], twos[1024], got[1024];
+	for (int i = 0; i < 1024; i++) {
+		ones[i] = 1.0f;
+		twos[i] = 2.0f;
+	}
+	CK(cu.MemcpyHtoD(P1, ones, sizeof ones));
+	CK(cu.MemcpyHtoD(P2, twos, sizeof twos));
+	CK(cu.MemsetD32(C, 5, n));
+	CK(cu.MemsetD8Async(B, 0, n * 4, s));
+	launch_fill(A, 7, n, NULL);
+	launch_fill(A + 4096, 9, 16, NULL);		/* a pointer into the middle of A */
+	launch_copy(C, A, n * 4, NULL);
+	struct fakecuda_struct_ptrs_params sp = { { (float *)P1, (const float *)P2, 1024 },
+		(float *)OUT };
+	void *args[] = { &sp.p, &sp.out };
+	CK(cu.LaunchKernel(k_pair, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+	launch_axpy(OUT, P1, 2.0f, 1024, NULL);		/* OUT = 3 + 2 * 1 = 5 */
+	launch_sleep(10, NULL);				/* no pointer at all */
+	CK(cu.CtxSynchronize());
+	uint32_t *host = malloc(n * 4);
+	CK(cu.MemcpyDtoH(host, C, n * 4));
+	for (size_t i = 0; i < n; i++) {
+		uint32_t want = (i >= 1024 && i < 1040) ? 9 : 7;
+		if (host[i] != want)
+			FAIL("C[%zu] = %u, want %u", i, host[i], want);
+	}
+	CK(cu.MemcpyDtoHAsync(got, OUT, sizeof got, s));
+	CK(cu.StreamSynchronize(s));
+	for (int i = 0; i < 1024; i++)
+		if (got[i] != 5.0f)
+			FAIL("OUT[%d] = %g, want 5", i, (double)got[i]);
+	free(host);
+	CK(cu.MemFreeAsync(B, s));
+	CK(cu.StreamSynchronize(s));
+	CK(cu.MemFree(A));
+	CK(cu.MemFree(C));
+	CK(cu.MemFree(P1));
+	CK(cu.MemFree(P2));
+	CK(cu.MemFree(OUT));
+	return 0;
+}
+
+/* A training-like loop: N iterations of the same operations, a sync at the end of each. */
+static int
+scenario_loop(int iters)
+{
+	CUstream s;
+	CUdeviceptr w, g;
+	const size_t n = 4096;
+
+	CK(cu.StreamCreate(&s, 0));
+	CK(cu.MemAlloc(&w, n * 4));
+	CK(cu.MemAlloc(&g, n * 4));
+	launch_fill(w, 0, n, s);
+	for (int it = 0; it < iters; it++) {
+		CUdeviceptr act, tmp;
+		CK(cu.MemAllocAsync(&act, n * 4, s));
+		CK(cu.MemAllocAsync(&tmp, n * 4, s));
+		launch_fill(act, (uint32_t)it, n, s);		/* forward */
+		launch_copy(tmp, act, n * 4, s);
+		launch_fill(g, 1, n, s);			/* backward */
+		launch_copy(g, tmp, n * 4, s);
+		launch_axpy(w, g, 0.0f, n, s);			/* optimizer */
+		CK(cu.MemFreeAsync(tmp, s));
+		CK(cu.MemFreeAsync(act, s));
+		uint32_t last;
+		CK(cu.MemcpyDtoHAsync(&last, g + 4 * (n - 1), 4, s));	/* loss.item() */
+		CK(cu.StreamSynchronize(s));
+		if (last != (uint32_t)it)
+			FAIL("iteration %d: got %u", it, last);
+	}
+	CK(cu.MemFree(w));
+	CK(cu.MemFree(g));
+	return 0;
+}
+
+struct thread_arg {
+	int id, iters;
+};
+
+static void *
+thread_main(void *p)
+{
+	struct thread_arg *a = p;
+	CUstream s;
+	const size_t n = 2048;
+
+	CK(cu.CtxSetCurrent(ctx));
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	for (int it = 0; it < a->iters; it++) {
+		CUdeviceptr x, y;
+		CK(cu.MemAllocAsync(&x, n * 4, s));
+		CK(cu.MemAlloc(&y, n * 4));
+		launch_fill(x, (uint32_t)(a->id * 1000 + it), n, s);
+		launch_copy(y, x, n * 4, s);
+		uint32_t v;
+		CK(cu.MemcpyDtoHAsync(&v, y + 4 * (n - 1), 4, s));
+		CK(cu.StreamSynchronize(s));
+		if (v != (uint32_t)(a->id * 1000 + it))
+			FAIL("thread %d iteration %d: got %u", a->id, it, v);
+		CK(cu.MemFreeAsync(x, s));
+		CK(cu.StreamSynchronize(s));
+		CK(cu.MemFree(y));
+	}
+	return NULL;
+}
+
+static int
+scenario_threads(int nthreads)
+{
+	pthread_t t[64];
+	struct thread_arg a[64];
+
+	if (nthreads > 64)
+		nthreads = 64;
+	for (int i = 0; i < nthreads; i++) {
+		a[i].id = i;
+		a[i].iters = 50;
+		pthread_create(&t[i], NULL, thread_main, &a[i]);
+	}
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+/* Work, fork a child that exits without touching the device, work again. */
+static int
+scenario_fork(void)
+{
+	scenario_loop(3);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		FAIL("fork");
+	if (pid == 0) {
+		/* A child that never uses CUDA, like a DataLoader worker. */
+		_exit(0);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		FAIL("child exited with %d", st);
+	return scenario_loop(3);
+}
+
+/* Capture a launch into a graph and replay it. */
+static int
+scenario_capture(void)
+{
+	CUstream s;
+	CUdeviceptr x, y;
+	CUgraph g;
+	CUgraphExec ge;
+	const size_t n = 1024;
+
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cu.MemAlloc(&x, n * 4));	/* bid 1 */
+	CK(cu.MemAlloc(&y, n * 4));	/* bid 2 */
+	launch_fill(x, 3, n, s);
+	CK(cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	launch_copy(y, x, n * 4, s);
+	CK(cu.StreamEndCapture(s, &g));
+	CK(cu.GraphInstantiate(&ge, g, 0));
+	CK(cu.GraphLaunch(ge, s));
+	uint32_t v;
+	CK(cu.MemcpyDtoHAsync(&v, y, 4, s));
+	CK(cu.StreamSynchronize(s));
+	if (v != 3)
+		FAIL("graph copy gave %u", v);
+	return 0;
+}
+
+/* Launches whose parameter layout the driver will not give (the test sets FAKECUDA_FAIL). */
+static int
+scenario_unresolved(void)
+{
+	CUdeviceptr x;
+
+	CK(cu.MemAlloc(&x, 4096));
+	launch_fill(x, 1, 1024, NULL);
+	CK(cu.CtxSynchronize());
+	CK(cu.MemFree(x));
+	return 0;
+}
+
+#ifndef WORKLOAD_LINKED
+/* Two ranks, threads of this process, through the fake libnccl.so.2. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <nccl.h>
+#pragma GCC diagnostic pop
+
+struct nccl_fns {
+	ncclResult_t (*CommInitAll)(ncclComm_t *, int, const int *);
+	ncclResult_t (*Send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+	ncclResult_t (*Recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+	ncclResult_t (*AllReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+	    ncclComm_t, cudaStream_t);
+	ncclResult_t (*GroupStart)(void);
+	ncclResult_t (*GroupEnd)(void);
+};
+static struct nccl_fns nc;
+static ncclComm_t comms[2];
+static CUdeviceptr nbuf[2];
+
+static void *
+rank_main(void *p)
+{
+	int rank = (int)(intptr_t)p;
+	CUstream s;
+	const size_t n = 256;
+
+	CK(cu.CtxSetCurrent(ctx));
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	if (rank == 0) {
+		launch_fill(nbuf[0], 42, n, s);
+		if (nc.Send((void *)nbuf[0], n, ncclUint32, 1, comms[0], s) != ncclSuccess)
+			FAIL("ncclSend");
+	} else {
+		if (nc.Recv((void *)nbuf[1], n, ncclUint32, 0, comms[1], s) != ncclSuccess)
+			FAIL("ncclRecv");
+	}
+	if (nc.AllReduce((void *)nbuf[rank], (void *)nbuf[rank], n, ncclUint32, ncclSum,
+	    comms[rank], s) != ncclSuccess)
+		FAIL("ncclAllReduce");
+	uint32_t v;
+	CK(cu.MemcpyDtoHAsync(&v, nbuf[rank], 4, s));
+	CK(cu.StreamSynchronize(s));
+	if (v != 84)
+		FAIL("rank %d got %u, want 84", rank, v);
+	return NULL;
+}
+
+static int
+scenario_nccl(void)
+{
+	/* Like libtorch: call NCCL through symbols bound at load time (here via
+	 * RTLD_DEFAULT, which reaches the preloaded libebb first). */
+	void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+	if (lib == NULL)
+		FAIL("dlopen libnccl.so.2: %s", dlerror());
+	*(void **)&nc.CommInitAll = dlsym(RTLD_DEFAULT, "ncclCommInitAll");
+	*(void **)&nc.Send = dlsym(RTLD_DEFAULT, "ncclSend");
+	*(void **)&nc.Recv = dlsym(RTLD_DEFAULT, "ncclRecv");
+	*(void **)&nc.AllReduce = dlsym(RTLD_DEFAULT, "ncclAllReduce");
+	if (!nc.CommInitAll || !nc.Send || !nc.Recv || !nc.AllReduce)
+		FAIL("NCCL symbols missing");
+	int devs[2] = { 0, 0 };
+	if (nc.CommInitAll(comms, 2, devs) != ncclSuccess)
+		FAIL("ncclCommInitAll");
+	CK(cu.MemAlloc(&nbuf[0], 4096));	/* bid 1 */
+	CK(cu.MemAlloc(&nbuf[1], 4096));	/* bid 2 */
+	pthread_t t[2];
+	for (int r = 0; r < 2; r++)
+		pthread_create(&t[r], NULL, rank_main, (void *)(intptr_t)r);
+	for (int r = 0; r < 2; r++)
+		pthread_join(t[r], NULL);
+	return 0;
+}
+#endif
+
+int
+main(int argc, char **argv)
+{
+	const char *how = "procaddress";
+	int a = 1;
+
+	if (a < argc && strncmp(argv[a], "--via=", 6) == 0)
+		how = argv[a++] + 6;
+	const char *what = a < argc ? argv[a++] : "basic";
+	int arg = a < argc ? atoi(argv[a]) : 0;
+	resolve(how);
+	setup();
+	int r;
+	if (strcmp(what, "basic") == 0)
+		r = scenario_basic();
+	else if (strcmp(what, "loop") == 0)
+		r = scenario_loop(arg > 0 ? arg : 20);
+	else if (strcmp(what, "threads") == 0)
+		r = scenario_threads(arg > 0 ? arg : 8);
+	else if (strcmp(what, "fork") == 0)
+		r = scenario_fork();
+	else if (strcmp(what, "capture") == 0)
+		r = scenario_capture();
+	else if (strcmp(what, "unresolved") == 0)
+		r = scenario_unresolved();
+#ifndef WORKLOAD_LINKED
+	else if (strcmp(what, "nccl") == 0)
+		r = scenario_nccl();
+#endif
+	else
+		FAIL("unknown scenario %s", what);
+	if (r == 0)
+		printf("ok\n");
+	return r;
+}
