@@ -15,6 +15,7 @@
 #include <cupti.h>
 
 #include "log.h"
+#include "match.h"
 #include "realdl.h"
 #include "tracer.h"
 
@@ -52,10 +53,12 @@ static ebb_cupti_sink sink_fn;
 static void *sink_ctx;
 static atomic_uint_fast64_t delivered;
 
-/* External correlation records come with the driver API records, so those
- * are enabled too (and dropped on arrival). */
+/* External correlation records come with API records, and the runtime's
+ * records tie the activities of libcudart's calls to the driver calls in
+ * them (match.h), so both kinds of API record are enabled too. */
 static const CUpti_ActivityKind kinds[] = {
 	CUPTI_ACTIVITY_KIND_DRIVER,
+	CUPTI_ACTIVITY_KIND_RUNTIME,
 	CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
 	CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -64,142 +67,118 @@ static const CUpti_ActivityKind kinds[] = {
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
 /*
- * Correlation: CUPTI's correlation id -> ebb's sequence number (from the
- * external correlation records), and the times of records whose external
- * record has not arrived yet. Guarded by corr_lock.
+ * The records of one attachment, kept until ebb detaches and matches them
+ * (match.h). Guarded by rec_lock; CUPTI's buffer thread appends.
  */
-struct corr_entry {
-	uint32_t corr;		/* 0 = empty */
-	uint8_t has_seq, has_times;
-	uint64_t seq, start, end;
+struct records {
+	struct cm_ext *ext;
+	struct cm_api *api;
+	struct cm_act *act;
+	size_t next, napi, nact;
+	size_t cext, capi, cact;
+	uint64_t dropped;	/* records not kept: the cap was reached or memory ran out */
 };
-static pthread_mutex_t corr_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct corr_entry *corr;
-static size_t corr_cap, corr_used;
+static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct records recs;
+static struct cm_stats last_stats;
 
-static size_t
-corr_slot(uint32_t c, size_t cap)
-{
-	return ((size_t)c * 2654435761u) & (cap - 1);
-}
+/* Records kept per attachment at most (about 32 bytes each). */
+#define RECORDS_MAX (16u << 20)
 
-/* Find or make the entry for c. Caller holds corr_lock. NULL when out of memory. */
-static struct corr_entry *
-corr_get(uint32_t c)
+/* Make room for one more element in *v (count n, capacity *cap). */
+static int
+room(void **v, size_t n, size_t *cap, size_t size)
 {
-	if ((corr_used + 1) * 2 > corr_cap) {
-		size_t cap = corr_cap ? corr_cap * 2 : 4096;
-		struct corr_entry *t = calloc(cap, sizeof *t);
-		if (t == NULL)
-			return NULL;
-		for (size_t i = 0; i < corr_cap; i++) {
-			if (corr[i].corr == 0)
-				continue;
-			size_t j = corr_slot(corr[i].corr, cap);
-			while (t[j].corr != 0)
-				j = (j + 1) & (cap - 1);
-			t[j] = corr[i];
-		}
-		free(corr);
-		corr = t;
-		corr_cap = cap;
-	}
-	size_t j = corr_slot(c, corr_cap);
-	while (corr[j].corr != 0 && corr[j].corr != c)
-		j = (j + 1) & (corr_cap - 1);
-	if (corr[j].corr == 0) {
-		corr[j].corr = c;
-		corr_used++;
-	}
-	return &corr[j];
-}
-
-/* Remove every entry (between attachments); caller holds corr_lock. */
-static void
-corr_clear(void)
-{
-	free(corr);
-	corr = NULL;
-	corr_cap = corr_used = 0;
+	if (n < *cap)
+		return 0;
+	if (n >= RECORDS_MAX)
+		return -1;
+	size_t c = *cap ? *cap * 2 : 4096;
+	void *p = realloc(*v, c * size);
+	if (p == NULL)
+		return -1;
+	*v = p;
+	*cap = c;
+	return 0;
 }
 
 static void
-deliver(uint64_t seq, uint64_t start, uint64_t end)
+records_clear(void)
 {
-	atomic_fetch_add(&delivered, 1);
-	if (sink_fn != NULL)
-		sink_fn(seq, start, end, sink_ctx);
+	free(recs.ext);
+	free(recs.api);
+	free(recs.act);
+	memset(&recs, 0, sizeof recs);
 }
 
-/* One activity record: pair it up; deliver when both halves are known. */
+/* Keep what one activity record says. Caller holds rec_lock. */
 static void
 take_record(const CUpti_Activity *rec)
 {
-	uint32_t c;
-	uint64_t start = 0, end = 0, seq = 0;
-	int is_ext = 0;
-
 	switch (rec->kind) {
 	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
 		const CUpti_ActivityExternalCorrelation *e = (const void *)rec;
 		if (e->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
 			return;
-		c = e->correlationId;
-		seq = e->externalId;
-		is_ext = 1;
-		break;
+		if (room((void **)&recs.ext, recs.next, &recs.cext, sizeof *recs.ext) < 0) {
+			recs.dropped++;
+			return;
+		}
+		recs.ext[recs.next++] = (struct cm_ext){ e->correlationId, e->externalId };
+		return;
+	}
+	case CUPTI_ACTIVITY_KIND_DRIVER:
+	case CUPTI_ACTIVITY_KIND_RUNTIME: {
+		const CUpti_ActivityAPI *a = (const void *)rec;
+		if (room((void **)&recs.api, recs.napi, &recs.capi, sizeof *recs.api) < 0) {
+			recs.dropped++;
+			return;
+		}
+		recs.api[recs.napi++] = (struct cm_api){ a->correlationId, a->threadId,
+			rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME, a->start, a->end };
+		return;
 	}
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
 		const CUpti_ActivityKernel10 *k = (const void *)rec;
-		c = k->correlationId;
-		start = k->start;
-		end = k->end;
-		break;
+		if (room((void **)&recs.act, recs.nact, &recs.cact, sizeof *recs.act) < 0) {
+			recs.dropped++;
+			return;
+		}
+		recs.act[recs.nact++] = (struct cm_act){ k->correlationId, k->start, k->end };
+		return;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *m = (const void *)rec;
-		c = m->correlationId;
-		start = m->start;
-		end = m->end;
-		break;
+		if (room((void **)&recs.act, recs.nact, &recs.cact, sizeof *recs.act) < 0) {
+			recs.dropped++;
+			return;
+		}
+		recs.act[recs.nact++] = (struct cm_act){ m->correlationId, m->start, m->end };
+		return;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
 		const CUpti_ActivityMemset4 *m = (const void *)rec;
-		c = m->correlationId;
-		start = m->start;
-		end = m->end;
-		break;
+		if (room((void **)&recs.act, recs.nact, &recs.cact, sizeof *recs.act) < 0) {
+			recs.dropped++;
+			return;
+		}
+		recs.act[recs.nact++] = (struct cm_act){ m->correlationId, m->start, m->end };
+		return;
 	}
 	default:
 		return;
 	}
-	if (c == 0)
-		return;
-	pthread_mutex_lock(&corr_lock);
-	struct corr_entry *e = corr_get(c);
-	int ready = 0;
-	if (e != NULL) {
-		if (is_ext) {
-			e->seq = seq;
-			e->has_seq = 1;
-		} else {
-			e->start = start;
-			e->end = end;
-			e->has_times = 1;
-		}
-		if (e->has_seq && e->has_times) {
-			seq = e->seq;
-			start = e->start;
-			end = e->end;
-			ready = 1;
-			/* Keep the id (CUPTI never reuses it while attached) but drop the data. */
-			e->has_times = 0;
-		}
-	}
-	pthread_mutex_unlock(&corr_lock);
-	if (ready)
-		deliver(seq, start, end);
+}
+
+/* Hand one matched operation to the sink. */
+static void
+deliver(uint64_t seq, uint64_t start, uint64_t end, void *ctx)
+{
+	(void)ctx;
+	atomic_fetch_add(&delivered, 1);
+	if (sink_fn != NULL)
+		sink_fn(seq, start, end, sink_ctx);
 }
 
 static void CUPTIAPI
@@ -218,8 +197,10 @@ buffer_completed(CUcontext ctx, uint32_t streamId, uint8_t *buffer, size_t size,
 	(void)ctx;
 	(void)streamId;
 	(void)size;
+	pthread_mutex_lock(&rec_lock);
 	while (cupti.ActivityGetNextRecord(buffer, validSize, &rec) == CUPTI_SUCCESS)
 		take_record(rec);
+	pthread_mutex_unlock(&rec_lock);
 	free(buffer);
 }
 
@@ -374,9 +355,9 @@ ebb_cupti_attach(const char *lib_path, ebb_cupti_sink sink, void *ctx)
 		said = 1;
 		return -1;
 	}
-	pthread_mutex_lock(&corr_lock);
-	corr_clear();
-	pthread_mutex_unlock(&corr_lock);
+	pthread_mutex_lock(&rec_lock);
+	records_clear();
+	pthread_mutex_unlock(&rec_lock);
 	atomic_store(&attached, 1);
 	ebb_log(EBB_LOG_INFO, "CUPTI attached (%s)", cupti_path);
 	return 0;
@@ -416,11 +397,24 @@ ebb_cupti_detach(void)
 	CUptiResult r = cupti.Finalize();
 	if (r != CUPTI_SUCCESS)
 		ebb_log(EBB_LOG_INFO, "cuptiFinalize: %s", result_string(r));
-	pthread_mutex_lock(&corr_lock);
-	corr_clear();
-	pthread_mutex_unlock(&corr_lock);
-	ebb_log(EBB_LOG_INFO, "CUPTI detached after %llu timed operations",
-	    (unsigned long long)atomic_load(&delivered));
+	pthread_mutex_lock(&rec_lock);
+	struct records mine = recs;
+	memset(&recs, 0, sizeof recs);
+	pthread_mutex_unlock(&rec_lock);
+	if (cupti_match(mine.ext, mine.next, mine.api, mine.napi, mine.act, mine.nact, deliver,
+	    NULL, &last_stats) < 0)
+		ebb_log(EBB_LOG_WARN, "out of memory matching %zu CUPTI records; no GPU times",
+		    mine.nact);
+	if (mine.dropped > 0)
+		ebb_log(EBB_LOG_WARN, "%llu CUPTI records were not kept (memory or the %u-record cap)",
+		    (unsigned long long)mine.dropped, RECORDS_MAX);
+	free(mine.ext);
+	free(mine.api);
+	free(mine.act);
+	ebb_log(EBB_LOG_INFO, "CUPTI detached: %llu operations timed (%llu directly, %llu "
+	    "through libcudart's calls), %llu activities of others",
+	    (unsigned long long)atomic_load(&delivered), (unsigned long long)last_stats.direct,
+	    (unsigned long long)last_stats.nested, (unsigned long long)last_stats.unmatched);
 	return atomic_load(&delivered);
 }
 
@@ -438,4 +432,12 @@ const char *
 ebb_cupti_path(void)
 {
 	return cupti_path;
+}
+
+void
+ebb_cupti_match_stats(uint64_t *direct, uint64_t *nested, uint64_t *unmatched)
+{
+	*direct = last_stats.direct;
+	*nested = last_stats.nested;
+	*unmatched = last_stats.unmatched;
 }

@@ -34,8 +34,14 @@ int ebb_cupti_attached(void);
 void ebb_cupti_push(uint64_t seq);
 void ebb_cupti_pop(void);
 
-/* Flush every record, then detach. Returns records delivered in all. */
+/*
+ * Flush every record, detach, then match the records to ebb's operations
+ * and deliver their times to the sink. Returns operations timed in all.
+ */
 uint64_t ebb_cupti_detach(void);
+
+/* How the last detach matched CUPTI's activities (match.h). */
+void ebb_cupti_match_stats(uint64_t *direct, uint64_t *nested, uint64_t *unmatched);
 
 /* The CUPTI clock now (0 when not attached), to relate G records to ebb's clock. */
 uint64_t ebb_cupti_timestamp(void);

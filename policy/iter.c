@@ -16,8 +16,9 @@ iter_init(struct iter_finder *f, size_t max_tokens, unsigned min_reps)
 	f->min_reps = min_reps < 2 ? 2 : min_reps;
 	f->tok = malloc(max_tokens * sizeof *f->tok);
 	f->sync = malloc(max_tokens);
+	f->live = malloc(max_tokens * sizeof *f->live);
 	f->z = malloc(max_tokens * sizeof *f->z);
-	if (f->tok == NULL || f->sync == NULL || f->z == NULL) {
+	if (f->tok == NULL || f->sync == NULL || f->live == NULL || f->z == NULL) {
 		iter_fini(f);
 		return -1;
 	}
@@ -30,6 +31,8 @@ iter_fini(struct iter_finder *f)
 {
 	free(f->tok);
 	free(f->sync);
+	free(f->live);
+	f->live = NULL;
 	free(f->z);
 	free(f->ring);
 	memset(f, 0, sizeof *f);
@@ -77,6 +80,16 @@ iter_periodic_suffixes(const uint32_t *t, size_t n, int32_t *z, size_t *len)
 		len[0] = 0;
 }
 
+/* Whether memory held comes back to the same amount every p tokens of the last reps periods. */
+static int
+memory_periodic(const struct iter_finder *f, size_t p)
+{
+	for (size_t k = 1; k < f->min_reps; k++)
+		if (f->live[f->n - 1 - k * p] != f->live[f->n - 1])
+			return 0;
+	return 1;
+}
+
 /* Look for the period in the history; on success switch to following. */
 static int
 check(struct iter_finder *f)
@@ -86,7 +99,7 @@ check(struct iter_finder *f)
 	zrev(f->tok, n, f->z);
 	for (size_t p = 1; p * f->min_reps <= n; p++) {
 		size_t len = p + (size_t)f->z[p];
-		if (len < (size_t)f->min_reps * p || 2 * len < n)
+		if (len < (size_t)f->min_reps * p || 2 * len < n || !memory_periodic(f, p))
 			continue;
 		/* Found: choose the phase. */
 		size_t start = n - len;		/* first token of the periodic suffix */
@@ -120,7 +133,7 @@ check(struct iter_finder *f)
 
 /* Append to the history, dropping its older half when full. */
 static void
-remember(struct iter_finder *f, uint32_t token, int sync)
+remember(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 {
 	if (f->n == f->max_tokens) {
 		if (f->period != 0)
@@ -128,38 +141,40 @@ remember(struct iter_finder *f, uint32_t token, int sync)
 		size_t keep = f->n / 2;
 		memmove(f->tok, f->tok + (f->n - keep), keep * sizeof *f->tok);
 		memmove(f->sync, f->sync + (f->n - keep), keep);
+		memmove(f->live, f->live + (f->n - keep), keep * sizeof *f->live);
 		f->dropped += f->n - keep;
 		f->n = keep;
 		f->next_check = keep;
 	}
 	f->tok[f->n] = token;
 	f->sync[f->n] = (uint8_t)(sync != 0);
+	f->live[f->n] = live;
 	f->n++;
 }
 
 enum iter_event
-iter_push(struct iter_finder *f, uint32_t token, int sync)
+iter_push(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 {
 	f->total++;
 	if (f->period != 0) {
 		if (token != f->ring[f->pos]) {
 			f->period = 0;
 			f->search_began = f->total - 1;
-			remember(f, token, sync);
+			remember(f, token, sync, live);
 			f->next_check = f->n + 1;
 			return ITER_DEPARTED;
 		}
-		remember(f, token, sync);
+		remember(f, token, sync, live);
 		enum iter_event e = f->pos == 0 ? ITER_START : ITER_NONE;
 		if (++f->pos == f->period)
 			f->pos = 0;
 		return e;
 	}
 	if (f->gave_up) {
-		remember(f, token, sync);
+		remember(f, token, sync, live);
 		return ITER_NONE;
 	}
-	remember(f, token, sync);
+	remember(f, token, sync, live);
 	if (f->n < f->next_check)
 		return ITER_NONE;
 	if (check(f))

@@ -10,9 +10,13 @@
  * that repeats with period P (one Z-function pass over the reversed sequence
  * gives every L(P) in O(n)). The period is the smallest P whose periodic
  * suffix holds at least min_reps whole repetitions and at least half of the
- * history, so that a pattern that merely repeats for a while inside a longer
- * iteration (the micro-batches of gradient accumulation) is not taken for
- * the iteration once an iteration has been seen whole.
+ * history, and over which the device memory the job holds comes back to the
+ * same amount: a training iteration frees what it allocates, while the
+ * patterns that repeat inside one (a transformer layer in the forward pass,
+ * parameter initialisation) keep allocating or freeing. The half-history rule
+ * keeps a pattern that repeats for a while inside a longer iteration (the
+ * micro-batches of gradient accumulation) from being taken for the iteration
+ * once an iteration has been seen whole.
  *
  * Phase: an iteration starts right after the last host synchronisation
  * within the period (loss.item(), an optimizer step that reads a flag), or
@@ -41,6 +45,7 @@ struct iter_finder {
 	/* history */
 	uint32_t *tok;
 	uint8_t *sync;
+	uint64_t *live;		/* bytes the job held at each token */
 	size_t n;
 	uint64_t dropped;	/* tokens shifted out of the front of the history */
 	int32_t *z;		/* scratch for the Z-function */
@@ -60,8 +65,11 @@ struct iter_finder {
 int iter_init(struct iter_finder *f, size_t max_tokens, unsigned min_reps);
 void iter_fini(struct iter_finder *f);
 
-/* Feed one token; sync says whether the host waited for the device there. */
-enum iter_event iter_push(struct iter_finder *f, uint32_t token, int sync);
+/*
+ * Feed one token; sync says whether the host waited for the device there,
+ * live how many bytes of device memory the job held when it was issued.
+ */
+enum iter_event iter_push(struct iter_finder *f, uint32_t token, int sync, uint64_t live);
 
 /* The learned period in tokens, 0 if none. */
 static inline size_t

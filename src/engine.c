@@ -167,8 +167,13 @@ cupti_stop(const char *why)
 	ebb_inside = 1;
 	uint64_t n = ebb_cupti_detach();
 	ebb_inside = 0;
+	uint64_t direct, nested, others;
+	ebb_cupti_match_stats(&direct, &nested, &others);
 	note("cupti-detached", why);
-	note_u64("cupti-records", n);
+	note_u64("cupti-timed", n);
+	note_u64("cupti-timed-direct", direct);
+	note_u64("cupti-timed-via-runtime", nested);
+	note_u64("cupti-activities-of-others", others);
 }
 
 /* ---- initialisation ---- */
@@ -385,7 +390,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 	}
 	if (!finder_ok || learn == LEARN_GAVE_UP)
 		return 0;
-	enum iter_event e = iter_push(&finder, token, sync);
+	enum iter_event e = iter_push(&finder, token, sync, tab.bytes);
 	switch (e) {
 	case ITER_NONE:
 		break;

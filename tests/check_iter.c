@@ -47,15 +47,23 @@ struct counts {
 };
 
 static void
-push(struct iter_finder *f, struct counts *c, uint32_t tok, int sync, size_t index)
+push_live(struct iter_finder *f, struct counts *c, uint32_t tok, int sync, size_t index,
+    uint64_t live)
 {
-	switch (iter_push(f, tok, sync)) {
+	switch (iter_push(f, tok, sync, live)) {
 	case ITER_FOUND: c->found++; c->found_at = index; break;
 	case ITER_START: c->start++; c->last_start = index; break;
 	case ITER_DEPARTED: c->departed++; break;
 	case ITER_GAVE_UP: c->gave_up++; break;
 	default: break;
 	}
+}
+
+/* Push with memory that stays the same. */
+static void
+push(struct iter_finder *f, struct counts *c, uint32_t tok, int sync, size_t index)
+{
+	push_live(f, c, tok, sync, index, 1 << 20);
 }
 
 START_TEST(simple_period_and_phase_after_sync)
@@ -151,6 +159,51 @@ START_TEST(gives_up_without_a_period)
 }
 END_TEST
 
+/*
+ * What repeats before and inside a training step is not the iteration:
+ * initialising parameters one after another (a sync each) and the layers
+ * of the forward pass keep allocating, the backward pass keeps freeing.
+ */
+START_TEST(patterns_that_hold_memory_are_not_iterations)
+{
+	struct iter_finder f;
+	struct counts c = { 0 };
+	uint64_t live = 0;
+	size_t i = 0;
+	const int layers = 22;
+
+	ck_assert_int_eq(iter_init(&f, 100000, 2), 0);
+	for (int p = 0; p < 200; p++) {		/* init: alloc, launch, sync */
+		live += 4096;
+		push_live(&f, &c, 1, 0, i++, live);
+		push_live(&f, &c, 2, 1, i++, live);
+	}
+	ck_assert_int_eq(c.found, 0);
+	uint64_t base = live;
+	for (int step = 0; step < 6; step++) {
+		for (int l = 0; l < layers; l++)	/* forward: each layer keeps its activations */
+			for (uint32_t k = 0; k < 9; k++) {
+				live += k == 0 ? 1000 : 0;
+				push_live(&f, &c, 10 + k, 0, i++, live);
+			}
+		for (int l = 0; l < layers; l++)	/* backward frees them */
+			for (uint32_t k = 0; k < 12; k++) {
+				live -= k == 11 ? 1000 : 0;
+				push_live(&f, &c, 30 + k, 0, i++, live);
+			}
+		for (uint32_t k = 0; k < 5; k++)	/* optimizer and loss.item() */
+			push_live(&f, &c, 60 + k, k == 4, i++, live);
+		ck_assert_uint_eq(live, base);
+		if (step < 2)
+			ck_assert_int_eq(c.found, 0);
+	}
+	ck_assert_int_eq(c.found, 1);
+	ck_assert_int_eq(c.departed, 0);
+	ck_assert_uint_eq(iter_period(&f), (size_t)layers * 21 + 5);
+	iter_fini(&f);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -162,6 +215,7 @@ main(void)
 	tcase_add_test(tc, accumulation_finds_the_whole_iteration);
 	tcase_add_test(tc, departure_and_relearn);
 	tcase_add_test(tc, gives_up_without_a_period);
+	tcase_add_test(tc, patterns_that_hold_memory_are_not_iterations);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

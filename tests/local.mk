@@ -8,8 +8,10 @@ tests_libtestutil_la_LDFLAGS = -rpath $(abs_builddir)/tests -static
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = tests/libtestutil.la $(CHECK_LIBS)
 
-check_PROGRAMS += tests/check_conf tests/check_buftab tests/check_iter tests/check_trace
-TESTS += tests/check_conf tests/check_buftab tests/check_iter tests/check_trace
+UNIT_TESTS = tests/check_conf tests/check_buftab tests/check_iter tests/check_trace \
+	tests/check_cupti_match tests/check_kparam tests/check_exports
+check_PROGRAMS += $(UNIT_TESTS)
+TESTS += $(UNIT_TESTS)
 
 tests_check_conf_SOURCES = tests/check_conf.c
 tests_check_conf_CFLAGS = $(TEST_CFLAGS)
@@ -22,6 +24,20 @@ tests_check_buftab_LDADD = $(TEST_LIBS)
 tests_check_trace_SOURCES = tests/check_trace.c
 tests_check_trace_CFLAGS = $(TEST_CFLAGS)
 tests_check_trace_LDADD = src/libebbcommon.la $(TEST_LIBS) $(PTHREAD_LIBS)
+
+tests_check_cupti_match_SOURCES = tests/check_cupti_match.c cupti/match.c
+tests_check_cupti_match_CFLAGS = $(TEST_CFLAGS)
+tests_check_cupti_match_LDADD = $(TEST_LIBS)
+
+tests_check_kparam_SOURCES = tests/check_kparam.c src/kparam.c
+tests_check_kparam_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_check_kparam_CFLAGS = $(TEST_CFLAGS)
+tests_check_kparam_LDADD = $(TEST_LIBS)
+
+tests_check_exports_SOURCES = tests/check_exports.c
+tests_check_exports_CFLAGS = $(TEST_CFLAGS)
+tests_check_exports_LDADD = $(TEST_LIBS)
+EXTRA_tests_check_exports_DEPENDENCIES = src/libebb.la
 
 tests_check_iter_SOURCES = tests/check_iter.c
 tests_check_iter_CFLAGS = $(TEST_CFLAGS)

@@ -1,0 +1,87 @@
+#!/bin/sh
+# dev.sh: set up, build and run ebb from a fresh checkout.
+#
+#   ./dev.sh demo    install what the build needs (Debian/Ubuntu, apt-get), build,
+#                    and run ebb in observe mode on the bundled example: a
+#                    PyTorch training loop on the GPU, or, where there is no GPU,
+#                    a CUDA program on the CPU driver of tests/fakecuda
+#   ./dev.sh test    install, build and run the test suite (no GPU needed)
+#   ./dev.sh build   install and build only
+#
+# Builds in ./build (VPATH). CUDA headers come from $CUDA_HOME or /usr/local/cuda.
+set -eu
+top=$(cd "$(dirname "$0")" && pwd)
+cmd=${1:-}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+need_pkgs() {
+	pkgs="autoconf automake libtool pkg-config make gcc check libunwind-dev"
+	missing=
+	for p in $pkgs; do
+		dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+	done
+	[ -z "$missing" ] && return 0
+	echo "dev.sh: installing$missing"
+	sudo=
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing
+}
+
+need_cuda_headers() {
+	cuda=${CUDA_HOME:-/usr/local/cuda}
+	if [ ! -f "$cuda/include/cuda.h" ] || [ ! -f "$cuda/include/cupti.h" ]; then
+		echo "dev.sh: the CUDA 13 headers (cuda.h, cupti.h, nccl.h) are needed at build time;"
+		echo "        install the CUDA toolkit (and libnccl-dev) or set CUDA_HOME"
+		exit 1
+	fi
+}
+
+build() {
+	need_pkgs
+	need_cuda_headers
+	cd "$top"
+	[ -x configure ] && [ configure -nt configure.ac ] || autoreconf -fi >/dev/null
+	mkdir -p build
+	cd build
+	[ -f Makefile ] || ../configure ${CI:+--enable-werror} >/dev/null
+	make -j"$jobs" >/dev/null
+	echo "dev.sh: built build/utils/ebb and build/src/.libs/libebb.so"
+}
+
+case "$cmd" in
+build)
+	build
+	;;
+test)
+	build
+	cd "$top/build"
+	make -j"$jobs" check
+	;;
+demo)
+	build
+	cd "$top"
+	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' &&
+	    python3 -c 'import torch, transformers' 2>/dev/null; then
+		echo "dev.sh: GPU found: a small Llama-style training loop, with ebb observing"
+		build/utils/ebb run --mode observe --trace /tmp/ebb-demo.%p.trace -v 1 -- \
+			python3 bench/train.py --model tiny --batch 4 --seq 1024 --steps 10
+		echo "dev.sh: summary of the trace (ebb-trace(5) explains each record):"
+		build/utils/ebb report "$(ls -t /tmp/ebb-demo.*.trace | head -1)"
+	else
+		echo "dev.sh: no NVIDIA GPU with PyTorch here (nvidia-smi lists none, or torch and"
+		echo "        transformers are missing): running the example on the CPU driver of"
+		echo "        tests/fakecuda instead. On a GPU machine this runs a PyTorch training loop."
+		(cd build && make -j"$jobs" tests/progs/workload >/dev/null &&
+		    make -j"$jobs" check TESTS= >/dev/null)
+		LD_LIBRARY_PATH="$top/build/tests/fakecuda/.libs" \
+			build/utils/ebb run --mode observe --trace /tmp/ebb-demo.trace -v 1 -- \
+			build/tests/progs/workload loop 20
+		build/utils/ebb report /tmp/ebb-demo.trace
+	fi
+	;;
+*)
+	sed -n '2,12p' "$0"
+	exit 2
+	;;
+esac
