@@ -13,10 +13,10 @@ top=$(cd "$here/.." && pwd)
 BUILD=${BUILD:-$top/build}
 OUT=${OUT:-/tmp/ebb-bench}
 PY=${PYTHON:-python3}
-STEPS=${1:-25}
+STEPS=${1:-30}
 mkdir -p "$OUT"
 export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
-train="$PY $top/bench/train.py --model w1 --batch 4 --seq 4096 --steps $STEPS --warmup 5"
+train="$PY $top/bench/train.py --model w1 --batch 4 --seq 4096 --steps $STEPS --warmup 8"
 res=$OUT/observe-w1.json
 rm -f "$res"
 for round in 1 2; do

@@ -84,9 +84,36 @@ cmp_tagged(const void *a, const void *b)
 	return (x->start > y->start) - (x->start < y->start);
 }
 
+static int
+cmp_op(const void *a, const void *b)
+{
+	const struct cm_op *x = a, *y = b;
+	return (x->ts > y->ts) - (x->ts < y->ts);
+}
+
+/* The one operation stamped inside [start, end], or -1 if none or several. */
+static int64_t
+op_inside(const struct cm_op *ops, size_t nops, uint64_t start, uint64_t end)
+{
+	size_t lo = 0, hi = nops;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (ops[mid].ts < start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo >= nops || ops[lo].ts > end)
+		return -1;
+	if (lo + 1 < nops && ops[lo + 1].ts <= end)
+		return -1;
+	return (int64_t)lo;
+}
+
 int
-cupti_match(const struct cm_ext *ext, size_t next, struct cm_api *api, size_t napi,
-    const struct cm_act *act, size_t nact, cm_out out, void *ctx, struct cm_stats *stats)
+cupti_match(const struct cm_ext *ext, size_t next, const struct cm_api *api, size_t napi,
+    const struct cm_act *act, size_t nact, struct cm_op *ops, size_t nops, cm_out out, void *ctx,
+    struct cm_stats *stats)
 {
 	struct cmap by_ext, by_api;
 	struct tagged *tag = NULL;
@@ -120,6 +147,8 @@ cupti_match(const struct cm_ext *ext, size_t next, struct cm_api *api, size_t na
 		}
 	}
 	qsort(tag, ntag, sizeof *tag, cmp_tagged);
+	if (nops > 0)
+		qsort(ops, nops, sizeof *ops, cmp_op);
 	for (size_t i = 0; i < nact; i++) {
 		size_t e, a;
 		if (cmap_get(&by_ext, act[i].corr, &e)) {
@@ -146,6 +175,12 @@ cupti_match(const struct cm_ext *ext, size_t next, struct cm_api *api, size_t na
 		    tag[lo].end <= r->end) {
 			out(tag[lo].seq, act[i].start, act[i].end, ctx);
 			stats->nested++;
+			continue;
+		}
+		int64_t o = op_inside(ops, nops, r->start, r->end);
+		if (o >= 0) {
+			out(ops[o].seq, act[i].start, act[i].end, ctx);
+			stats->timed++;
 		} else {
 			stats->unmatched++;
 		}

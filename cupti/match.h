@@ -10,7 +10,10 @@
  * around cuLaunchKernel). So an activity is matched directly through the
  * external correlation, or else through the runtime call whose correlation
  * id it carries: the driver call nested in it (same thread, inside its start
- * and end) that carries an external id.
+ * and end) that carries an external id, or, where CUPTI does not report
+ * driver calls made inside runtime calls, the one operation ebb forwarded
+ * (stamped with CUPTI's clock as it went to the driver) inside the runtime
+ * call's start and end.
  *
  * Pure C, no CUPTI headers: unit-tested on made-up records.
  */
@@ -37,9 +40,15 @@ struct cm_act {		/* kernel, memcpy or memset record */
 	uint64_t start, end;
 };
 
+struct cm_op {		/* an operation ebb forwarded, stamped with CUPTI's clock */
+	uint64_t ts;
+	uint64_t seq;
+};
+
 struct cm_stats {
 	uint64_t direct;	/* matched through the external correlation */
-	uint64_t nested;	/* matched through the enclosing runtime call */
+	uint64_t nested;	/* matched through the driver call in the runtime call */
+	uint64_t timed;		/* matched through the stamp inside the runtime call */
 	uint64_t unmatched;	/* not issued by an operation ebb forwarded */
 };
 
@@ -47,10 +56,11 @@ typedef void (*cm_out)(uint64_t seq, uint64_t start, uint64_t end, void *ctx);
 
 /*
  * Match every activity and call out(seq, start, end, ctx) for each one
- * matched. api may be reordered. Returns 0, or -1 when out of memory
+ * matched. ops is sorted by stamp here. Returns 0, or -1 when out of memory
  * (nothing is delivered then).
  */
-int cupti_match(const struct cm_ext *ext, size_t next, struct cm_api *api, size_t napi,
-    const struct cm_act *act, size_t nact, cm_out out, void *ctx, struct cm_stats *stats);
+int cupti_match(const struct cm_ext *ext, size_t next, const struct cm_api *api, size_t napi,
+    const struct cm_act *act, size_t nact, struct cm_op *ops, size_t nops, cm_out out, void *ctx,
+    struct cm_stats *stats);
 
 #endif

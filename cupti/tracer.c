@@ -74,8 +74,9 @@ struct records {
 	struct cm_ext *ext;
 	struct cm_api *api;
 	struct cm_act *act;
-	size_t next, napi, nact;
-	size_t cext, capi, cact;
+	struct cm_op *ops;
+	size_t next, napi, nact, nops;
+	size_t cext, capi, cact, cops;
 	uint64_t dropped;	/* records not kept: the cap was reached or memory ran out */
 };
 static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -108,6 +109,7 @@ records_clear(void)
 	free(recs.ext);
 	free(recs.api);
 	free(recs.act);
+	free(recs.ops);
 	memset(&recs, 0, sizeof recs);
 }
 
@@ -372,8 +374,19 @@ ebb_cupti_attached(void)
 void
 ebb_cupti_push(uint64_t seq)
 {
-	if (ebb_cupti_attached())
-		cupti.ActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, seq);
+	uint64_t ts;
+
+	if (!ebb_cupti_attached())
+		return;
+	if (cupti.GetTimestamp(&ts) == CUPTI_SUCCESS) {
+		pthread_mutex_lock(&rec_lock);
+		if (room((void **)&recs.ops, recs.nops, &recs.cops, sizeof *recs.ops) == 0)
+			recs.ops[recs.nops++] = (struct cm_op){ ts, seq };
+		else
+			recs.dropped++;
+		pthread_mutex_unlock(&rec_lock);
+	}
+	cupti.ActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, seq);
 }
 
 void
@@ -401,8 +414,8 @@ ebb_cupti_detach(void)
 	struct records mine = recs;
 	memset(&recs, 0, sizeof recs);
 	pthread_mutex_unlock(&rec_lock);
-	if (cupti_match(mine.ext, mine.next, mine.api, mine.napi, mine.act, mine.nact, deliver,
-	    NULL, &last_stats) < 0)
+	if (cupti_match(mine.ext, mine.next, mine.api, mine.napi, mine.act, mine.nact, mine.ops,
+	    mine.nops, deliver, NULL, &last_stats) < 0)
 		ebb_log(EBB_LOG_WARN, "out of memory matching %zu CUPTI records; no GPU times",
 		    mine.nact);
 	if (mine.dropped > 0)
@@ -411,10 +424,12 @@ ebb_cupti_detach(void)
 	free(mine.ext);
 	free(mine.api);
 	free(mine.act);
-	ebb_log(EBB_LOG_INFO, "CUPTI detached: %llu operations timed (%llu directly, %llu "
+	free(mine.ops);
+	ebb_log(EBB_LOG_INFO, "CUPTI detached: %llu operations timed (%llu directly, %llu and %llu "
 	    "through libcudart's calls), %llu activities of others",
 	    (unsigned long long)atomic_load(&delivered), (unsigned long long)last_stats.direct,
-	    (unsigned long long)last_stats.nested, (unsigned long long)last_stats.unmatched);
+	    (unsigned long long)last_stats.nested, (unsigned long long)last_stats.timed,
+	    (unsigned long long)last_stats.unmatched);
 	return atomic_load(&delivered);
 }
 
@@ -435,9 +450,10 @@ ebb_cupti_path(void)
 }
 
 void
-ebb_cupti_match_stats(uint64_t *direct, uint64_t *nested, uint64_t *unmatched)
+ebb_cupti_match_stats(uint64_t *direct, uint64_t *nested, uint64_t *stamped, uint64_t *unmatched)
 {
 	*direct = last_stats.direct;
 	*nested = last_stats.nested;
+	*stamped = last_stats.timed;
 	*unmatched = last_stats.unmatched;
 }

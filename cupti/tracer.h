@@ -41,7 +41,8 @@ void ebb_cupti_pop(void);
 uint64_t ebb_cupti_detach(void);
 
 /* How the last detach matched CUPTI's activities (match.h). */
-void ebb_cupti_match_stats(uint64_t *direct, uint64_t *nested, uint64_t *unmatched);
+void ebb_cupti_match_stats(uint64_t *direct, uint64_t *nested, uint64_t *stamped,
+    uint64_t *unmatched);
 
 /* The CUPTI clock now (0 when not attached), to relate G records to ebb's clock. */
 uint64_t ebb_cupti_timestamp(void);

@@ -167,12 +167,13 @@ cupti_stop(const char *why)
 	ebb_inside = 1;
 	uint64_t n = ebb_cupti_detach();
 	ebb_inside = 0;
-	uint64_t direct, nested, others;
-	ebb_cupti_match_stats(&direct, &nested, &others);
+	uint64_t direct, nested, stamped, others;
+	ebb_cupti_match_stats(&direct, &nested, &stamped, &others);
 	note("cupti-detached", why);
 	note_u64("cupti-timed", n);
 	note_u64("cupti-timed-direct", direct);
-	note_u64("cupti-timed-via-runtime", nested);
+	note_u64("cupti-timed-nested", nested);
+	note_u64("cupti-timed-stamped", stamped);
 	note_u64("cupti-activities-of-others", others);
 }
 

@@ -33,7 +33,7 @@ START_TEST(direct_driver_calls)
 	struct cm_stats st;
 	struct got g = { .n = 0 };
 
-	ck_assert_int_eq(cupti_match(ext, 2, api, 2, act, 3, collect, &g, &st), 0);
+	ck_assert_int_eq(cupti_match(ext, 2, api, 2, act, 3, NULL, 0, collect, &g, &st), 0);
 	ck_assert_int_eq(g.n, 2);
 	ck_assert_uint_eq(g.seq[0], 101);
 	ck_assert_uint_eq(g.start[0], 500);
@@ -66,7 +66,7 @@ START_TEST(through_the_runtime)
 	struct cm_stats st;
 	struct got g = { .n = 0 };
 
-	ck_assert_int_eq(cupti_match(ext, 2, api, 6, act, 4, collect, &g, &st), 0);
+	ck_assert_int_eq(cupti_match(ext, 2, api, 6, act, 4, NULL, 0, collect, &g, &st), 0);
 	ck_assert_int_eq(g.n, 2);
 	ck_assert_uint_eq(g.seq[0], 7);
 	ck_assert_uint_eq(g.start[0], 1000);
@@ -77,12 +77,36 @@ START_TEST(through_the_runtime)
 }
 END_TEST
 
+/*
+ * CUPTI may not report the driver call inside a runtime call: then the
+ * operation stamped inside the runtime call is the one, if it is alone there.
+ */
+START_TEST(through_the_stamp)
+{
+	struct cm_api api[] = {
+		{ 30, 1, 1, 100, 200 },		/* cudaLaunchKernel */
+		{ 31, 2, 1, 300, 400 },		/* cudaMemcpyAsync: two stamps inside */
+		{ 32, 2, 1, 500, 600 },		/* a runtime call with no stamp inside */
+	};
+	struct cm_act act[] = { { 30, 1000, 1100 }, { 31, 1200, 1300 }, { 32, 1400, 1500 } };
+	struct cm_op ops[] = { { 350, 12 }, { 150, 11 }, { 360, 13 } };
+	struct cm_stats st;
+	struct got g = { .n = 0 };
+
+	ck_assert_int_eq(cupti_match(NULL, 0, api, 3, act, 3, ops, 3, collect, &g, &st), 0);
+	ck_assert_int_eq(g.n, 1);
+	ck_assert_uint_eq(g.seq[0], 11);
+	ck_assert_uint_eq(st.timed, 1);
+	ck_assert_uint_eq(st.unmatched, 2);
+}
+END_TEST
+
 START_TEST(nothing_to_match)
 {
 	struct cm_stats st;
 	struct got g = { .n = 0 };
 
-	ck_assert_int_eq(cupti_match(NULL, 0, NULL, 0, NULL, 0, collect, &g, &st), 0);
+	ck_assert_int_eq(cupti_match(NULL, 0, NULL, 0, NULL, 0, NULL, 0, collect, &g, &st), 0);
 	ck_assert_int_eq(g.n, 0);
 }
 END_TEST
@@ -95,6 +119,7 @@ main(void)
 
 	tcase_add_test(tc, direct_driver_calls);
 	tcase_add_test(tc, through_the_runtime);
+	tcase_add_test(tc, through_the_stamp);
 	tcase_add_test(tc, nothing_to_match);
 	suite_add_tcase(s, tc);
 	return run_suite(s);

@@ -15,9 +15,11 @@ export PYTHONUNBUFFERED=1
 OUT=/tmp/ebb-gpu "$top/tests/gpu/run.sh" 2>&1 | tee "$OUT/gpu-tests.log"
 gpu_rc=${PIPESTATUS[0]}
 if [ "${1:-}" != "--no-bench" ]; then
-	OUT=/tmp/ebb-bench "$top/bench/observe.sh" "${STEPS:-25}" 2>&1 | tee "$OUT/bench.log"
+	OUT=/tmp/ebb-bench "$top/bench/observe.sh" "${STEPS:-30}" 2>&1 | tee "$OUT/bench.log"
 	cp /tmp/ebb-bench/results.jsonl "$OUT/observe-results.jsonl" 2>/dev/null
 fi
-tar czf "$OUT/logs.tgz" -C /tmp ebb-gpu ebb-bench --exclude='*.trace' 2>/dev/null
+tar czf "$OUT/logs.tgz" --exclude='*.trace' -C /tmp ebb-gpu ebb-bench 2>/dev/null
+# the PyTorch trace, for reading here (compressed)
+gzip -c /tmp/ebb-gpu/torch.trace > "$OUT/torch.trace.gz" 2>/dev/null
 echo "gpu tests exit status: $gpu_rc"
 exit "$gpu_rc"

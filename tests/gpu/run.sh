@@ -8,10 +8,12 @@
 #
 #   1. a CUDA C sample (static and shared cudart) with and without ebb:
 #      both right, and every launch under ebb resolved;
-#   2. a PyTorch training loop (Llama-style, transformers) in a deterministic
-#      configuration: two runs without ebb agree bit for bit, then a run
-#      under `ebb run --mode observe` gives the same loss at every step, and
-#      every launch of it was resolved.
+#   2. a PyTorch training loop (the Llama-style W1 model, 1.26B, from
+#      transformers) in a deterministic configuration: two runs without ebb
+#      agree bit for bit, then a run under `ebb run --mode observe` gives the
+#      same loss at every step; every launch of it was resolved, the training
+#      step was found as the iteration, and CUPTI timed the operations of the
+#      learning iterations on the GPU.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -68,7 +70,8 @@ for s in sample sample-shared; do
 done
 
 echo "== PyTorch training loop, deterministic"
-train="$PY $top/bench/train.py --model tiny --batch 4 --seq 1024 --steps 8 --warmup 2 --deterministic"
+steps=10
+train="$PY $top/bench/train.py --model w1 --batch 2 --seq 1024 --steps $steps --warmup 2 --deterministic"
 export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync	# the same backend in every run
 rm -f "$OUT/det.json"
 $train --label plain-a --json "$OUT/det.json" > "$OUT/det-a.log" 2>&1 || fail "plain run a: $(tail -3 "$OUT/det-a.log")"
@@ -96,6 +99,29 @@ sys.exit(0 if ok else 1)
 PYEOF
 check_trace "$OUT/torch.trace" "PyTorch loop under ebb"
 grep -E "^ebb\[[0-9]+\]: [0-9]+ launches" "$OUT/det-ebb.log" | tail -1
+
+# The iteration is the training step: one per step once found, none undone.
+iters=$(report_value "$OUT/torch.trace" iterations)
+departures=$(report_value "$OUT/torch.trace" departures)
+period=$(awk '$1 == "Z" && $3 == "period" { print $4 }' "$OUT/torch.trace")
+ops=$(awk '$1 ~ /^[LCMNRY]$/ { n++ } END { print n + 0 }' "$OUT/torch.trace")
+if [ "${iters:-0}" -ge $((steps - 5)) ] && [ "${iters:-0}" -le "$steps" ] && [ "$departures" = 0 ] &&
+    [ $((period * steps)) -le "$ops" ] && [ $((period * (steps + 2))) -ge "$ops" ]; then
+	pass "the iteration is the training step: $iters iterations of $period operations ($ops operations in $steps steps), no departure"
+else
+	fail "iteration: $iters iterations of $period operations, $departures departures, $ops operations in $steps steps"
+fi
+
+# CUPTI timed the operations it was attached for.
+awk '
+	$1 == "Q" && $3 == "cupti-detached" { detached = 1 }
+	!detached && $1 ~ /^[LCMR]$/ { ops++ }
+	$1 == "G" { if (!($2 in seen)) { seen[$2] = 1; timed++ } }
+	$1 == "Q" && $3 ~ /^cupti-(timed|activities)/ { printf "  %s %s\n", $3, $4 }
+	END { printf "  operations while CUPTI was attached: %d, with GPU times: %d\n", ops, timed;
+	      exit !(ops > 0 && timed >= 0.9 * ops) }' "$OUT/torch.trace" > "$OUT/cupti.txt"
+if [ $? = 0 ]; then pass "CUPTI times"; else fail "CUPTI times"; fi
+cat "$OUT/cupti.txt"
 
 echo "== $failures failure(s)"
 [ "$failures" = 0 ]
