@@ -39,7 +39,7 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	{ "EBB_CUPTI_LIB", EBB_CONF_STRING, F(cupti_lib), 0, 0, NULL, "",
 	  "Path of libcupti to load (default: one already loaded, then the CUDA toolkit's, then the one beside libcudart)." },
 	{ "EBB_SITE_DEPTH", EBB_CONF_UINT, F(site_depth), 0, 32, NULL, "8",
-	  "Stack frames hashed into an allocation's call-site fingerprint (0: none)." },
+	  "Stack frames hashed into the call-site fingerprint of allocations made while learning (0: none)." },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL }
 };
 

@@ -114,8 +114,8 @@ static _Thread_local struct op *group_head, *group_tail;
 static _Thread_local char last_error[256];
 
 /* Records the calling thread's last error message and returns code. */
-static ncclResult_t fail(ncclResult_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static ncclResult_t fail(ncclResult_t code, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static ncclResult_t fail(ncclResult_t code,
+                                                               const char *fmt, ...)
 {
     va_list ap;
 

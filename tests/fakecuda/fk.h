@@ -5,8 +5,8 @@
  *
  * Locking: one mutex, fk_lock, guards all shared state (streams and their queues, op
  * reference counts and completion, events, graphs, the memory tables, the statistics).
- * Nothing else is locked while it is held, except the fake libnccl's own lock never nests
- * inside it. Work (kernels, copies, host functions) always runs with fk_lock released.
+ * No other lock is taken while it is held. Work (kernels, copies, host functions, the fake
+ * libnccl's batches) always runs with fk_lock released.
  */
 #ifndef EBB_FK_H
 #define EBB_FK_H
@@ -57,11 +57,11 @@ enum fk_need {
 CUresult fk_enter(const char *func, enum fk_need need);
 
 /* Runs fk_enter for the enclosing entry point and returns its code when it is not success. */
-#define FK_ENTER(need)                                  \
-    do {                                                \
+#define FK_ENTER(need)                                      \
+    do {                                                    \
         CUresult fk_enter_rc_ = fk_enter(__func__, (need)); \
-        if (fk_enter_rc_ != CUDA_SUCCESS)               \
-            return fk_enter_rc_;                        \
+        if (fk_enter_rc_ != CUDA_SUCCESS)                   \
+            return fk_enter_rc_;                            \
     } while (0)
 
 /* The calling thread's current context, or NULL. */
@@ -70,16 +70,10 @@ CUcontext fk_ctx_current(void);
 /* The primary context of device 0 (the context of the implicit streams). */
 CUcontext fk_ctx_primary(void);
 
-/* Looks up a CUresult's name (CUDA_ERROR_...); NULL when unknown. */
-const char *fk_error_name(CUresult code);
-
-/* Parses a CUDA_ERROR_... name or a number into *out; returns 0, or -1 when it is neither. */
-int fk_error_parse(const char *text, CUresult *out);
-
 /* Prints "fakecuda: <message>" on stderr and aborts: misuse of the fake itself. */
 _Noreturn void fk_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* malloc/calloc that abort on exhaustion (the fake has no recovery path for it). */
+/* calloc that aborts on exhaustion (the fake has no recovery path for it). */
 void *fk_xcalloc(size_t n, size_t size);
 
 /* Sleeps us microseconds. */
@@ -139,7 +133,6 @@ void fk_op_unref_locked(struct fk_op *op);
 struct fk_stream {
     struct fk_stream *next;  /* all streams whose worker runs */
     unsigned flags;          /* CU_STREAM_NON_BLOCKING or 0 */
-    int priority;
     int implicit;            /* the legacy or a per-thread default stream (no user handle) */
     int quitting;            /* destroyed: handle no longer valid, worker finishing */
     int worker_alive;        /* 0 in a forked child until the worker is started again */
@@ -150,14 +143,16 @@ struct fk_stream {
     struct fk_op *last;      /* reference to the last op queued (event/stream queries) */
     struct fk_op *current;   /* op taken off the queue by the worker, not yet done */
     struct fk_graph *capture; /* graph being captured, or NULL */
-    CUstreamCaptureMode capture_mode;
     uint64_t capture_id;
+    CUstreamCaptureMode capture_mode;
+    pthread_t capture_thread;   /* the thread that began the capture */
+    int capture_invalid;        /* an illegal call invalidated the capture */
 };
 
 /* fk_submit() flags. */
 enum {
     FK_SUB_SYNC = 1,     /* wait until the op ran */
-    FK_SUB_NOCAPTURE = 2 /* fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED while capturing */
+    FK_SUB_NOCAPTURE = 2 /* not allowed while capturing (the capture is invalidated) */
 };
 
 /*
@@ -169,18 +164,48 @@ enum {
 CUresult fk_stream_find_locked(CUstream h, int ptds, struct fk_stream **out);
 
 /*
- * Queues op on s under fk_lock with the legacy-stream ordering rules (or appends a
- * FK_OP_WORK op to the graph s captures; other kinds are dropped while capturing).
- * Takes over the caller's reference.
+ * Queues op on s under fk_lock with the legacy-stream ordering rules, or appends a
+ * FK_OP_WORK op to the graph s captures (other kinds are dropped while capturing). Takes over
+ * the caller's reference (freeing the op on error). Returns CUDA_SUCCESS,
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED for a capture already invalidated, or
+ * CUDA_ERROR_STREAM_CAPTURE_IMPLICIT for the legacy stream while a blocking stream captures
+ * (that capture is invalidated), as the driver answers.
  */
-void fk_submit_locked(struct fk_stream *s, struct fk_op *op);
+CUresult fk_submit_locked(struct fk_stream *s, struct fk_op *op);
 
 /*
  * Resolves h and submits op (taking over its reference, freeing it on error). Returns
- * the resolution error, or CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (FK_SUB_NOCAPTURE), or
- * CUDA_SUCCESS once queued (FK_SUB_SYNC: once it ran).
+ * the resolution error, fk_submit_locked's, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for a
+ * synchronous or FK_SUB_NOCAPTURE op on a capturing stream (invalidating the capture, see
+ * fk_capture_refuse_locked), or CUDA_SUCCESS once queued (FK_SUB_SYNC: once it ran).
  */
 CUresult fk_submit(CUstream h, int ptds, struct fk_op *op, unsigned flags);
+
+/*
+ * Refuses an operation that a capturing stream cannot take under fk_lock: invalidates the
+ * capture and returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. An operation the driver would
+ * capture (capturable: stream-ordered allocation, which the fake does not capture) gets
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED instead once the capture is invalid, as any captured
+ * work does.
+ */
+CUresult fk_capture_refuse_locked(struct fk_stream *s, int capturable);
+
+/*
+ * The check of a "potentially unsafe" call (measured on the driver: cuMemAlloc, cuMemFree,
+ * pinned host allocation and registration, stream-ordered allocation on other streams,
+ * cuStreamSynchronize and cuEventQuery/Synchronize): while a capture in global mode is under
+ * way in any thread (even one already invalidated), or a global or thread-local one was begun
+ * by the calling thread, it returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates
+ * those captures; else CUDA_SUCCESS. Takes fk_lock (the _locked variant expects it held).
+ */
+CUresult fk_capture_unsafe(void);
+CUresult fk_capture_unsafe_locked(void);
+
+/*
+ * cuCtxSynchronize while any capture runs: invalidates every capture and returns
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; else CUDA_SUCCESS. Takes fk_lock.
+ */
+CUresult fk_capture_ctx_sync(void);
 
 /* Starts the legacy stream (cuInit). Returns CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY. */
 CUresult fk_streams_init(void);

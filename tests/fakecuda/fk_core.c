@@ -36,11 +36,12 @@ static atomic_int initialized;
 struct CUctx_st {
     uint32_t tag;
     int primary;
-    unsigned flags;
+    struct CUctx_st *next_dead; /* on dead_ctxs */
 };
 
-static struct CUctx_st primary_ctx = { FK_TAG_CTX, 1, 0 };
-static int primary_refs; /* under fk_lock */
+static struct CUctx_st primary_ctx = { FK_TAG_CTX, 1, NULL };
+static int primary_refs;             /* under fk_lock */
+static struct CUctx_st *dead_ctxs;   /* destroyed contexts, reused by cuCtxCreate; fk_lock */
 
 /* The calling thread's context stack (cuCtxPushCurrent / cuCtxPopCurrent). */
 enum { CTX_STACK_MAX = 32 };
@@ -100,7 +101,7 @@ static const struct {
 };
 
 /* Looks up a CUresult's name; NULL when unknown. */
-const char *fk_error_name(CUresult code)
+static const char *error_name(CUresult code)
 {
     for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
         if (errors[i].code == code)
@@ -109,7 +110,7 @@ const char *fk_error_name(CUresult code)
 }
 
 /* Parses a CUDA_ERROR_... name or a decimal number; returns 0 or -1. */
-int fk_error_parse(const char *text, CUresult *out)
+static int error_parse(const char *text, CUresult *out)
 {
     char *end;
     unsigned long v;
@@ -223,7 +224,7 @@ static void parse_fail_item(const char *item)
         f->count = v;
     }
     f->code = is_allocation_call(f->name) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_UNKNOWN;
-    if (code && fk_error_parse(code, &f->code) != 0)
+    if (code && error_parse(code, &f->code) != 0)
         fk_die("FAKECUDA_FAIL: bad code in '%s'", item);
     atomic_init(&f->calls, 0);
     n_fail_specs++;
@@ -341,7 +342,7 @@ CUresult cuGetErrorName(CUresult error, const char **pStr)
     FK_ENTER(FK_NEED_NONE);
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
-    *pStr = fk_error_name(error);
+    *pStr = error_name(error);
     return *pStr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -529,7 +530,7 @@ static CUresult ctx_push(CUcontext ctx)
 }
 
 /* Makes a new context on device 0 and pushes it, as every cuCtxCreate version does. */
-static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
 {
     struct CUctx_st *ctx;
     CUresult rc;
@@ -538,54 +539,67 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (dev != 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    ctx = fk_xcalloc(1, sizeof *ctx);
+    pthread_mutex_lock(&fk_lock);
+    ctx = dead_ctxs;
+    if (ctx)
+        dead_ctxs = ctx->next_dead;
+    pthread_mutex_unlock(&fk_lock);
+    if (!ctx)
+        ctx = fk_xcalloc(1, sizeof *ctx);
     ctx->tag = FK_TAG_CTX;
-    ctx->flags = flags;
     rc = ctx_push(ctx);
     if (rc != CUDA_SUCCESS) {
-        free(ctx);
+        ctx->tag = FK_TAG_DEAD;
+        pthread_mutex_lock(&fk_lock);
+        ctx->next_dead = dead_ctxs;
+        dead_ctxs = ctx;
+        pthread_mutex_unlock(&fk_lock);
         return rc;
     }
     *pctx = ctx;
     return CUDA_SUCCESS;
 }
 
-/* cuCtxCreate (CUDA 2.0 ABI): see ctx_create. */
+/* cuCtxCreate (CUDA 2.0 ABI): see ctx_create; flags are ignored. */
 CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     FK_ENTER(FK_NEED_INIT);
-    return ctx_create(pctx, flags, dev);
+    (void)flags;
+    return ctx_create(pctx, dev);
 }
 
-/* cuCtxCreate_v2 (CUDA 3.2 ABI): see ctx_create. */
+/* cuCtxCreate_v2 (CUDA 3.2 ABI): see ctx_create; flags are ignored. */
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     FK_ENTER(FK_NEED_INIT);
-    return ctx_create(pctx, flags, dev);
+    (void)flags;
+    return ctx_create(pctx, dev);
 }
 
-/* cuCtxCreate_v3 (CUDA 11.4 ABI): see ctx_create; affinity parameters are ignored. */
+/* cuCtxCreate_v3 (CUDA 11.4 ABI): see ctx_create; affinity and flags are ignored. */
 CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
                         unsigned int flags, CUdevice dev)
 {
     FK_ENTER(FK_NEED_INIT);
     (void)paramsArray;
     (void)numParams;
-    return ctx_create(pctx, flags, dev);
+    (void)flags;
+    return ctx_create(pctx, dev);
 }
 
-/* cuCtxCreate_v4 (CUDA 12.5 ABI): see ctx_create; creation parameters are ignored. */
+/* cuCtxCreate_v4 (CUDA 12.5 ABI): see ctx_create; parameters and flags are ignored. */
 CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
                         CUdevice dev)
 {
     FK_ENTER(FK_NEED_INIT);
     (void)ctxCreateParams;
-    return ctx_create(pctx, flags, dev);
+    (void)flags;
+    return ctx_create(pctx, dev);
 }
 
 /*
- * Destroys a context made by cuCtxCreate and pops it when it is current. The handle is
- * marked dead and kept (other threads may still name it), so the few bytes are never freed.
+ * Destroys a context made by cuCtxCreate and pops it when it is current. The memory is kept
+ * for a later cuCtxCreate (another thread may still hold the dead handle), never freed.
  */
 static CUresult ctx_destroy(CUcontext ctx)
 {
@@ -598,7 +612,11 @@ static CUresult ctx_destroy(CUcontext ctx)
             ctx_depth--;
             i--;
         }
+    pthread_mutex_lock(&fk_lock);
     ctx->tag = FK_TAG_DEAD;
+    ctx->next_dead = dead_ctxs;
+    dead_ctxs = ctx;
+    pthread_mutex_unlock(&fk_lock);
     return CUDA_SUCCESS;
 }
 
@@ -713,22 +731,33 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-/* Waits for all work of the device (every context shares the one device). */
+/*
+ * Waits for all work of the device (every context shares the one device). While any stream
+ * captures: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and the captures are invalidated.
+ */
+static CUresult ctx_sync(void)
+{
+    CUresult rc = fk_capture_ctx_sync();
+
+    if (rc == CUDA_SUCCESS)
+        fk_drain_device();
+    return rc;
+}
+
+/* cuCtxSynchronize (CUDA 2.0 ABI): see ctx_sync. */
 CUresult cuCtxSynchronize(void)
 {
     FK_ENTER(FK_NEED_CTX);
-    fk_drain_device();
-    return CUDA_SUCCESS;
+    return ctx_sync();
 }
 
-/* Waits for all work of ctx's device (NULL: the current context). */
+/* cuCtxSynchronize_v2 (CUDA 13.0 ABI) of ctx (NULL: the current context): see ctx_sync. */
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     FK_ENTER(ctx ? FK_NEED_INIT : FK_NEED_CTX);
     if (ctx && !ctx_valid(ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
-    fk_drain_device();
-    return CUDA_SUCCESS;
+    return ctx_sync();
 }
 
 /* ---- the test API ---- */

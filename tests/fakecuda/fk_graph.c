@@ -3,7 +3,10 @@
  * memsets, host functions) submitted to a capturing stream, in submission order; an
  * executable graph is a copy of that list, and launching it queues a fresh copy of each op
  * on the launch stream. Capture is per stream: event records and waits on a capturing stream
- * are accepted and left out of the graph, and other streams never join a capture.
+ * are accepted and left out of the graph, and other streams never join a capture. A call the
+ * capture cannot take invalidates it, as on the driver (see fk_capture_unsafe in fk.h): the
+ * stream's later work and cuStreamEndCapture then fail with
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
  */
 #include "fk.h"
 
@@ -53,9 +56,9 @@ static struct fk_graph *graph_new(uint32_t tag)
 }
 
 /*
- * Puts a stream in capture mode. The legacy stream cannot capture
- * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); a stream that captures already gives
- * CUDA_ERROR_ILLEGAL_STATE. The mode is recorded, not enforced.
+ * Puts a stream in capture mode, remembering the mode and the calling thread for the
+ * unsafe-call rule. The legacy stream cannot capture (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+ * a stream that captures already gives CUDA_ERROR_ILLEGAL_STATE.
  */
 static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode, int ptds)
 {
@@ -73,8 +76,10 @@ static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode, int pt
         rc = CUDA_ERROR_ILLEGAL_STATE;
     if (rc == CUDA_SUCCESS) {
         s->capture = graph_new(FK_TAG_GRAPH);
-        s->capture_mode = mode;
         s->capture_id = next_capture_id++;
+        s->capture_mode = mode;
+        s->capture_thread = pthread_self();
+        s->capture_invalid = 0;
     }
     pthread_mutex_unlock(&fk_lock);
     return rc;
@@ -108,7 +113,10 @@ CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode
     return begin_capture(hStream, mode, 1);
 }
 
-/* Ends capture and gives the graph; CUDA_ERROR_ILLEGAL_STATE if the stream is not capturing. */
+/*
+ * Ends capture and gives the graph; CUDA_ERROR_ILLEGAL_STATE if the stream is not capturing,
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (no graph, capture ended) if it was invalidated.
+ */
 static CUresult end_capture(CUstream hStream, CUgraph *phGraph, int ptds)
 {
     struct fk_stream *s;
@@ -121,7 +129,13 @@ static CUresult end_capture(CUstream hStream, CUgraph *phGraph, int ptds)
     if (rc == CUDA_SUCCESS && !s->capture)
         rc = CUDA_ERROR_ILLEGAL_STATE;
     if (rc == CUDA_SUCCESS) {
-        *phGraph = (CUgraph)s->capture;
+        if (s->capture_invalid) {
+            fk_graph_free_locked(s->capture);
+            *phGraph = NULL;
+            rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        } else {
+            *phGraph = (CUgraph)s->capture;
+        }
         s->capture = NULL;
     }
     pthread_mutex_unlock(&fk_lock);
@@ -143,8 +157,8 @@ CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 }
 
 /*
- * Reports a stream's capture state: status, capture id, graph; there are no dependency
- * nodes (NULL, 0). Every output may be NULL.
+ * Reports a stream's capture state: status (active, invalidated or none), capture id, graph
+ * (NULL once invalidated); there are no dependency nodes (NULL, 0). Every output may be NULL.
  */
 static CUresult capture_info(CUstream hStream, int ptds, CUstreamCaptureStatus *status,
                              cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
@@ -157,11 +171,13 @@ static CUresult capture_info(CUstream hStream, int ptds, CUstreamCaptureStatus *
     rc = fk_stream_find_locked(hStream, ptds, &s);
     if (rc == CUDA_SUCCESS) {
         if (status)
-            *status = s->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+            *status = !s->capture ? CU_STREAM_CAPTURE_STATUS_NONE
+                      : s->capture_invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                           : CU_STREAM_CAPTURE_STATUS_ACTIVE;
         if (id && s->capture)
             *id = s->capture_id;
         if (graph)
-            *graph = (CUgraph)s->capture;
+            *graph = s->capture_invalid ? NULL : (CUgraph)s->capture;
         if (deps)
             *deps = NULL;
         if (edges)
@@ -312,7 +328,10 @@ static int exec_valid(CUgraphExec x)
     return x && ((struct fk_graph *)x)->tag == FK_TAG_EXEC;
 }
 
-/* Queues a fresh copy of every op of the executable graph on the stream, in order. */
+/*
+ * Queues a fresh copy of every op of the executable graph on the stream, in order (errors as
+ * for any submission, fk_submit_locked).
+ */
 static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream, int ptds)
 {
     struct fk_graph *x = (struct fk_graph *)hGraphExec;
@@ -323,9 +342,8 @@ static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream, int ptds)
         return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&fk_lock);
     rc = fk_stream_find_locked(hStream, ptds, &s);
-    if (rc == CUDA_SUCCESS)
-        for (struct fk_op *op = x->head; op; op = op->next)
-            fk_submit_locked(s, fk_op_clone(op));
+    for (struct fk_op *op = x->head; rc == CUDA_SUCCESS && op; op = op->next)
+        rc = fk_submit_locked(s, fk_op_clone(op));
     pthread_mutex_unlock(&fk_lock);
     return rc;
 }

@@ -192,14 +192,20 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     return CUDA_SUCCESS;
 }
 
-/* Allocates device memory (see device_alloc). */
+/* Allocates device memory (see device_alloc); a potentially unsafe call during capture. */
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
+    CUresult rc;
+
     FK_ENTER(FK_NEED_CTX);
-    return device_alloc(dptr, bytesize);
+    rc = fk_capture_unsafe();
+    return rc == CUDA_SUCCESS ? device_alloc(dptr, bytesize) : rc;
 }
 
-/* Allocates Height rows of WidthInBytes rounded up to a 512-byte pitch. */
+/*
+ * Allocates Height rows of WidthInBytes rounded up to a 512-byte pitch; a potentially unsafe
+ * call during capture.
+ */
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                             size_t Height, unsigned int ElementSizeBytes)
 {
@@ -207,6 +213,9 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
     CUresult rc;
 
     FK_ENTER(FK_NEED_CTX);
+    rc = fk_capture_unsafe();
+    if (rc != CUDA_SUCCESS)
+        return rc;
     if (!pPitch || WidthInBytes == 0 || Height == 0 ||
         (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
         return CUDA_ERROR_INVALID_VALUE;
@@ -222,17 +231,21 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
 /*
  * Frees device memory after every stream of the device drained (the real driver waits for
  * the whole device). 0 is accepted; anything that is not an allocation's base is
- * CUDA_ERROR_INVALID_VALUE.
+ * CUDA_ERROR_INVALID_VALUE. A potentially unsafe call during capture.
  */
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     struct region r;
+    CUresult rc;
     long i;
 
     FK_ENTER(FK_NEED_CTX);
     pthread_mutex_lock(&fk_lock);
     fk_stats.mem_free_calls++;
+    rc = fk_capture_unsafe_locked();
     pthread_mutex_unlock(&fk_lock);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     if (!dptr)
         return CUDA_SUCCESS;
     fk_drain_device();
@@ -277,25 +290,29 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
     return rc;
 }
 
-/* Checks that the stream exists and does not capture, for the stream-ordered calls. */
-static CUresult check_async_stream(CUstream hStream, int ptds)
+/*
+ * Checks the stream of a stream-ordered allocation or free under fk_lock: it must exist and
+ * not capture (graph memory nodes are not modelled), and the call is potentially unsafe
+ * while other captures run.
+ */
+static CUresult check_async_stream_locked(CUstream hStream, int ptds, struct fk_stream **s)
 {
-    struct fk_stream *s;
-    CUresult rc;
+    CUresult rc = fk_stream_find_locked(hStream, ptds, s);
 
-    pthread_mutex_lock(&fk_lock);
-    rc = fk_stream_find_locked(hStream, ptds, &s);
-    if (rc == CUDA_SUCCESS && s->capture)
-        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    pthread_mutex_unlock(&fk_lock);
+    if (rc == CUDA_SUCCESS)
+        rc = (*s)->capture ? fk_capture_refuse_locked(*s, 1) : fk_capture_unsafe_locked();
     return rc;
 }
 
 /* Stream-ordered allocation: the memory exists at once, so it is ready on every stream. */
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStream, int ptds)
 {
-    CUresult rc = check_async_stream(hStream, ptds);
+    struct fk_stream *s;
+    CUresult rc;
 
+    pthread_mutex_lock(&fk_lock);
+    rc = check_async_stream_locked(hStream, ptds, &s);
+    pthread_mutex_unlock(&fk_lock);
     return rc == CUDA_SUCCESS ? device_alloc(dptr, bytesize) : rc;
 }
 
@@ -355,9 +372,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream hStream, int ptds)
     long i;
 
     pthread_mutex_lock(&fk_lock);
-    rc = fk_stream_find_locked(hStream, ptds, &s);
-    if (rc == CUDA_SUCCESS && s->capture)
-        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    rc = check_async_stream_locked(hStream, ptds, &s);
     i = rc == CUDA_SUCCESS ? region_at_locked((uintptr_t)dptr, REGION_DEVICE) : -1;
     if (rc == CUDA_SUCCESS && i < 0)
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -365,12 +380,15 @@ static CUresult free_async(CUdeviceptr dptr, CUstream hStream, int ptds)
         struct fk_op *op = fk_op_new(FK_OP_WORK, "cuMemFreeAsync", async_free_run,
                                      sizeof(struct async_free));
         struct async_free *f = (struct async_free *)op->payload;
+        struct region r = regions[i];
 
-        f->base = (void *)regions[i].base;
-        f->span = regions[i].span;
-        f->size = regions[i].size;
+        f->base = (void *)r.base;
+        f->span = r.span;
+        f->size = r.size;
         region_remove_locked((size_t)i);
-        fk_submit_locked(s, op);
+        rc = fk_submit_locked(s, op);
+        if (rc != CUDA_SUCCESS)
+            region_add_locked(r.base, r.size, r.span, REGION_DEVICE);
     }
     pthread_mutex_unlock(&fk_lock);
     return rc;
@@ -433,15 +451,22 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
 
 /* ---- host memory ---- */
 
-/* Maps bytesize bytes of "pinned" host memory (outside the device budget). */
+/*
+ * Maps bytesize bytes of "pinned" host memory (outside the device budget); a potentially
+ * unsafe call during capture.
+ */
 static CUresult host_alloc(void **pp, size_t bytesize)
 {
     size_t span;
+    CUresult rc;
     void *p;
 
     pthread_mutex_lock(&fk_lock);
     fk_stats.host_alloc_calls++;
+    rc = fk_capture_unsafe_locked();
     pthread_mutex_unlock(&fk_lock);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     if (!pp || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
     span = FK_ROUND_UP(bytesize, page_size());
@@ -503,17 +528,18 @@ CUresult cuMemFreeHost(void *p)
 
 /*
  * Registers host memory (bookkeeping only). Overlapping pinned or registered memory gives
- * CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED.
+ * CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED. A potentially unsafe call during capture.
  */
 static CUresult host_register(void *p, size_t bytesize)
 {
     uintptr_t a = (uintptr_t)p;
-    CUresult rc = CUDA_SUCCESS;
+    CUresult rc;
 
     if (!p || bytesize == 0 || a + bytesize < a)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fk_lock);
-    for (size_t i = 0; i < n_regions; i++)
+    rc = fk_capture_unsafe_locked();
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < n_regions; i++)
         if (regions[i].kind != REGION_DEVICE && a < regions[i].base + regions[i].size &&
             regions[i].base < a + bytesize)
             rc = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
@@ -539,18 +565,28 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
     return host_register(p, bytesize);
 }
 
-/* Unregisters memory registered at exactly p (else CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED). */
+/*
+ * Unregisters memory registered at exactly p. A pointer inside a registration gives
+ * CUDA_ERROR_INVALID_VALUE, one outside any CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED (as measured
+ * on the driver).
+ */
 CUresult cuMemHostUnregister(void *p)
 {
+    CUresult rc = CUDA_SUCCESS;
     long i;
 
     FK_ENTER(FK_NEED_CTX);
     pthread_mutex_lock(&fk_lock);
     i = region_at_locked((uintptr_t)p, REGION_HOSTREG);
-    if (i >= 0)
+    if (i >= 0) {
         region_remove_locked((size_t)i);
+    } else {
+        i = region_holding_locked((uintptr_t)p);
+        rc = i >= 0 && regions[i].kind == REGION_HOSTREG ? CUDA_ERROR_INVALID_VALUE
+                                                         : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    }
     pthread_mutex_unlock(&fk_lock);
-    return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    return rc;
 }
 
 /* Gives the device address of pinned or registered host memory: the same address. */

@@ -169,28 +169,39 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Starts s's worker thread (detached); returns 0 or -1. */
+/*
+ * Starts s's worker thread (detached), with every asynchronous signal blocked so that the
+ * program's signals go to its own threads; returns 0 or -1.
+ */
 static int worker_start(struct fk_stream *s)
 {
     pthread_attr_t attr;
+    sigset_t all, old;
     pthread_t tid;
     int rc;
 
+    sigfillset(&all);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
+    sigdelset(&all, SIGABRT);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     rc = pthread_create(&tid, &attr, worker_main, s);
     pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     s->worker_alive = rc == 0;
     return rc == 0 ? 0 : -1;
 }
 
 /* Makes a stream with a running worker under fk_lock; NULL when no thread can be made. */
-static struct fk_stream *stream_new_locked(unsigned flags, int priority, int implicit)
+static struct fk_stream *stream_new_locked(unsigned flags, int implicit)
 {
     struct fk_stream *s = fk_xcalloc(1, sizeof *s);
 
     s->flags = flags;
-    s->priority = priority;
     s->implicit = implicit;
     s->ctx = fk_ctx_current() ? fk_ctx_current() : fk_ctx_primary();
     s->handle = (CUstream)s;
@@ -256,17 +267,96 @@ static void enqueue_locked(struct fk_stream *s, struct fk_op *op)
     s->last = op;
 }
 
+/*
+ * Work on the legacy stream would wait for every blocking stream, which a capturing stream
+ * cannot do: invalidates the captures of blocking streams, under fk_lock; 1 if there was one.
+ */
+static int legacy_conflict_locked(void)
+{
+    int found = 0;
+
+    for (struct fk_stream *t = all_streams; t; t = t->next)
+        if (t->capture && !(t->flags & CU_STREAM_NON_BLOCKING)) {
+            t->capture_invalid = 1;
+            found = 1;
+        }
+    return found;
+}
+
+/* Refuses an op on a capturing stream (fk.h). */
+CUresult fk_capture_refuse_locked(struct fk_stream *s, int capturable)
+{
+    if (capturable && s->capture_invalid)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    s->capture_invalid = 1;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+/* The check of a potentially unsafe call, fk_lock held (fk.h). */
+CUresult fk_capture_unsafe_locked(void)
+{
+    pthread_t self = pthread_self();
+    CUresult rc = CUDA_SUCCESS;
+
+    for (struct fk_stream *t = all_streams; t; t = t->next) {
+        if (!t->capture)
+            continue;
+        if (t->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+            (t->capture_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+             pthread_equal(t->capture_thread, self))) {
+            t->capture_invalid = 1;
+            rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
+    }
+    return rc;
+}
+
+/* The check of a potentially unsafe call (fk.h). */
+CUresult fk_capture_unsafe(void)
+{
+    CUresult rc;
+
+    pthread_mutex_lock(&fk_lock);
+    rc = fk_capture_unsafe_locked();
+    pthread_mutex_unlock(&fk_lock);
+    return rc;
+}
+
+/* cuCtxSynchronize against running captures (fk.h). */
+CUresult fk_capture_ctx_sync(void)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    pthread_mutex_lock(&fk_lock);
+    for (struct fk_stream *t = all_streams; t; t = t->next)
+        if (t->capture) {
+            t->capture_invalid = 1;
+            rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
+    pthread_mutex_unlock(&fk_lock);
+    return rc;
+}
+
 /* Submits op to s (fk.h). */
-void fk_submit_locked(struct fk_stream *s, struct fk_op *op)
+CUresult fk_submit_locked(struct fk_stream *s, struct fk_op *op)
 {
     if (s->capture) {
+        if (s->capture_invalid) {
+            fk_op_unref_locked(op);
+            return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        }
         if (op->kind == FK_OP_WORK)
             fk_graph_append_locked(s->capture, op);
         else
             fk_op_unref_locked(op);
-        return;
+        return CUDA_SUCCESS;
+    }
+    if (s == legacy && legacy_conflict_locked()) {
+        fk_op_unref_locked(op);
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     }
     enqueue_locked(s, op);
+    return CUDA_SUCCESS;
 }
 
 /* Ends the calling thread's per-thread default stream when the thread exits. */
@@ -292,7 +382,7 @@ CUresult fk_stream_find_locked(CUstream h, int ptds, struct fk_stream **out)
             return CUDA_SUCCESS;
         }
         if (!tls_ptds) {
-            tls_ptds = stream_new_locked(0, 0, 1);
+            tls_ptds = stream_new_locked(0, 1);
             if (!tls_ptds)
                 return CUDA_ERROR_OUT_OF_MEMORY;
             tls_ptds->handle = CU_STREAM_PER_THREAD;
@@ -318,16 +408,17 @@ CUresult fk_submit(CUstream h, int ptds, struct fk_op *op, unsigned flags)
     pthread_mutex_lock(&fk_lock);
     rc = fk_stream_find_locked(h, ptds, &s);
     if (rc == CUDA_SUCCESS && s->capture && (flags & (FK_SUB_NOCAPTURE | FK_SUB_SYNC)))
-        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        rc = fk_capture_refuse_locked(s, 0);
     if (rc != CUDA_SUCCESS) {
         fk_op_unref_locked(op);
     } else if (flags & FK_SUB_SYNC) {
         op->refs++;
-        fk_submit_locked(s, op);
-        op_wait_locked(op);
+        rc = fk_submit_locked(s, op);
+        if (rc == CUDA_SUCCESS)
+            op_wait_locked(op);
         fk_op_unref_locked(op);
     } else {
-        fk_submit_locked(s, op);
+        rc = fk_submit_locked(s, op);
     }
     pthread_mutex_unlock(&fk_lock);
     return rc;
@@ -362,7 +453,7 @@ CUresult fk_streams_init(void)
     CUresult rc = CUDA_SUCCESS;
 
     pthread_mutex_lock(&fk_lock);
-    legacy = stream_new_locked(0, 0, 1);
+    legacy = stream_new_locked(0, 1);
     if (legacy)
         legacy->handle = CU_STREAM_LEGACY;
     else
@@ -479,7 +570,7 @@ void fk_streams_setup(void)
 
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = fault_handler;
-    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, &old_segv);
     sigaction(SIGBUS, &sa, &old_bus);
@@ -504,14 +595,14 @@ void fk_streams_after_fork(void)
 /* ---- streams API ---- */
 
 /* Makes a stream with its own worker; flags 0 or CU_STREAM_NON_BLOCKING. */
-static CUresult stream_create(CUstream *phStream, unsigned int flags, int priority)
+static CUresult stream_create(CUstream *phStream, unsigned int flags)
 {
     struct fk_stream *s;
 
     if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fk_lock);
-    s = stream_new_locked(flags, priority, 0);
+    s = stream_new_locked(flags, 0);
     pthread_mutex_unlock(&fk_lock);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -523,18 +614,15 @@ static CUresult stream_create(CUstream *phStream, unsigned int flags, int priori
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
     FK_ENTER(FK_NEED_CTX);
-    return stream_create(phStream, Flags, 0);
+    return stream_create(phStream, Flags);
 }
 
-/* Creates a stream with a priority (recorded, without effect; clamped to [-5, 0]). */
+/* Creates a stream; the priority is accepted and has no effect. */
 CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
     FK_ENTER(FK_NEED_CTX);
-    if (priority > 0)
-        priority = 0;
-    if (priority < -5)
-        priority = -5;
-    return stream_create(phStream, flags, priority);
+    (void)priority;
+    return stream_create(phStream, flags);
 }
 
 /* Destroys a stream: its handle dies now, queued work still runs, then the worker ends. */
@@ -577,7 +665,8 @@ static void host_fn_run(struct fk_op *op)
 
 /*
  * Waits for the stream's work. The legacy stream is a barrier: a marker queued on it waits
- * for every blocking stream too. Capturing streams cannot be synchronised.
+ * for every blocking stream too. A capturing stream cannot be synchronised, and this is a
+ * potentially unsafe call while captures run (fk_capture_unsafe_locked).
  */
 static CUresult stream_sync(CUstream hStream, int ptds)
 {
@@ -586,8 +675,10 @@ static CUresult stream_sync(CUstream hStream, int ptds)
 
     pthread_mutex_lock(&fk_lock);
     rc = fk_stream_find_locked(hStream, ptds, &s);
-    if (rc == CUDA_SUCCESS && s->capture)
-        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (rc == CUDA_SUCCESS)
+        rc = s->capture ? fk_capture_refuse_locked(s, 0) : fk_capture_unsafe_locked();
+    if (rc == CUDA_SUCCESS && s == legacy && legacy_conflict_locked())
+        rc = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
     if (rc == CUDA_SUCCESS) {
         struct fk_op *op = s->last;
 
@@ -621,7 +712,10 @@ CUresult cuStreamSynchronize_ptsz(CUstream hStream)
     return stream_sync(hStream, 1);
 }
 
-/* CUDA_SUCCESS when all the stream's work ran, CUDA_ERROR_NOT_READY otherwise. */
+/*
+ * CUDA_SUCCESS when all the stream's work ran, CUDA_ERROR_NOT_READY otherwise; a capturing
+ * stream cannot be queried.
+ */
 static CUresult stream_query(CUstream hStream, int ptds)
 {
     struct fk_stream *s;
@@ -629,6 +723,8 @@ static CUresult stream_query(CUstream hStream, int ptds)
 
     pthread_mutex_lock(&fk_lock);
     rc = fk_stream_find_locked(hStream, ptds, &s);
+    if (rc == CUDA_SUCCESS && s->capture)
+        rc = fk_capture_refuse_locked(s, 0);
     if (rc == CUDA_SUCCESS && s->last && !s->last->done)
         rc = CUDA_ERROR_NOT_READY;
     if (rc == CUDA_SUCCESS && s == legacy)
@@ -662,6 +758,7 @@ static int event_valid(CUevent e)
 /*
  * Makes the stream wait for the event's record current now (no-op if it ran, was never
  * recorded, or the stream is capturing: a captured graph runs in order on one stream).
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED / _IMPLICIT as for any submission.
  */
 static CUresult stream_wait_event(CUstream hStream, CUevent hEvent, unsigned int flags, int ptds)
 {
@@ -674,12 +771,14 @@ static CUresult stream_wait_event(CUstream hStream, CUevent hEvent, unsigned int
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fk_lock);
     rc = fk_stream_find_locked(hStream, ptds, &s);
-    if (rc == CUDA_SUCCESS && !s->capture && hEvent->rec && !hEvent->rec->done) {
+    if (rc == CUDA_SUCCESS && hEvent->rec && !hEvent->rec->done) {
         struct fk_op *w = fk_op_new(FK_OP_WAIT, "cuStreamWaitEvent", NULL, 0);
 
         w->target = hEvent->rec;
         hEvent->rec->refs++;
-        enqueue_locked(s, w);
+        rc = fk_submit_locked(s, w);
+    } else if (rc == CUDA_SUCCESS && s->capture && s->capture_invalid) {
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
     pthread_mutex_unlock(&fk_lock);
     return rc;
@@ -904,7 +1003,10 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
     return event_destroy(hEvent);
 }
 
-/* Queues a marker on the stream and makes it the event's record (ignored while capturing). */
+/*
+ * Queues a marker on the stream and makes it the event's record (accepted and ignored while
+ * capturing). CUDA_ERROR_STREAM_CAPTURE_INVALIDATED / _IMPLICIT as for any submission.
+ */
 static CUresult event_record(CUevent hEvent, CUstream hStream, unsigned flags, int ptds)
 {
     struct fk_stream *s;
@@ -916,14 +1018,18 @@ static CUresult event_record(CUevent hEvent, CUstream hStream, unsigned flags, i
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fk_lock);
     rc = fk_stream_find_locked(hStream, ptds, &s);
-    if (rc == CUDA_SUCCESS && !s->capture) {
+    if (rc == CUDA_SUCCESS) {
         struct fk_op *op = fk_op_new(FK_OP_MARKER, "cuEventRecord", NULL, 0);
 
         op->refs++;
-        enqueue_locked(s, op);
-        if (hEvent->rec)
-            fk_op_unref_locked(hEvent->rec);
-        hEvent->rec = op;
+        rc = fk_submit_locked(s, op);
+        if (rc == CUDA_SUCCESS && !s->capture) {
+            if (hEvent->rec)
+                fk_op_unref_locked(hEvent->rec);
+            hEvent->rec = op;
+        } else {
+            fk_op_unref_locked(op);
+        }
     }
     pthread_mutex_unlock(&fk_lock);
     return rc;
@@ -957,20 +1063,36 @@ CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned 
     return event_record(hEvent, hStream, flags, 1);
 }
 
-/* Waits until the event's latest record ran (at once if never recorded). */
+/*
+ * Waits until the event's latest record ran (at once if never recorded); a potentially
+ * unsafe call while captures run.
+ */
 CUresult cuEventSynchronize(CUevent hEvent)
 {
+    struct fk_op *op;
+    CUresult rc;
+
     FK_ENTER(FK_NEED_INIT);
     if (!event_valid(hEvent))
         return CUDA_ERROR_INVALID_HANDLE;
+    rc = fk_capture_unsafe();
+    if (rc != CUDA_SUCCESS)
+        return rc;
     pthread_mutex_lock(&fk_lock);
-    if (hEvent->rec)
-        op_wait_locked(hEvent->rec);
+    op = hEvent->rec;
+    if (op) {
+        op->refs++;
+        op_wait_locked(op);
+        fk_op_unref_locked(op);
+    }
     pthread_mutex_unlock(&fk_lock);
     return CUDA_SUCCESS;
 }
 
-/* CUDA_SUCCESS when the latest record ran (or none was made), else CUDA_ERROR_NOT_READY. */
+/*
+ * CUDA_SUCCESS when the latest record ran (or none was made), else CUDA_ERROR_NOT_READY; a
+ * potentially unsafe call while captures run.
+ */
 CUresult cuEventQuery(CUevent hEvent)
 {
     CUresult rc;
@@ -979,7 +1101,9 @@ CUresult cuEventQuery(CUevent hEvent)
     if (!event_valid(hEvent))
         return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&fk_lock);
-    rc = hEvent->rec && !hEvent->rec->done ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+    rc = fk_capture_unsafe_locked();
+    if (rc == CUDA_SUCCESS)
+        rc = hEvent->rec && !hEvent->rec->done ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
     pthread_mutex_unlock(&fk_lock);
     return rc;
 }

@@ -3,7 +3,8 @@
  * handle is a memfd; cuMemMap maps the memfd over the reservation (still PROT_NONE),
  * cuMemSetAccess opens it, cuMemUnmap puts PROT_NONE anonymous memory back, so a later access
  * faults. Granularity 2 MiB. Physical handles count against the device budget while they
- * live (until released and unmapped).
+ * live (until released and unmapped). Error codes are those measured on the driver
+ * (580.159.04, API 13000) where they were measured.
  */
 #include "fk.h"
 
@@ -88,6 +89,16 @@ static void phys_maybe_free_locked(struct phys *p)
     fk_budget_give_locked(p->size);
     fk_stats.live_phys_handles--;
     free(p);
+}
+
+/* 1 if [va, va + size) lies inside one reservation, under fk_lock. */
+static int reserved_locked(uintptr_t va, size_t size)
+{
+    for (size_t i = 0; i < n_reservations; i++)
+        if (va >= reservations[i].base && va - reservations[i].base < reservations[i].size &&
+            size <= reservations[i].size - (va - reservations[i].base))
+            return 1;
+    return 0;
 }
 
 /* Index of the mapping holding address a, or -1, under fk_lock. */
@@ -195,8 +206,8 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
 }
 
 /*
- * Returns a reservation given exactly as reserved (else CUDA_ERROR_INVALID_VALUE). Mappings
- * left inside it are unmapped first.
+ * Returns a reservation given exactly as reserved; CUDA_ERROR_INVALID_VALUE for anything else
+ * and while something is still mapped in it.
  */
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
@@ -207,14 +218,18 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
         return CUDA_ERROR_NOT_SUPPORTED;
     pthread_mutex_lock(&fk_lock);
     for (size_t i = 0; i < n_reservations; i++) {
+        int mapped = 0;
+
         if (reservations[i].base != (uintptr_t)ptr || reservations[i].size != size)
             continue;
-        for (size_t j = n_mappings; j-- > 0;)
+        for (size_t j = 0; j < n_mappings; j++)
             if (mappings[j].va >= (uintptr_t)ptr && mappings[j].va - (uintptr_t)ptr < size)
-                mapping_remove_locked(j);
-        reservations[i] = reservations[--n_reservations];
-        munmap((void *)(uintptr_t)ptr, size);
-        rc = CUDA_SUCCESS;
+                mapped = 1;
+        if (!mapped) {
+            reservations[i] = reservations[--n_reservations];
+            munmap((void *)(uintptr_t)ptr, size);
+            rc = CUDA_SUCCESS;
+        }
         break;
     }
     pthread_mutex_unlock(&fk_lock);
@@ -285,8 +300,9 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 
 /*
  * Maps [offset, offset + size) of a handle at ptr, still inaccessible. ptr, size and
- * offset must be granularity multiples, the range must lie in one reservation and overlap
- * no mapping, and the handle must not be released: CUDA_ERROR_INVALID_VALUE otherwise.
+ * offset must be granularity multiples, the range must lie in one reservation, and the handle
+ * must not be released: CUDA_ERROR_INVALID_VALUE otherwise. A range that overlaps a mapping
+ * gives CUDA_ERROR_NOT_SUPPORTED.
  */
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                   CUmemGenericAllocationHandle handle, unsigned long long flags)
@@ -294,7 +310,6 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     uintptr_t va = (uintptr_t)ptr;
     struct phys *p;
     CUresult rc = CUDA_SUCCESS;
-    int inside = 0;
 
     FK_ENTER(FK_NEED_INIT);
     if (fk_cfg.no_vmm)
@@ -305,15 +320,11 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     if (!p || p->released || flags != 0 || size == 0 || va % GRANULARITY ||
         size % GRANULARITY || offset % GRANULARITY || offset > p->size || size > p->size - offset)
         rc = CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; rc == CUDA_SUCCESS && i < n_reservations; i++)
-        if (va >= reservations[i].base && va - reservations[i].base < reservations[i].size &&
-            size <= reservations[i].size - (va - reservations[i].base))
-            inside = 1;
-    if (rc == CUDA_SUCCESS && !inside)
+    if (rc == CUDA_SUCCESS && !reserved_locked(va, size))
         rc = CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; rc == CUDA_SUCCESS && i < n_mappings; i++)
         if (va < mappings[i].va + mappings[i].size && mappings[i].va < va + size)
-            rc = CUDA_ERROR_INVALID_VALUE;
+            rc = CUDA_ERROR_NOT_SUPPORTED;
     if (rc == CUDA_SUCCESS && mmap((void *)va, size, PROT_NONE, MAP_SHARED | MAP_FIXED, p->fd,
                                    (off_t)offset) == MAP_FAILED)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -327,12 +338,13 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 }
 
 /*
- * Unmaps [ptr, ptr + size), which must be made of whole mappings, putting the PROT_NONE
- * reservation back. Does not wait for queued work (neither does the driver).
+ * Unmaps the mappings in [ptr, ptr + size), putting the PROT_NONE reservation back; the range
+ * must lie in one reservation (holes are fine), and a mapping may not stick out of it:
+ * CUDA_ERROR_INVALID_VALUE otherwise. Does not wait for queued work (neither does the driver).
  */
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-    uintptr_t cur = (uintptr_t)ptr, end = (uintptr_t)ptr + size;
+    uintptr_t va = (uintptr_t)ptr, end = (uintptr_t)ptr + size;
     CUresult rc = CUDA_SUCCESS;
 
     FK_ENTER(FK_NEED_INIT);
@@ -340,22 +352,16 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         return CUDA_ERROR_NOT_SUPPORTED;
     pthread_mutex_lock(&fk_lock);
     fk_stats.mem_unmap_calls++;
-    if (size == 0 || end < cur)
+    if (size == 0 || end < va || va % GRANULARITY || size % GRANULARITY ||
+        !reserved_locked(va, size))
         rc = CUDA_ERROR_INVALID_VALUE;
-    while (rc == CUDA_SUCCESS && cur < end) {
-        long i = mapping_holding_locked(cur);
-
-        if (i < 0 || mappings[i].va != cur || mappings[i].size > end - cur)
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < n_mappings; i++)
+        if (mappings[i].va < end && va < mappings[i].va + mappings[i].size &&
+            (mappings[i].va < va || mappings[i].va + mappings[i].size > end))
             rc = CUDA_ERROR_INVALID_VALUE;
-        else
-            cur += mappings[i].size;
-    }
-    for (cur = (uintptr_t)ptr; rc == CUDA_SUCCESS && cur < end;) {
-        long i = mapping_holding_locked(cur);
-
-        cur += mappings[i].size;
-        mapping_remove_locked((size_t)i);
-    }
+    for (size_t i = n_mappings; rc == CUDA_SUCCESS && i-- > 0;)
+        if (mappings[i].va >= va && mappings[i].va < end)
+            mapping_remove_locked(i);
     pthread_mutex_unlock(&fk_lock);
     return rc;
 }
