@@ -36,16 +36,43 @@ struct ebb_buf {
 	uint8_t streams_overflow;	/* more streams used it than last[] holds */
 	uint8_t pinned;		/* EBB_PIN_* reasons it must stay resident */
 	struct ebb_stream_use last[EBB_BUF_STREAMS];
+	/* the mover (EBB_MODE=offload); see mover.h */
+	uint8_t managed;	/* EBB_MANAGED_* */
+	uint8_t state;		/* EBB_RESIDENT, EBB_OFFLOADING, EBB_ON_HOST */
+	uint8_t freed;		/* freed by the job while an offload was in flight */
+	uint8_t cancelled;	/* used again before its offload finished */
+	uint16_t pending;	/* worker items that refer to it */
+	uint64_t rsize;		/* bytes of its range and physical handle */
+	void *handle;		/* struct vmm_handle * while mapped */
+	void *host;		/* pinned copy while offloading or on the host */
+	void *ev;		/* CUevent: the offload copy is done */
+	struct ebb_buf *lru_prev, *lru_next;	/* resident movable buffers, least recent first */
 	/* treap links */
 	struct ebb_buf *left, *right;
 	uint32_t prio;
+};
+
+/* How the mover serves a buffer. */
+enum {
+	EBB_UNMANAGED = 0,	/* the driver's own allocation: never moves */
+	EBB_MANAGED_SMALL,	/* from ebb's slabs: never moves */
+	EBB_MANAGED_BIG		/* its own range and handle: may move */
+};
+
+/* Where a movable buffer's contents are. */
+enum {
+	EBB_RESIDENT = 0,	/* mapped on the device */
+	EBB_OFFLOADING,		/* being copied to the host; still mapped */
+	EBB_ON_HOST		/* on the host only; the range is unmapped */
 };
 
 /* Why a buffer may not move (bits of ebb_buf.pinned). */
 enum {
 	EBB_PIN_GRAPH = 1,	/* referenced by a captured graph */
 	EBB_PIN_NCCL = 2,	/* registered with NCCL */
-	EBB_PIN_CAPTURE = 4	/* allocated while a stream was capturing */
+	EBB_PIN_CAPTURE = 4,	/* allocated while a stream was capturing */
+	EBB_PIN_SMALL = 8,	/* below EBB_MIN_OFFLOAD_BYTES */
+	EBB_PIN_FAILED = 16	/* an offload of it failed */
 };
 
 struct buftab {

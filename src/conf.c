@@ -13,13 +13,19 @@
 #include "conf.h"
 #include "log.h"
 
-static const char *const mode_names[] = { "off", "observe", NULL };
+static const char *const mode_names[] = { "off", "observe", "offload", NULL };
 
 #define F(field) offsetof(struct ebb_conf, field), sizeof(((struct ebb_conf *)0)->field)
 
 const struct ebb_conf_var ebb_conf_vars[] = {
 	{ "EBB_MODE", EBB_CONF_ENUM, F(mode), 0, 0, mode_names, "observe",
-	  "What ebb does: off (pass every call through) or observe (record and trace, move nothing)." },
+	  "What ebb does: off (pass every call through), observe (record and trace, move nothing) or offload (keep the job under EBB_LIMIT by moving buffers to host memory and back)." },
+	{ "EBB_LIMIT", EBB_CONF_SIZE, F(limit), 0, UINT64_MAX, NULL, "0",
+	  "Device memory the job may hold in offload mode (0: what the device has); past it ebb moves buffers to the host." },
+	{ "EBB_MIN_OFFLOAD_BYTES", EBB_CONF_SIZE, F(min_offload_bytes), 1, UINT64_MAX, NULL, "2M",
+	  "Smallest buffer that may move in offload mode (rounded up to the device's 2 MiB granularity); smaller ones never move." },
+	{ "EBB_HOST_LIMIT", EBB_CONF_SIZE, F(host_limit), 0, UINT64_MAX, NULL, "0",
+	  "Pinned host memory ebb may use for offloaded buffers (0: as much as the system lets it pin)." },
 	{ "EBB_TRACE", EBB_CONF_STRING, F(trace), 0, 0, NULL, "",
 	  "Write the trace (ebb-trace(5)) to this file; %p is replaced by the process id. Empty: no trace." },
 	{ "EBB_TRACE_BUFFER", EBB_CONF_SIZE, F(trace_buffer), 4096, 1ULL << 30, NULL, "1M",

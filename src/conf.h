@@ -16,6 +16,7 @@
 enum ebb_mode {
 	EBB_MODE_OFF = 0,	/* pass every call through, record nothing */
 	EBB_MODE_OBSERVE,	/* record and trace; nothing moves */
+	EBB_MODE_OFFLOAD,	/* serve allocations, move buffers to keep under EBB_LIMIT */
 };
 
 enum ebb_conf_type {
@@ -41,6 +42,9 @@ struct ebb_conf {
 	char cupti_lib[EBB_CONF_PATH_MAX];	/* EBB_CUPTI_LIB */
 	uint64_t site_depth;		/* EBB_SITE_DEPTH */
 	uint64_t trace_buffer;		/* EBB_TRACE_BUFFER */
+	uint64_t limit;			/* EBB_LIMIT: 0 = what the device has */
+	uint64_t min_offload_bytes;	/* EBB_MIN_OFFLOAD_BYTES */
+	uint64_t host_limit;		/* EBB_HOST_LIMIT: 0 = no cap */
 };
 
 struct ebb_conf_var {

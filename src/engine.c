@@ -18,6 +18,8 @@
 #include "iter.h"
 #include "kparam.h"
 #include "log.h"
+#include "mover.h"
+#include "streams.h"
 #include "trace.h"
 #include "trace_format.h"
 #include "tracer.h"
@@ -73,15 +75,6 @@ static const char *const alloc_kind_names[] = EBB_TRACE_ALLOC_KINDS;
 static const char *const free_kind_names[] = EBB_TRACE_FREE_KINDS;
 static const char *const sync_kind_names[] = EBB_TRACE_SYNC_KINDS;
 
-/* The stream as ebb keeps it: the default stream made explicit. */
-static uintptr_t
-norm_stream(CUstream s, int per_thread)
-{
-	if (s == NULL)
-		return (uintptr_t)(per_thread ? EBB_STREAM_PER_THREAD : EBB_STREAM_LEGACY);
-	return (uintptr_t)s;
-}
-
 static struct ebb_buf *
 buf_new(void)
 {
@@ -94,6 +87,8 @@ buf_new(void)
 	}
 	return calloc(1, sizeof *b);
 }
+
+static void buf_put(struct ebb_buf *b);
 
 static void
 buf_put(struct ebb_buf *b)
@@ -200,22 +195,28 @@ ebb_engine_init(const struct ebb_conf *c)
 
 /* ---- allocation ---- */
 
-void
-ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
-    enum ebb_alloc_kind kind)
+/* The stream tracker of a call's stream, as a buffer records it. */
+static struct ebb_stream *
+stream_of(CUstream s, int per_thread)
 {
-	/* The fingerprint serves learning; unwinding costs about 2 us an
-	 * allocation in a Python job, so it is taken only while learning. */
-	enum learn_state state = __atomic_load_n(&learn, __ATOMIC_RELAXED);
-	uint64_t site = state == LEARN_SEARCH || state == LEARN_FOUND ?
-	    ebb_callsite((unsigned)conf->site_depth) : 0;
-	uint64_t now = ebb_now_ns();
+	return streams_get(s, per_thread);
+}
+
+/* The handle to print for a tracker (0 when out of memory made it NULL). */
+static uintptr_t
+stream_hex(const struct ebb_stream *s)
+{
+	return s ? (uintptr_t)streams_handle(s) : 0;
+}
+
+/* Forget the buffers overlapping [p, p + size): their frees went by a path
+ * ebb does not see, and the driver just handed the range out again. */
+static void
+drop_stale(CUdeviceptr p, size_t size, uint64_t now)
+{
+	struct ebb_buf *old;
 	struct ebb_line l;
 
-	pthread_mutex_lock(&engine_lock);
-	/* A buffer still in the table where the driver just allocated: its free
-	 * went by a path ebb does not see. Drop it. */
-	struct ebb_buf *old;
 	while ((old = buftab_overlap(&tab, p, size ? size : 1)) != NULL) {
 		buftab_remove(&tab, old->addr);
 		stats.frees_untracked++;
@@ -223,29 +224,40 @@ ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
 			ebb_line_begin(&l, 'F');
 			ebb_line_u64(&l, now);
 			ebb_line_u64(&l, old->id);
-			ebb_line_hex(&l, old->stream);
+			ebb_line_hex(&l, stream_hex((struct ebb_stream *)old->stream));
 			ebb_line_str(&l, free_kind_names[2]);
 			ebb_line_end(&l);
 		}
+		if (old->managed == EBB_UNMANAGED && conf->mode == EBB_MODE_OFFLOAD)
+			mover_note_unmanaged(-(int64_t)old->size);
 		buf_put(old);
 	}
-	struct ebb_buf *b = buf_new();
-	if (b == NULL) {
-		pthread_mutex_unlock(&engine_lock);
-		ebb_log(EBB_LOG_WARN, "out of memory tracking a %zu-byte allocation; it is not tracked",
-		    size);
-		return;
-	}
+}
+
+/* Fill in and table a new buffer; caller holds engine_lock. */
+static void
+record_alloc(struct ebb_buf *b, CUdeviceptr p, size_t size, struct ebb_stream *s,
+    enum ebb_alloc_kind kind, uint64_t site, uint64_t now)
+{
+	struct ebb_line l;
+
 	b->addr = p;
 	b->size = size;
 	b->id = ++alloc_counter;
 	b->site = site;
-	b->stream = norm_stream(stream, per_thread);
+	b->stream = (uintptr_t)s;
 	b->alloc_ns = now;
 	b->alloc_seq = seq_counter;
 	b->kind = (uint8_t)kind;
 	if (capturing)
 		b->pinned |= EBB_PIN_CAPTURE;
+	/* Work queued on its stream before the allocation may still use the
+	 * memory (stream-ordered reuse): count that as a use, so nothing moves
+	 * or releases it before that work is done. */
+	if (s != NULL && kind == EBB_ALLOC_ASYNC && streams_last(s) > 0)
+		buftab_note_use(b, (uintptr_t)s, streams_last(s));
+	b->uses = 0;
+	b->last_seq = 0;
 	buftab_insert(&tab, b);
 	stats.allocs++;
 	if (tab.bytes > stats.bytes_peak)
@@ -256,39 +268,146 @@ ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
 		ebb_line_u64(&l, b->id);
 		ebb_line_hex(&l, p);
 		ebb_line_u64(&l, size);
-		ebb_line_hex(&l, b->stream);
+		ebb_line_hex(&l, stream_hex(s));
 		ebb_line_str(&l, alloc_kind_names[kind]);
 		ebb_line_hex(&l, site);
 		ebb_line_end(&l);
 	}
+}
+
+/* The call-site fingerprint serves learning; unwinding costs about 2 us an
+ * allocation in a Python job, so it is taken only while learning. */
+static uint64_t
+site_now(void)
+{
+	enum learn_state state = __atomic_load_n(&learn, __ATOMIC_RELAXED);
+
+	return state == LEARN_SEARCH || state == LEARN_FOUND ?
+	    ebb_callsite((unsigned)conf->site_depth) : 0;
+}
+
+/* Give a buffer struct back (the mover calls it for those it kept). */
+static void
+recycle_buf(struct ebb_buf *b)
+{
+	buf_put(b);
+}
+
+CUresult
+ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread,
+    enum ebb_alloc_kind kind)
+{
+	if (conf->mode != EBB_MODE_OFFLOAD || dptr == NULL)
+		return EBB_NOT_SERVED;
+	uint64_t site = site_now();
+	uint64_t now = ebb_now_ns();
+
+	pthread_mutex_lock(&engine_lock);
+	if (mover_init(conf, &engine_lock, recycle_buf) < 0 || !mover_on()) {
+		pthread_mutex_unlock(&engine_lock);
+		return EBB_NOT_SERVED;
+	}
+	struct ebb_buf *b = buf_new();
+	if (b == NULL) {
+		pthread_mutex_unlock(&engine_lock);
+		return EBB_NOT_SERVED;
+	}
+	struct ebb_stream *s = kind == EBB_ALLOC_ASYNC ? stream_of(stream, per_thread) : NULL;
+	CUresult r = mover_alloc(b, size, s, dptr);
+	if (r != CUDA_SUCCESS) {
+		buf_put(b);
+		pthread_mutex_unlock(&engine_lock);
+		return r == MOVER_DECLINE ? EBB_NOT_SERVED : r;
+	}
+	drop_stale(*dptr, size, now);
+	record_alloc(b, *dptr, size, s ? s : stream_of(NULL, 0), kind, site, now);
 	pthread_mutex_unlock(&engine_lock);
+	return CUDA_SUCCESS;
 }
 
 void
+ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
+    enum ebb_alloc_kind kind)
+{
+	uint64_t site = site_now();
+	uint64_t now = ebb_now_ns();
+
+	pthread_mutex_lock(&engine_lock);
+	drop_stale(p, size, now);
+	struct ebb_buf *b = buf_new();
+	if (b == NULL) {
+		pthread_mutex_unlock(&engine_lock);
+		ebb_log(EBB_LOG_WARN, "out of memory tracking a %zu-byte allocation; it is not tracked",
+		    size);
+		return;
+	}
+	record_alloc(b, p, size, stream_of(stream, per_thread), kind, site, now);
+	if (conf->mode == EBB_MODE_OFFLOAD)
+		mover_note_unmanaged((int64_t)size);
+	pthread_mutex_unlock(&engine_lock);
+}
+
+/* When memory freed now may be used again: after the free's stream (async),
+ * or after every stream that used the buffer (cuMemFree). */
+static void
+free_tag(const struct ebb_buf *b, struct ebb_stream *s, int async, struct ebb_tag *t)
+{
+	memset(t, 0, sizeof *t);
+	if (async && s != NULL) {
+		t->s[0] = s;
+		t->seq[0] = streams_last(s);
+		t->n = 1;
+		return;
+	}
+	if (b->streams_overflow || (b->pinned & EBB_PIN_GRAPH)) {
+		t->all = 1;	/* graphs may use it on any stream */
+		t->seq[0] = seq_counter;
+		return;
+	}
+	for (uint8_t i = 0; i < b->nstreams; i++) {
+		t->s[i] = (struct ebb_stream *)b->last[i].stream;
+		t->seq[i] = b->last[i].seq;
+	}
+	t->n = b->nstreams;
+}
+
+int
 ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 {
 	struct ebb_line l;
 
 	if (p == 0)
-		return;
+		return 0;
 	pthread_mutex_lock(&engine_lock);
 	struct ebb_buf *b = buftab_remove(&tab, p);
 	if (b == NULL) {
 		stats.frees_untracked++;
 		pthread_mutex_unlock(&engine_lock);
-		return;
+		return 0;
 	}
+	struct ebb_stream *s = stream_of(stream, per_thread);
 	stats.frees++;
 	if (ebb_trace_on()) {
 		ebb_line_begin(&l, 'F');
 		ebb_line_u64(&l, ebb_now_ns());
 		ebb_line_u64(&l, b->id);
-		ebb_line_hex(&l, norm_stream(stream, per_thread));
+		ebb_line_hex(&l, stream_hex(s));
 		ebb_line_str(&l, free_kind_names[async ? 1 : 0]);
 		ebb_line_end(&l);
 	}
-	buf_put(b);
+	int served = b->managed != EBB_UNMANAGED;
+	int kept = 0;
+	if (served) {
+		struct ebb_tag t;
+		free_tag(b, s, async, &t);
+		kept = mover_free(b, &t);
+	} else if (conf->mode == EBB_MODE_OFFLOAD) {
+		mover_note_unmanaged(-(int64_t)b->size);
+	}
+	if (!kept)
+		buf_put(b);
 	pthread_mutex_unlock(&engine_lock);
+	return served;
 }
 
 /* ---- resolving an operation's buffers ---- */
@@ -475,13 +594,14 @@ op_token(const struct ebb_op *op, const struct ebb_kinfo *k)
 
 static const char op_letter[EBB_OP_KINDS] = { 'L', 'C', 'M', 'R', 'N' };
 
-void
+CUresult
 ebb_engine_op_begin(struct ebb_op *op)
 {
 	static int first_op = 1;
 	struct ebb_kinfo *k = NULL;
 	struct ebb_line l;
 	int attach = 0;
+	CUresult err = CUDA_SUCCESS;
 
 	pthread_mutex_lock(&engine_lock);
 	if (first_op) {
@@ -489,7 +609,12 @@ ebb_engine_op_begin(struct ebb_op *op)
 		attach = cupti_wanted;
 	}
 	op->seq = ++seq_counter;
-	uintptr_t stream = norm_stream(op->stream, op->per_thread);
+	struct ebb_stream *st = stream_of(op->stream, op->per_thread);
+	op->tracker = st;
+	uintptr_t stream = stream_hex(st);
+	int offload = conf->mode == EBB_MODE_OFFLOAD;
+	/* captured into a graph: what it uses must stay where it is */
+	int captured = capturing && st != NULL && streams_capturing(st);
 	if (op->kind == EBB_OP_LAUNCH) {
 		k = kparam_get(&kcache, (uintptr_t)op->func);
 		if (k == NULL) {
@@ -502,16 +627,29 @@ ebb_engine_op_begin(struct ebb_op *op)
 	}
 	int unresolved = (op->kind == EBB_OP_LAUNCH && k == NULL) || resolve_op(op, k) < 0;
 	struct bufset *s = &tl_set;
+	/*
+	 * The uses are noted first: a use not yet submitted to the driver keeps
+	 * its buffer from being moved (mover.c), also while restoring another
+	 * buffer of this operation lets other threads in.
+	 */
 	for (size_t i = 0; i < s->n; i++) {
 		struct ebb_buf *b = s->v[i];
 		if (b->producer_seq == 0) {
 			b->producer_seq = op->seq;
 			b->producer_kernel = k ? k->id : 0;
 		}
-		if (op->kind == EBB_OP_GRAPH)
+		if (captured) {
 			b->pinned |= EBB_PIN_GRAPH;
-		buftab_note_use(b, stream, op->seq);
+			if (offload)
+				mover_pin(b);
+		}
+		buftab_note_use(b, (uintptr_t)st, op->seq);
+		if (offload)
+			mover_touch(b);
 	}
+	/* invariant 1: whatever the operation uses is on the device, ordered before it */
+	if (offload && s->n > 0 && st != NULL)
+		err = mover_ensure(s->v, s->n, st, op->seq);
 	stats.pointer_words += s->words;
 	switch (op->kind) {
 	case EBB_OP_LAUNCH:
@@ -570,10 +708,11 @@ ebb_engine_op_begin(struct ebb_op *op)
 	if (attach)
 		cupti_start();
 	cupti_act(action);
-	if (timed && op->kind != EBB_OP_NCCL && ebb_cupti_attached()) {
+	if (err == CUDA_SUCCESS && timed && op->kind != EBB_OP_NCCL && ebb_cupti_attached()) {
 		ebb_cupti_push(op->seq);
 		op->timed = 1;
 	}
+	return err;
 }
 
 void
@@ -583,6 +722,11 @@ ebb_engine_op_end(struct ebb_op *op, int error)
 
 	if (op->timed)
 		ebb_cupti_pop();
+	if (op->tracker != NULL) {
+		pthread_mutex_lock(&engine_lock);
+		streams_after(op->tracker, op->seq, conf->mode == EBB_MODE_OFFLOAD);
+		pthread_mutex_unlock(&engine_lock);
+	}
 	if (error != 0 && ebb_trace_on()) {
 		ebb_line_begin(&l, 'X');
 		ebb_line_u64(&l, op->seq);
@@ -599,7 +743,7 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 	pthread_mutex_lock(&engine_lock);
 	uint64_t seq = ++seq_counter;
 	stats.syncs++;
-	uintptr_t h = kind == EBB_SYNC_STREAM ? norm_stream((CUstream)handle, per_thread)
+	uintptr_t h = kind == EBB_SYNC_STREAM ? stream_hex(stream_of((CUstream)handle, per_thread))
 	    : (uintptr_t)handle;
 	if (ebb_trace_on()) {
 		ebb_line_begin(&l, 'Y');
@@ -620,14 +764,21 @@ ebb_engine_on_capture(CUstream stream, int per_thread, int begin)
 	struct ebb_line l;
 
 	pthread_mutex_lock(&engine_lock);
+	struct ebb_stream *st = stream_of(stream, per_thread);
 	if (begin)
 		capturing++;
 	else if (capturing > 0)
 		capturing--;
+	if (st != NULL)
+		streams_set_stream_capturing(st, begin);
+	if (conf->mode == EBB_MODE_OFFLOAD)
+		mover_capture(capturing > 0);
+	else
+		streams_set_capturing(capturing > 0);
 	if (ebb_trace_on()) {
 		ebb_line_begin(&l, 'P');
 		ebb_line_u64(&l, ebb_now_ns());
-		ebb_line_hex(&l, norm_stream(stream, per_thread));
+		ebb_line_hex(&l, stream_hex(st));
 		ebb_line_str(&l, begin ? "begin" : "end");
 		ebb_line_end(&l);
 	}
@@ -639,10 +790,24 @@ ebb_engine_on_nccl_register(const void *buf, size_t size, int reg)
 {
 	pthread_mutex_lock(&engine_lock);
 	struct ebb_buf *b = buftab_find(&tab, (uint64_t)(uintptr_t)buf);
-	if (b != NULL && reg)
+	if (b != NULL && reg) {
+		/* NCCL keeps the address for its own transfers: it must stay mapped */
+		if (conf->mode == EBB_MODE_OFFLOAD && b->managed == EBB_MANAGED_BIG &&
+		    b->state != EBB_RESIDENT) {
+			struct ebb_stream *legacy = stream_of(NULL, 0);
+			uint64_t seq = ++seq_counter;
+			b->last_seq = seq;
+			if (legacy != NULL && mover_ensure(&b, 1, legacy, seq) == CUDA_SUCCESS) {
+				streams_after(legacy, seq, 1);
+				streams_sync(legacy, seq);
+			}
+		}
 		b->pinned |= EBB_PIN_NCCL;
-	else if (b != NULL)
+		if (conf->mode == EBB_MODE_OFFLOAD)
+			mover_pin(b);
+	} else if (b != NULL) {
 		b->pinned &= (uint8_t)~EBB_PIN_NCCL;
+	}
 	pthread_mutex_unlock(&engine_lock);
 	(void)size;
 }
@@ -698,6 +863,10 @@ ebb_engine_shutdown(void)
 	if (ebb_cupti_attached())
 		cupti_stop("exit");
 	ebb_engine_stats(&st);
+	struct mover_stats ms;
+	pthread_mutex_lock(&engine_lock);
+	mover_stats(&ms);
+	pthread_mutex_unlock(&engine_lock);
 	if (ebb_trace_on()) {
 		summary_record("launches", st.launches);
 		summary_record("launches-unresolved", st.launches_unresolved);
@@ -712,6 +881,17 @@ ebb_engine_shutdown(void)
 		summary_record("peak-bytes", st.bytes_peak);
 		summary_record("iterations", st.iterations);
 		summary_record("period", st.period);
+		if (conf->mode == EBB_MODE_OFFLOAD) {
+			summary_record("offloads", ms.offloads);
+			summary_record("restores", ms.restores);
+			summary_record("restores-cancelled", ms.cancels);
+			summary_record("bytes-to-host", ms.bytes_d2h);
+			summary_record("bytes-to-device", ms.bytes_h2d);
+			summary_record("stall-ns", ms.stall_ns);
+			summary_record("refusals", ms.refusals);
+			summary_record("held-peak-bytes", ms.held_peak);
+			summary_record("host-pinned-bytes", ms.host_pinned);
+		}
 	}
 	ebb_trace_close();
 	ebb_log(EBB_LOG_NOTE, "%llu launches (%llu unresolved, %llu without a tracked buffer), "
@@ -723,6 +903,17 @@ ebb_engine_shutdown(void)
 	    (unsigned long long)st.allocs, (unsigned long long)st.buffers_live,
 	    human(st.bytes_peak, peak, sizeof peak), (unsigned long long)st.iterations,
 	    (unsigned long long)st.period);
+	if (conf->mode == EBB_MODE_OFFLOAD) {
+		char d2h_s[32], h2d_s[32], held_s[32], host_s[32];
+		ebb_log(EBB_LOG_NOTE, "offload: %llu buffers to the host (%s), %llu back (%s; %llu "
+		    "cancelled), stalls %.3f s over %llu restores, %llu refusals; peak held %s, %s "
+		    "pinned on the host", (unsigned long long)ms.offloads,
+		    human(ms.bytes_d2h, d2h_s, sizeof d2h_s), (unsigned long long)ms.restores,
+		    human(ms.bytes_h2d, h2d_s, sizeof h2d_s), (unsigned long long)ms.cancels,
+		    (double)ms.stall_ns / 1e9, (unsigned long long)ms.stalls_measured,
+		    (unsigned long long)ms.refusals, human(ms.held_peak, held_s, sizeof held_s),
+		    human(ms.host_pinned, host_s, sizeof host_s));
+	}
 }
 
 void

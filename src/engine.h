@@ -83,6 +83,7 @@ struct ebb_op {
 	CUgraphExec graph;
 	/* filled by ebb_engine_op_begin */
 	uint64_t seq;
+	struct ebb_stream *tracker;	/* streams.h */
 	uint8_t timed;		/* a CUPTI correlation id was pushed */
 };
 
@@ -98,16 +99,36 @@ ebb_op_addr(struct ebb_op *op, CUdeviceptr p)
 struct ebb_conf;
 int ebb_engine_init(const struct ebb_conf *conf);
 
-/* A successful allocation of size bytes at p. */
+/* ebb_engine_alloc's answer when the driver must allocate. */
+#define EBB_NOT_SERVED ((CUresult)-1)
+
+/*
+ * Serve an allocation (offload mode). Returns CUDA_SUCCESS with *dptr,
+ * CUDA_ERROR_OUT_OF_MEMORY, or EBB_NOT_SERVED: then the hook calls the
+ * driver and reports a success with ebb_engine_on_alloc.
+ */
+CUresult ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread,
+    enum ebb_alloc_kind kind);
+
+/* The driver allocated size bytes at p. */
 void ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
     enum ebb_alloc_kind kind);
 
-/* A free (before the driver sees it). async: cuMemFreeAsync on stream. */
-void ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async);
+/*
+ * A free, before the driver sees it (async: cuMemFreeAsync on stream).
+ * Returns 1 when ebb served the buffer and has freed it (the driver must
+ * not see it), 0 when the driver must free it.
+ */
+int ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async);
 
-/* An operation is about to reach the driver / has returned error (0: success;
- * a CUresult, or an ncclResult_t for NCCL operations). */
-void ebb_engine_op_begin(struct ebb_op *op);
+/*
+ * An operation is about to reach the driver. In offload mode the buffers it
+ * uses are restored first; when that fails the operation must not reach
+ * the driver: the hook returns the error (after ebb_engine_op_end).
+ */
+CUresult ebb_engine_op_begin(struct ebb_op *op);
+
+/* The operation returned error (0: success; a CUresult, or an ncclResult_t). */
 void ebb_engine_op_end(struct ebb_op *op, int error);
 
 /* The host synchronised with a context, a stream or an event. */

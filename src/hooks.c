@@ -154,8 +154,9 @@ op_copy3dbatch(struct ebb_op *op, const CUDA_MEMCPY3D_BATCH_OP *ops, size_t n, C
 		HOOK_PROLOGUE(elf, args);				\
 		struct ebb_op op_ = { .per_thread = #variant[0] == 'P' };	\
 		op;							\
-		ebb_engine_op_begin(&op_);				\
-		CUresult r_ = ebb_real.elf args;			\
+		CUresult r_ = ebb_engine_op_begin(&op_);		\
+		if (r_ == CUDA_SUCCESS)					\
+			r_ = ebb_real.elf args;				\
 		ebb_engine_op_end(&op_, r_);				\
 		return r_;						\
 	}
@@ -167,7 +168,10 @@ EBB_EXPORT CUresult
 cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
 	HOOK_PROLOGUE(cuMemAlloc_v2, (dptr, bytesize));
-	CUresult r = ebb_real.cuMemAlloc_v2(dptr, bytesize);
+	CUresult r = ebb_engine_alloc(dptr, bytesize, NULL, 0, EBB_ALLOC_SYNC);
+	if (r != EBB_NOT_SERVED)
+		return r;
+	r = ebb_real.cuMemAlloc_v2(dptr, bytesize);
 	if (r == CUDA_SUCCESS)
 		ebb_engine_on_alloc(*dptr, bytesize, NULL, 0, EBB_ALLOC_SYNC);
 	return r;
@@ -189,7 +193,8 @@ EBB_EXPORT CUresult
 cuMemFree_v2(CUdeviceptr dptr)
 {
 	HOOK_PROLOGUE(cuMemFree_v2, (dptr));
-	ebb_engine_on_free(dptr, NULL, 0, 0);
+	if (ebb_engine_on_free(dptr, NULL, 0, 0))
+		return CUDA_SUCCESS;
 	return ebb_real.cuMemFree_v2(dptr);
 }
 
@@ -198,7 +203,10 @@ cuMemFree_v2(CUdeviceptr dptr)
 	elf(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)	\
 	{								\
 		HOOK_PROLOGUE(elf, (dptr, bytesize, hStream));		\
-		CUresult r = ebb_real.elf(dptr, bytesize, hStream);	\
+		CUresult r = ebb_engine_alloc(dptr, bytesize, hStream, pt, EBB_ALLOC_ASYNC); \
+		if (r != EBB_NOT_SERVED)				\
+			return r;					\
+		r = ebb_real.elf(dptr, bytesize, hStream);		\
 		if (r == CUDA_SUCCESS)					\
 			ebb_engine_on_alloc(*dptr, bytesize, hStream, pt, EBB_ALLOC_ASYNC); \
 		return r;						\
@@ -224,7 +232,8 @@ ALLOC_POOL(cuMemAllocFromPoolAsync_ptsz, 1)
 	elf(CUdeviceptr dptr, CUstream hStream)				\
 	{								\
 		HOOK_PROLOGUE(elf, (dptr, hStream));			\
-		ebb_engine_on_free(dptr, hStream, pt, 1);		\
+		if (ebb_engine_on_free(dptr, hStream, pt, 1))		\
+			return CUDA_SUCCESS;				\
 		return ebb_real.elf(dptr, hStream);			\
 	}
 FREE_ASYNC(cuMemFreeAsync, 0)
@@ -243,9 +252,10 @@ FREE_ASYNC(cuMemFreeAsync_ptsz, 1)
 		    blockDimZ, sharedMemBytes, hStream, kernelParams, extra)); \
 		struct ebb_op op = { .kind = EBB_OP_LAUNCH, .stream = hStream, \
 			.per_thread = pt, .func = f, .params = kernelParams, .extra = extra }; \
-		ebb_engine_op_begin(&op);				\
-		CUresult r = ebb_real.elf(f, gridDimX, gridDimY, gridDimZ, blockDimX, \
-		    blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra); \
+		CUresult r = ebb_engine_op_begin(&op);			\
+		if (r == CUDA_SUCCESS)					\
+			r = ebb_real.elf(f, gridDimX, gridDimY, gridDimZ, blockDimX, \
+			    blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra); \
 		ebb_engine_op_end(&op, r);				\
 		return r;						\
 	}
@@ -260,8 +270,9 @@ LAUNCH(cuLaunchKernel_ptsz, 1)
 		struct ebb_op op = { .kind = EBB_OP_LAUNCH,		\
 			.stream = config ? config->hStream : NULL, .per_thread = pt, \
 			.func = f, .params = kernelParams, .extra = extra }; \
-		ebb_engine_op_begin(&op);				\
-		CUresult r = ebb_real.elf(config, f, kernelParams, extra); \
+		CUresult r = ebb_engine_op_begin(&op);			\
+		if (r == CUDA_SUCCESS)					\
+			r = ebb_real.elf(config, f, kernelParams, extra); \
 		ebb_engine_op_end(&op, r);				\
 		return r;						\
 	}
@@ -279,9 +290,10 @@ LAUNCH_EX(cuLaunchKernelEx_ptsz, 1)
 		    blockDimZ, sharedMemBytes, hStream, kernelParams));	\
 		struct ebb_op op = { .kind = EBB_OP_LAUNCH, .stream = hStream, \
 			.per_thread = pt, .func = f, .params = kernelParams }; \
-		ebb_engine_op_begin(&op);				\
-		CUresult r = ebb_real.elf(f, gridDimX, gridDimY, gridDimZ, blockDimX, \
-		    blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams); \
+		CUresult r = ebb_engine_op_begin(&op);			\
+		if (r == CUDA_SUCCESS)					\
+			r = ebb_real.elf(f, gridDimX, gridDimY, gridDimZ, blockDimX, \
+			    blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams); \
 		ebb_engine_op_end(&op, r);				\
 		return r;						\
 	}
@@ -297,8 +309,9 @@ LAUNCH_COOP(cuLaunchCooperativeKernel_ptsz, 1)
 		HOOK_PROLOGUE(elf, (hGraphExec, hStream));		\
 		struct ebb_op op = { .kind = EBB_OP_GRAPH, .stream = hStream, \
 			.per_thread = pt, .graph = hGraphExec };	\
-		ebb_engine_op_begin(&op);				\
-		CUresult r = ebb_real.elf(hGraphExec, hStream);		\
+		CUresult r = ebb_engine_op_begin(&op);			\
+		if (r == CUDA_SUCCESS)					\
+			r = ebb_real.elf(hGraphExec, hStream);		\
 		ebb_engine_op_end(&op, r);				\
 		return r;						\
 	}

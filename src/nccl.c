@@ -103,8 +103,8 @@ real_of(int id)
 			.bytes = (count) * type_size(type) };		\
 		ebb_op_addr(&op_, (CUdeviceptr)(uintptr_t)(send));	\
 		ebb_op_addr(&op_, (CUdeviceptr)(uintptr_t)(recv));	\
-		ebb_engine_op_begin(&op_);				\
-		ncclResult_t r_ = real_ args;				\
+		ncclResult_t r_ = ebb_engine_op_begin(&op_) == CUDA_SUCCESS ? \
+		    real_ args : ncclUnhandledCudaError;		\
 		ebb_engine_op_end(&op_, (int)r_);			\
 		return r_;						\
 	}
@@ -126,10 +126,12 @@ ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle)
 
 	if (real == NULL)
 		return ncclSystemError;
+	int on = ebb_hooks_on();
+	if (on)	/* before NCCL looks at the memory: it must be mapped, and stay */
+		ebb_engine_on_nccl_register(buff, size, 1);
 	ncclResult_t r = real(comm, buff, size, handle);
-	if (r != ncclSuccess || !ebb_hooks_on())
+	if (r != ncclSuccess || !on)
 		return r;
-	ebb_engine_on_nccl_register(buff, size, 1);
 	pthread_mutex_lock(&reg_lock);
 	for (int i = 0; i < REG_MAX; i++)
 		if (regs[i].handle == NULL) {

@@ -34,6 +34,11 @@
 	X('I', iteration, "t iter seq period")				\
 	X('D', departure, "t seq period token")				\
 	X('X', failure,   "seq error")					\
+	X('O', offload,   "t seq bid bytes why")			\
+	X('B', restore,   "t seq bid bytes kind")			\
+	X('U', release,   "t seq bid bytes what")			\
+	X('W', stall,     "t seq bytes stall")				\
+	X('J', refusal,   "t seq bid bytes why")			\
 	X('Q', note,      "t key value")				\
 	X('Z', summary,   "t key value")
 

@@ -483,6 +483,167 @@ START_TEST(cupti_missing_said_once)
 }
 END_TEST
 
+/* ---- the mover (EBB_MODE=offload) ---- */
+
+/* The fake driver's statistics line of the workload's output: cuMemFree calls and peak bytes. */
+static void
+driver_line(const char *out, unsigned long long *frees, unsigned long long *peak)
+{
+	const char *d = strstr(out, "driver: cuMemFree ");
+	ck_assert_msg(d != NULL, "no driver statistics in: %s", out);
+	ck_assert_int_eq(sscanf(d, "driver: cuMemFree %llu", frees), 1);
+	const char *p = strstr(d, "peak ");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(sscanf(p, "peak %llu", peak), 1);
+}
+
+/*
+ * Random buffers, streams and operations under a limit that holds a few
+ * buffers at a time, with slow kernels and copies: every value survives,
+ * nothing is touched after it was unmapped (the fake driver faults), the
+ * device never holds more than the limit, the driver's cuMemFree is never
+ * called, and the trace has the moves.
+ */
+static void
+check_offload(const char *seed, const char *scenario, const char *arg)
+{
+	const char *path = tmp_file("offload");
+	char seedvar[64];
+	snprintf(seedvar, sizeof seedvar, "WORKLOAD_SEED=%s", seed);
+	char *argv[] = { workload_path(0), (char *)scenario, (char *)arg, NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=24M", seedvar,
+		"FAKECUDA_KERNEL_DELAY_US=150", "FAKECUDA_COPY_DELAY_US=50", NULL };
+	struct run_result r;
+	struct trace t;
+	unsigned long long frees, peak;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_eq(frees, 0);
+	ck_assert_uint_le(peak, 24ULL << 20);
+	trace_load(path, &t);
+	ck_assert_uint_gt(summary(&t, "offloads"), 20);
+	ck_assert_uint_gt(summary(&t, "restores"), 20);
+	ck_assert_uint_eq(summary(&t, "offloads"), count_type(&t, 'O'));
+	ck_assert_uint_eq(summary(&t, "refusals"), 0);
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 24ULL << 20);
+	ck_assert_uint_gt(summary(&t, "bytes-to-host"), 0);
+	ck_assert_ptr_nonnull(strstr(r.err, "offload: "));
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+
+START_TEST(offload_data_survives_1) { check_offload("1", "offload", "300"); }
+END_TEST
+START_TEST(offload_data_survives_2) { check_offload("2", "offload", "300"); }
+END_TEST
+START_TEST(offload_data_survives_3) { check_offload("3", "offload", "300"); }
+END_TEST
+
+START_TEST(offload_threads)
+{
+	char *argv[] = { workload_path(0), "offload-threads", "4", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "FAKECUDA_KERNEL_DELAY_US=50",
+		NULL };
+	struct run_result r;
+	unsigned long long frees, peak;
+
+	run_ebb(argv, env, NULL, &r);
+	expect_ok(&r);
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_eq(frees, 0);
+	ck_assert_uint_le(peak, 64ULL << 20);
+	run_free(&r);
+}
+END_TEST
+
+/* A buffer larger than the limit: the driver's out-of-memory error, no crash. */
+START_TEST(offload_larger_than_limit)
+{
+	char *argv[] = { workload_path(0), "toobig", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=16M", NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, NULL, &r);
+	expect_ok(&r);
+	ck_assert_ptr_nonnull(strstr(r.out, "out of memory, as expected"));
+	ck_assert_ptr_nonnull(strstr(r.err, "larger than EBB_LIMIT"));
+	run_free(&r);
+}
+END_TEST
+
+/* Pinned memory runs out: one message, buffers stay, the next allocation
+ * over the limit gets the driver's out-of-memory error; no crash. */
+START_TEST(offload_host_exhausted)
+{
+	char *argv[] = { workload_path(0), "offload", "100", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=20M", "EBB_HOST_LIMIT=8M",
+		"EBB_VERBOSE=0", NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, NULL, &r);
+	ck_assert_int_eq(r.status, 1);	/* the workload's own failure, not a signal */
+	ck_assert_int_eq(count_substr(r.err, "no pinned host memory"), 1);
+	ck_assert_ptr_nonnull(strstr(r.err, "failed: 2"));	/* CUDA_ERROR_OUT_OF_MEMORY */
+	run_free(&r);
+}
+END_TEST
+
+/* cuMemCreate fails: one message, new buffers come from the driver, all is right. */
+START_TEST(offload_create_fails)
+{
+	char *argv[] = { workload_path(0), "offload", "100", NULL };
+	const char *env[] = { "EBB_MODE=offload", "FAKECUDA_FAIL=cuMemCreate:3=CUDA_ERROR_UNKNOWN",
+		"EBB_VERBOSE=0", NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, NULL, &r);
+	expect_ok(&r);
+	ck_assert_int_eq(count_substr(r.err, "cuMemCreate failed"), 1);
+	ck_assert_int_eq(count_substr(r.err, "\n"), 1);
+	run_free(&r);
+}
+END_TEST
+
+/* The other scenarios still run right with the mover serving their memory. */
+START_TEST(offload_other_scenarios)
+{
+	const char *what[] = { "basic", "fork", "capture", "nccl", "threads", NULL };
+	for (int i = 0; what[i]; i++) {
+		char *argv[] = { workload_path(0), (char *)what[i], NULL };
+		const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", NULL };
+		struct run_result r;
+		run_ebb(argv, env, NULL, &r);
+		ck_assert_msg(r.status == 0 && strstr(r.out, "ok"), "%s under offload: status %d\n%s\n%s",
+		    what[i], r.status, r.out, r.err);
+		run_free(&r);
+	}
+}
+END_TEST
+
+/* ebb run --limit turns offloading on. */
+START_TEST(ebb_run_limit)
+{
+	char *argv[] = { (char *)build_path("utils/ebb"), "run", "--limit", "24M", "--",
+		workload_path(0), "offload", "60", NULL };
+	const char *env[] = { "EBB_VERBOSE=1", NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, NULL, &r);
+	expect_ok(&r);
+	ck_assert_ptr_nonnull(strstr(r.err, "EBB_LIMIT=25165824"));
+	char *bad[] = { (char *)build_path("utils/ebb"), "run", "--limit", "lots", "--",
+		workload_path(0), NULL };
+	run_free(&r);
+	run_ebb(bad, NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "--limit 'lots'"));
+	run_free(&r);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -507,6 +668,15 @@ main(void)
 	tcase_add_test(tc, bad_value_one_line);
 	tcase_add_test(tc, strict_stops);
 	tcase_add_test(tc, cupti_missing_said_once);
+	tcase_add_test(tc, offload_data_survives_1);
+	tcase_add_test(tc, offload_data_survives_2);
+	tcase_add_test(tc, offload_data_survives_3);
+	tcase_add_test(tc, offload_threads);
+	tcase_add_test(tc, offload_larger_than_limit);
+	tcase_add_test(tc, offload_host_exhausted);
+	tcase_add_test(tc, offload_create_fails);
+	tcase_add_test(tc, offload_other_scenarios);
+	tcase_add_test(tc, ebb_run_limit);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +28,14 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: ebb run [--mode MODE] [--trace FILE] [--verbose N] [--lib PATH] -- CMD [ARGS...]\n"
+	    "usage: ebb run [--mode MODE] [--limit SIZE] [--trace FILE] [--verbose N] [--lib PATH] -- CMD [ARGS...]\n"
 	    "       ebb report TRACE\n"
 	    "       ebb --version | --help\n"
 	    "\n"
 	    "run      run CMD with libebb.so preloaded (see ebb(1); variables in ebb(7))\n"
-	    "  -m, --mode MODE     off or observe (sets EBB_MODE)\n"
+	    "  -m, --mode MODE     off, observe or offload (sets EBB_MODE)\n"
+	    "  -l, --limit SIZE    device memory the job may hold, e.g. 64G (sets EBB_LIMIT;\n"
+	    "                      and EBB_MODE=offload unless --mode is given)\n"
 	    "  -t, --trace FILE    write the trace to FILE, %%p = process id (sets EBB_TRACE)\n"
 	    "  -v, --verbose N     messages on stderr, 0 to 3 (sets EBB_VERBOSE)\n"
 	    "      --lib PATH      the libebb.so to preload (default: the one beside ebb)\n"
@@ -139,6 +142,7 @@ cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "mode", required_argument, NULL, 'm' },
+		{ "limit", required_argument, NULL, 'l' },
 		{ "trace", required_argument, NULL, 't' },
 		{ "verbose", required_argument, NULL, 'v' },
 		{ "lib", required_argument, NULL, 'L' },
@@ -146,14 +150,26 @@ cmd_run(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *lib = NULL;
-	int c;
+	int c, mode_given = 0, limit_given = 0;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+m:t:v:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+m:l:t:v:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 			setenv("EBB_MODE", optarg, 1);
+			mode_given = 1;
 			break;
+		case 'l': {
+			uint64_t v;
+			if (ebb_conf_parse_size(optarg, &v) < 0) {
+				fprintf(stderr, "%s run: --limit '%s' is not a size (a number of bytes with "
+				    "an optional K, M, G or T suffix)\n", progname, optarg);
+				return 2;
+			}
+			setenv("EBB_LIMIT", optarg, 1);
+			limit_given = 1;
+			break;
+		}
 		case 't':
 			setenv("EBB_TRACE", optarg, 1);
 			break;
@@ -176,6 +192,8 @@ cmd_run(int argc, char **argv)
 		    progname);
 		return 2;
 	}
+	if (limit_given && !mode_given)
+		setenv("EBB_MODE", "offload", 1);
 	/*
 	 * Check the configuration with the library's own parser before the job
 	 * starts. The library says what is wrong in the job itself; here it is

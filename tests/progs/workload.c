@@ -9,7 +9,9 @@
  *   dlsym             dlsym every entry point by its ELF name
  * or, built as workload-linked, through the ELF symbols of -lcuda.
  *
- * Scenarios: basic, loop N, threads N, fork, capture, nccl, unresolved.
+ * Scenarios: basic, loop N, threads N, fork, capture, nccl, unresolved,
+ * offload N (random buffers, streams and operations, every result checked;
+ * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit).
  * Prints "ok" and exits 0 when the data it computed is right.
  */
 #define _GNU_SOURCE
@@ -55,8 +57,12 @@
 	X(LaunchKernelEx, cuLaunchKernelEx, cuLaunchKernelEx, 11060, (const CUlaunchConfig *, CUfunction, void **, void **)) \
 	X(StreamBeginCapture, cuStreamBeginCapture, cuStreamBeginCapture_v2, 10010, (CUstream, CUstreamCaptureMode)) \
 	X(StreamEndCapture, cuStreamEndCapture, cuStreamEndCapture, 10000, (CUstream, CUgraph *)) \
-	X(GraphInstantiate, cuGraphInstantiate, cuGraphInstantiateWithFlags, 11040, (CUgraphExec *, CUgraph, unsigned long long)) \
-	X(GraphLaunch, cuGraphLaunch, cuGraphLaunch, 10000, (CUgraphExec, CUstream))
+	X(GraphInstantiate, cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, (CUgraphExec *, CUgraph, unsigned long long)) \
+	X(GraphLaunch, cuGraphLaunch, cuGraphLaunch, 10000, (CUgraphExec, CUstream)) \
+	X(EventCreate, cuEventCreate, cuEventCreate, 2000, (CUevent *, unsigned))	\
+	X(EventRecord, cuEventRecord, cuEventRecord, 2000, (CUevent, CUstream))	\
+	X(StreamWaitEvent, cuStreamWaitEvent, cuStreamWaitEvent, 3020, (CUstream, CUevent, unsigned)) \
+	X(MemcpyDtoDAsync, cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, 3020, (CUdeviceptr, CUdeviceptr, size_t, CUstream))
 
 static struct {
 #define X(field, base, elf, ver, params) CUresult (*field) params;
@@ -65,6 +71,7 @@ static struct {
 } cu;
 
 static CUcontext ctx;
+static void *driver_lib;	/* the libcuda.so.1 handle, when dlopened */
 static CUfunction k_fill, k_copy, k_axpy, k_pair, k_sleep;
 
 #ifdef WORKLOAD_LINKED
@@ -84,6 +91,7 @@ resolve(const char *how)
 	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (lib == NULL)
 		FAIL("dlopen libcuda.so.1: %s", dlerror());
+	driver_lib = lib;
 	if (strcmp(how, "dlsym") == 0) {
 #define X(field, base, elf, ver, params)				\
 		if ((*(void **)&cu.field = dlsym(lib, #elf)) == NULL)	\
@@ -389,6 +397,183 @@ scenario_unresolved(void)
 	return 0;
 }
 
+/* The fake driver's statistics, when it is the driver. */
+static void
+print_driver_stats(void)
+{
+	void (*stats)(struct fakecuda_stats *) = (void (*)(struct fakecuda_stats *))
+	    dlsym(driver_lib ? driver_lib : RTLD_DEFAULT, "fakecuda_stats");
+	struct fakecuda_stats fs;
+
+	if (stats == NULL)
+		return;
+	stats(&fs);
+	printf("driver: cuMemFree %llu, cuMemCreate %llu, cuMemMap %llu, cuMemUnmap %llu, "
+	    "peak %llu\n", (unsigned long long)fs.mem_free_calls,
+	    (unsigned long long)fs.mem_create_calls, (unsigned long long)fs.mem_map_calls,
+	    (unsigned long long)fs.mem_unmap_calls, (unsigned long long)fs.device_bytes_peak);
+}
+
+/* Fill [p, p + bytes) with v on s (bytes a multiple of 4). */
+static void
+fill_bytes(CUdeviceptr p, uint32_t v, size_t bytes, CUstream s)
+{
+	launch_fill(p, v, bytes / 4, s);
+}
+
+/* Check that [p, p + bytes) holds v everywhere, reading on s. */
+static void
+check_bytes(CUdeviceptr p, uint32_t v, size_t bytes, CUstream s, const char *what, int i)
+{
+	uint32_t *h = malloc(bytes);
+	if (h == NULL)
+		FAIL("malloc");
+	CK(cu.MemcpyDtoHAsync(h, p, bytes, s));
+	CK(cu.StreamSynchronize(s));
+	for (size_t k = 0; k < bytes / 4; k++)
+		if (h[k] != v)
+			FAIL("%s: buffer %d word %zu is %u, want %u", what, i, k, h[k], v);
+	free(h);
+}
+
+/*
+ * Random buffers (2 to 8 MiB, some not multiples of 2 MiB), three streams,
+ * random fills, copies and checks; the program orders its streams with
+ * events as a correct CUDA program must. Under a small EBB_LIMIT, buffers
+ * move to the host and back all the time; every value must survive.
+ */
+static int
+offload_rounds(int rounds, unsigned seed)
+{
+	enum { NB = 12, NS = 3 };
+	CUstream st[NS];
+	CUevent ev[NB];
+	int last[NB];
+	CUdeviceptr buf[NB];
+	size_t n[NB];
+	uint32_t val[NB];
+	for (int s = 0; s < NS; s++)
+		CK(cu.StreamCreate(&st[s], s == 0 ? 0 : CU_STREAM_NON_BLOCKING));
+	for (int i = 0; i < NB; i++) {
+		n[i] = ((size_t)(2 + i % 3 * 3) << 20) + (i % 3 == 1 ? 12288 : 0);
+		if (i % 2)
+			CK(cu.MemAlloc(&buf[i], n[i]));
+		else
+			CK(cu.MemAllocAsync(&buf[i], n[i], st[i % NS]));
+		CK(cu.EventCreate(&ev[i], CU_EVENT_DISABLE_TIMING));
+		last[i] = i % 2 ? -1 : i % NS;
+		int s = i % NS;
+		val[i] = 1000u + (unsigned)i;
+		fill_bytes(buf[i], val[i], n[i], st[s]);
+		CK(cu.EventRecord(ev[i], st[s]));
+		last[i] = s;
+	}
+	for (int r = 0; r < rounds; r++) {
+		int i = rand_r(&seed) % NB, s = rand_r(&seed) % NS, op = rand_r(&seed) % 4;
+		if (last[i] != s)
+			CK(cu.StreamWaitEvent(st[s], ev[i], 0));
+		if (op == 0) {
+			val[i] = (unsigned)rand_r(&seed);
+			fill_bytes(buf[i], val[i], n[i], st[s]);
+		} else if (op == 1 || op == 2) {
+			/* copy from another buffer of the same size, by kernel or by copy */
+			int j = (i + 3 * (1 + rand_r(&seed) % (NB / 3 - 1))) % NB;
+			if (last[j] != s)
+				CK(cu.StreamWaitEvent(st[s], ev[j], 0));
+			if (op == 1)
+				launch_copy(buf[i], buf[j], n[i], st[s]);
+			else
+				CK(cu.MemcpyDtoDAsync(buf[i], buf[j], n[i], st[s]));
+			val[i] = val[j];
+			CK(cu.EventRecord(ev[j], st[s]));
+			last[j] = s;
+		} else {
+			check_bytes(buf[i], val[i], n[i], st[s], "round", i);
+		}
+		CK(cu.EventRecord(ev[i], st[s]));
+		last[i] = s;
+	}
+	for (int i = 0; i < NB; i++) {
+		int s = (i + 1) % NS;
+		if (last[i] != s)
+			CK(cu.StreamWaitEvent(st[s], ev[i], 0));
+		check_bytes(buf[i], val[i], n[i], st[s], "final", i);
+		if (i % 2)
+			CK(cu.MemFree(buf[i]));
+		else
+			CK(cu.MemFreeAsync(buf[i], st[s]));
+	}
+	for (int s = 0; s < NS; s++)
+		CK(cu.StreamSynchronize(st[s]));
+	return 0;
+}
+
+static unsigned
+seed_of(void)
+{
+	const char *env = getenv("WORKLOAD_SEED");
+	return env != NULL ? (unsigned)atoi(env) : 4242u;
+}
+
+static int
+scenario_offload(int rounds)
+{
+	offload_rounds(rounds, seed_of());
+	CK(cu.CtxSynchronize());
+	print_driver_stats();
+	return 0;
+}
+
+struct offload_arg {
+	int rounds;
+	unsigned seed;
+};
+
+static void *
+offload_thread(void *p)
+{
+	struct offload_arg *a = p;
+	CK(cu.CtxSetCurrent(ctx));
+	offload_rounds(a->rounds, a->seed);
+	return NULL;
+}
+
+/* Several threads, each with its own buffers and streams, at once. */
+static int
+scenario_offload_threads(int nthreads)
+{
+	pthread_t t[16];
+	struct offload_arg a[16];
+
+	if (nthreads > 16)
+		nthreads = 16;
+	for (int i = 0; i < nthreads; i++) {
+		a[i].rounds = 120;
+		a[i].seed = seed_of() + (unsigned)i * 7919u;
+		pthread_create(&t[i], NULL, offload_thread, &a[i]);
+	}
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(t[i], NULL);
+	CK(cu.CtxSynchronize());
+	print_driver_stats();
+	return 0;
+}
+
+/* One buffer larger than EBB_LIMIT: the driver's out-of-memory error, no crash. */
+static int
+scenario_toobig(void)
+{
+	CUdeviceptr p;
+	CUresult r = cu.MemAlloc(&p, (size_t)64 << 20);
+
+	if (r != CUDA_ERROR_OUT_OF_MEMORY)
+		FAIL("a 64 MiB allocation under the limit gave %d, not CUDA_ERROR_OUT_OF_MEMORY", (int)r);
+	printf("out of memory, as expected\n");
+	CK(cu.MemAlloc(&p, (size_t)1 << 20));	/* a small one still works */
+	CK(cu.MemFree(p));
+	return 0;
+}
+
 #ifndef WORKLOAD_LINKED
 /* Two ranks, threads of this process, through the fake libnccl.so.2. */
 #pragma GCC diagnostic push
@@ -490,6 +675,12 @@ main(int argc, char **argv)
 		r = scenario_capture();
 	else if (strcmp(what, "unresolved") == 0)
 		r = scenario_unresolved();
+	else if (strcmp(what, "offload") == 0)
+		r = scenario_offload(arg > 0 ? arg : 400);
+	else if (strcmp(what, "offload-threads") == 0)
+		r = scenario_offload_threads(arg > 0 ? arg : 4);
+	else if (strcmp(what, "toobig") == 0)
+		r = scenario_toobig();
 #ifndef WORKLOAD_LINKED
 	else if (strcmp(what, "nccl") == 0)
 		r = scenario_nccl();

@@ -1,0 +1,949 @@
+/*
+ * mover.c: serving allocations under EBB_LIMIT and moving buffers to pinned
+ * host memory and back at the same device address.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+#include "ebb.h"
+#include "hostpool.h"
+#include "interpose.h"
+#include "log.h"
+#include "mover.h"
+#include "trace.h"
+#include "vmm.h"
+
+/* Small allocations come from slabs of this size, in these classes. */
+#define SLAB_BYTES ((size_t)2 << 20)
+#define SMALL_MAX ((size_t)1 << 20)
+#define NCLASSES 32	/* 256 B to 1 MiB in steps of 1.5 and 2 need 25 */
+
+/* Victims looked at for one that no queued work uses, before taking the oldest. */
+#define IDLE_SCAN 32
+
+/* ---- state (engine mutex held unless said otherwise) ---- */
+
+static int on;			/* mover_init succeeded */
+static int init_failed;
+static pthread_mutex_t *lock;
+static void (*recycle)(struct ebb_buf *);
+static CUcontext ctx;
+static CUstream d2h, h2d;
+static uint64_t limit;
+static uint64_t min_offload;
+static uint64_t slab_held, other_held;
+static int capturing;
+static struct mover_stats st;
+
+/* resident movable buffers, least recently used first */
+static struct ebb_buf *lru_head, *lru_tail;
+
+/* ---- tags ---- */
+
+/* Whether memory freed under tag may be used again by any stream now. */
+/*
+ * A tag with `all` stands for every stream as far as it had got when the
+ * memory was freed (t->seq[0], the operation count then).
+ */
+struct tag_walk {
+	const struct ebb_tag *t;
+	CUstream waiter;
+	int how;	/* 0 query, 1 stream wait, 2 host wait */
+	CUresult r;
+};
+
+static void
+tag_walk_one(struct ebb_stream *s, void *p)
+{
+	struct tag_walk *w = p;
+	uint64_t upto = streams_last(s) < w->t->seq[0] ? streams_last(s) : w->t->seq[0];
+
+	if (w->r != CUDA_SUCCESS || upto == 0)
+		return;
+	if (w->how == 0)
+		w->r = streams_done(s, upto) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+	else if (w->how == 1)
+		w->r = streams_wait(s, upto, w->waiter);
+	else
+		w->r = streams_sync(s, upto);
+}
+
+/* Apply one of the three checks to every (stream, seq) of t. */
+static CUresult
+tag_apply(const struct ebb_tag *t, int how, CUstream waiter)
+{
+	if (t->all) {
+		struct tag_walk w = { t, waiter, how, CUDA_SUCCESS };
+		streams_each(tag_walk_one, &w);
+		return w.r;
+	}
+	for (uint8_t i = 0; i < t->n; i++) {
+		CUresult r = how == 0 ? (streams_done(t->s[i], t->seq[i]) ? CUDA_SUCCESS :
+		    CUDA_ERROR_NOT_READY) : how == 1 ? streams_wait(t->s[i], t->seq[i], waiter) :
+		    streams_sync(t->s[i], t->seq[i]);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* Whether memory freed under tag may be used again by any stream now. */
+static int
+tag_done(const struct ebb_tag *t)
+{
+	return tag_apply(t, 0, NULL) == CUDA_SUCCESS;
+}
+
+/* Make stream waiter wait for t. Returns 0 or a CUresult. */
+static CUresult
+tag_wait(const struct ebb_tag *t, CUstream waiter)
+{
+	return tag_apply(t, 1, waiter);
+}
+
+/* Block until t is done. Returns 0 or a CUresult. */
+static CUresult
+tag_sync(const struct ebb_tag *t)
+{
+	return tag_apply(t, 2, NULL);
+}
+
+/* ---- trace ---- */
+
+static void
+trace_move(char type, uint64_t seq, const struct ebb_buf *b, uint64_t bytes, const char *what)
+{
+	struct ebb_line l;
+
+	if (!ebb_trace_on())
+		return;
+	ebb_line_begin(&l, type);
+	ebb_line_u64(&l, ebb_now_ns());
+	ebb_line_u64(&l, seq);
+	ebb_line_u64(&l, b ? b->id : 0);
+	ebb_line_u64(&l, bytes);
+	ebb_line_str(&l, what);
+	ebb_line_end(&l);
+}
+
+static uint64_t
+held_total(void)
+{
+	return vmm_held() + slab_held + other_held;
+}
+
+static void
+note_held(void)
+{
+	uint64_t h = held_total();
+	if (h > st.held_peak)
+		st.held_peak = h;
+}
+
+/* ---- the least-recently-used list ---- */
+
+static void
+lru_remove(struct ebb_buf *b)
+{
+	if (b->lru_prev)
+		b->lru_prev->lru_next = b->lru_next;
+	else if (lru_head == b)
+		lru_head = b->lru_next;
+	else
+		return;	/* not on the list */
+	if (b->lru_next)
+		b->lru_next->lru_prev = b->lru_prev;
+	else
+		lru_tail = b->lru_prev;
+	b->lru_prev = b->lru_next = NULL;
+}
+
+static void
+lru_append(struct ebb_buf *b)
+{
+	b->lru_prev = lru_tail;
+	b->lru_next = NULL;
+	if (lru_tail)
+		lru_tail->lru_next = b;
+	else
+		lru_head = b;
+	lru_tail = b;
+}
+
+void
+mover_touch(struct ebb_buf *b)
+{
+	if (b->managed != EBB_MANAGED_BIG || b->state != EBB_RESIDENT || b->pinned)
+		return;
+	if (lru_tail == b)
+		return;
+	lru_remove(b);
+	lru_append(b);
+}
+
+void
+mover_pin(struct ebb_buf *b)
+{
+	lru_remove(b);
+}
+
+/* ---- the worker ---- */
+
+enum work_kind { W_OFFLOADED, W_RESTORED };
+
+struct work {
+	enum work_kind kind;
+	CUevent ev;		/* the copy */
+	CUevent pre;		/* W_RESTORED: the consumer reached the wait (timing) */
+	struct ebb_buf *b;
+	void *host;
+	size_t size;
+	uint64_t seq;
+	struct work *next;
+};
+
+static struct work *work_head, *work_tail;
+static pthread_cond_t work_cond = PTHREAD_COND_INITIALIZER;	/* work queued, capture ended */
+static pthread_cond_t room_cond = PTHREAD_COND_INITIALIZER;	/* memory was released */
+static pthread_t worker;
+static int worker_started, stopping;
+static uint64_t inflight;	/* offload copies not yet retired */
+
+static void
+enqueue(struct work *w)
+{
+	w->next = NULL;
+	if (work_tail)
+		work_tail->next = w;
+	else
+		work_head = w;
+	work_tail = w;
+	pthread_cond_signal(&work_cond);
+}
+
+/* What a finished copy allows: free the device memory or the host copy. */
+static void
+retire(struct work *w)
+{
+	struct ebb_buf *b = w->b;
+	struct ebb_line l;
+
+	if (w->kind == W_OFFLOADED) {
+		inflight--;
+		if (b->state == EBB_OFFLOADING) {
+			vmm_unmap(b->addr, b->rsize);
+			vmm_pool_put(b->handle);
+			b->handle = NULL;
+			b->state = EBB_ON_HOST;
+			trace_move('U', 0, b, b->rsize, "released");
+			if (b->freed) {
+				hostpool_free(b->host, b->size);
+				b->host = NULL;
+				vmm_unreserve(b->addr, b->rsize);
+			}
+		} else if (b->cancelled) {
+			hostpool_free(b->host, b->size);
+			b->host = NULL;
+			b->cancelled = 0;
+		}
+		streams_event_put(w->ev, 0);
+		if (--b->pending == 0 && b->freed)
+			recycle(b);
+	} else {
+		hostpool_free(w->host, w->size);
+		if (w->pre != NULL) {
+			float ms = 0;
+			if (ebb_real.cuEventElapsedTime(&ms, w->pre, w->ev) == CUDA_SUCCESS && ms > 0) {
+				uint64_t ns = (uint64_t)((double)ms * 1e6);
+				st.stall_ns += ns;
+				st.stalls_measured++;
+				if (ebb_trace_on()) {
+					ebb_line_begin(&l, 'W');
+					ebb_line_u64(&l, ebb_now_ns());
+					ebb_line_u64(&l, w->seq);
+					ebb_line_u64(&l, w->size);
+					ebb_line_u64(&l, ns);
+					ebb_line_end(&l);
+				}
+			}
+			streams_event_put(w->pre, 1);
+		}
+		streams_event_put(w->ev, 1);
+	}
+	free(w);
+	pthread_cond_broadcast(&room_cond);
+}
+
+/* The worker: waits for copies to finish (never holding the engine mutex
+ * while it waits) and retires them. */
+static void *
+worker_main(void *arg)
+{
+	(void)arg;
+	ebb_inside = 1;
+	ebb_real.cuCtxSetCurrent(ctx);
+	pthread_mutex_lock(lock);
+	for (;;) {
+		while (!stopping && (work_head == NULL || capturing))
+			pthread_cond_wait(&work_cond, lock);
+		if (stopping && (work_head == NULL || capturing))
+			break;
+		struct work *w = work_head;
+		work_head = w->next;
+		if (work_head == NULL)
+			work_tail = NULL;
+		pthread_mutex_unlock(lock);
+		ebb_real.cuEventSynchronize(w->ev);
+		if (w->pre != NULL)
+			ebb_real.cuEventSynchronize(w->pre);
+		pthread_mutex_lock(lock);
+		retire(w);
+	}
+	pthread_mutex_unlock(lock);
+	return NULL;
+}
+
+/* ---- slabs for small allocations ---- */
+
+struct slot {
+	CUdeviceptr p;
+	struct ebb_tag tag;
+	struct slot *next;
+};
+
+static struct slabclass {
+	size_t size;
+	struct slot *ready;			/* free and done */
+	struct slot *pending, *pending_tail;	/* free, reusable once their tag is done */
+	CUdeviceptr bump;			/* next uncarved byte of the current slab */
+	size_t left;				/* bytes left in it */
+} classes[NCLASSES];
+static int nclasses;
+
+static void
+slab_setup(void)
+{
+	/* 256 B to 1 MiB: powers of two and one and a half times them */
+	nclasses = 0;
+	for (size_t s = 256; s <= SMALL_MAX && nclasses < NCLASSES; s *= 2) {
+		classes[nclasses++].size = s;
+		if (s + s / 2 <= SMALL_MAX && nclasses < NCLASSES)
+			classes[nclasses++].size = s + s / 2;
+	}
+}
+
+static struct slabclass *
+class_of(size_t size)
+{
+	for (int i = 0; i < nclasses; i++)
+		if (classes[i].size >= size)
+			return &classes[i];
+	return NULL;
+}
+
+/* ---- making room under the limit ---- */
+
+static int offload(struct ebb_buf *b, uint64_t seq);
+
+/* Big freed blocks: still mapped, waiting for their tag or for reuse. */
+struct block {
+	CUdeviceptr va;
+	struct vmm_handle *h;
+	struct ebb_tag tag;
+	struct block *next;
+};
+static struct block *blocks;
+
+/* Unmap a freed block (its tag done, or after waiting for it when wait) and
+ * pool its handle. Returns 1 when one was reclaimed. */
+static int
+reclaim_block(int wait)
+{
+	for (struct block **p = &blocks; *p != NULL; p = &(*p)->next) {
+		struct block *k = *p;
+		if (!tag_done(&k->tag)) {
+			/* waits holding the engine mutex: the work it waits for needs no lock */
+			if (!wait || capturing || tag_sync(&k->tag) != CUDA_SUCCESS)
+				continue;
+		}
+		*p = k->next;
+		vmm_unmap(k->va, k->h->size);
+		vmm_unreserve(k->va, k->h->size);
+		vmm_pool_put(k->h);
+		free(k);
+		return 1;
+	}
+	return 0;
+}
+
+/* Whether an operation using b is on its way to the driver (its use noted,
+ * not yet submitted): then nothing may move b. */
+static int
+in_flight(const struct ebb_buf *b)
+{
+	for (uint8_t i = 0; i < b->nstreams; i++)
+		if (b->last[i].seq > streams_last((struct ebb_stream *)b->last[i].stream))
+			return 1;
+	return 0;
+}
+
+/* Whether every queued use of b has completed. */
+static int
+idle(const struct ebb_buf *b)
+{
+	for (uint8_t i = 0; i < b->nstreams; i++)
+		if (!streams_done((struct ebb_stream *)b->last[i].stream, b->last[i].seq))
+			return 0;
+	return 1;
+}
+
+/* Offload the least recently used movable buffer not used by operation seq.
+ * Returns 1 when an offload was issued. */
+static int
+evict_one(uint64_t seq)
+{
+	static int said_host;
+	struct ebb_buf *first = NULL, *pick = NULL;
+	int looked = 0;
+
+	for (struct ebb_buf *b = lru_head; b != NULL && looked < IDLE_SCAN; b = b->lru_next) {
+		/* not pinned, not in an operation being issued, no copy of it in flight */
+		if (b->pinned || b->pending || (seq != 0 && b->last_seq == seq) || in_flight(b))
+			continue;
+		if (first == NULL)
+			first = b;
+		looked++;
+		if (idle(b)) {
+			pick = b;
+			break;
+		}
+	}
+	if (pick == NULL)
+		pick = first;
+	if (pick == NULL)
+		return 0;
+	if (offload(pick, seq))
+		return 1;
+	if (!said_host) {
+		ebb_log(EBB_LOG_WARN, "no pinned host memory for a %llu-byte buffer (EBB_HOST_LIMIT, or "
+		    "the system refuses to pin more): buffers stay on the device",
+		    (unsigned long long)pick->size);
+		said_host = 1;
+	}
+	st.refusals++;
+	trace_move('J', seq, pick, pick->size, "host-memory");
+	return 0;
+}
+
+/*
+ * Make a physical handle of rsize bytes available within the limit, for
+ * operation seq (whose buffers are not evicted; 0 for an allocation).
+ * Returns it, or NULL with *err set (CUDA_ERROR_OUT_OF_MEMORY when nothing
+ * more can be moved).
+ */
+static struct vmm_handle *
+get_handle(size_t rsize, uint64_t seq, CUresult *err)
+{
+	int device_full = 0;
+
+	for (;;) {
+		struct vmm_handle *h = vmm_pool_take(rsize);
+		if (h != NULL)
+			return h;
+		if (!device_full && held_total() + rsize <= limit) {
+			CUresult r = vmm_create(rsize, &h);
+			if (r == CUDA_SUCCESS) {
+				st.handles_created++;
+				note_held();
+				return h;
+			}
+			if (r != CUDA_ERROR_OUT_OF_MEMORY) {
+				*err = r;
+				return NULL;
+			}
+			device_full = 1;	/* the device itself is full: make room, then try again */
+		}
+		if ((h = vmm_pool_any()) != NULL) {
+			vmm_release(h);
+			device_full = 0;
+			continue;
+		}
+		if (reclaim_block(0))
+			continue;
+		if (inflight > 0) {
+			pthread_cond_wait(&room_cond, lock);
+			device_full = 0;
+			continue;
+		}
+		if (!capturing && evict_one(seq))
+			continue;
+		if (reclaim_block(1))
+			continue;
+		*err = CUDA_ERROR_OUT_OF_MEMORY;
+		return NULL;
+	}
+}
+
+/* Explain an allocation ebb must refuse (EBB_VERBOSE>=1). */
+static void
+refuse(size_t size, const char *why)
+{
+	uint64_t movable = 0;
+
+	for (struct ebb_buf *b = lru_head; b != NULL; b = b->lru_next)
+		movable += b->size;
+	st.refusals++;
+	ebb_log(EBB_LOG_NOTE, "out of memory for %zu bytes under EBB_LIMIT=%llu: %llu bytes held, "
+	    "%llu of them in movable resident buffers, %llu offloads in flight (%s)", size,
+	    (unsigned long long)limit, (unsigned long long)held_total(),
+	    (unsigned long long)movable, (unsigned long long)inflight, why);
+	trace_move('J', 0, NULL, size, why);
+}
+
+/* ---- initialisation ---- */
+
+int
+mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(struct ebb_buf *))
+{
+	CUdevice dev;
+	size_t total = 0;
+
+	if (on)
+		return 0;
+	if (init_failed)
+		return -1;
+	if (ebb_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL)
+		return -1;	/* not yet: try again at the next allocation */
+	lock = mutex;
+	recycle = put;
+	if (ebb_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS || vmm_init(dev) < 0) {
+		init_failed = 1;
+		return -1;
+	}
+	ebb_real.cuDeviceTotalMem_v2(&total, dev);
+	limit = conf->limit ? conf->limit : total;
+	min_offload = conf->min_offload_bytes;
+	if (min_offload < vmm_granularity())
+		min_offload = vmm_granularity();
+	hostpool_init(conf->host_limit, (uint64_t)1 << 30);
+	slab_setup();
+	if (ebb_real.cuStreamCreate(&d2h, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+	    ebb_real.cuStreamCreate(&h2d, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+		ebb_log(EBB_LOG_WARN, "cannot create ebb's copy streams; ebb moves nothing");
+		init_failed = 1;
+		return -1;
+	}
+	int e = pthread_create(&worker, NULL, worker_main, NULL);
+	if (e != 0) {
+		ebb_log(EBB_LOG_WARN, "cannot start ebb's worker thread (%s); ebb moves nothing",
+		    strerror(e));
+		init_failed = 1;
+		return -1;
+	}
+	worker_started = 1;
+	on = 1;
+	ebb_log(EBB_LOG_NOTE, "offloading: EBB_LIMIT=%llu bytes of %zu on device %d, buffers of "
+	    "%llu bytes or more move", (unsigned long long)limit, total, (int)dev,
+	    (unsigned long long)min_offload);
+	return 0;
+}
+
+int
+mover_on(void)
+{
+	return on && !capturing;
+}
+
+void
+mover_capture(int active)
+{
+	capturing = active;
+	streams_set_capturing(active);
+	if (!active && lock != NULL)
+		pthread_cond_signal(&work_cond);
+}
+
+void
+mover_note_unmanaged(int64_t bytes)
+{
+	other_held += (uint64_t)bytes;
+	note_held();
+}
+
+/* ---- allocation ---- */
+
+/* A new slab within the limit (making room as for a handle of its size). */
+static CUresult
+new_slab(CUdeviceptr *out)
+{
+	for (int tries = 0;; tries++) {
+		if (held_total() + SLAB_BYTES <= limit) {
+			CUresult r = ebb_real.cuMemAlloc_v2(out, SLAB_BYTES);
+			if (r == CUDA_SUCCESS) {
+				slab_held += SLAB_BYTES;
+				note_held();
+				return r;
+			}
+			if (r != CUDA_ERROR_OUT_OF_MEMORY || tries > 64)
+				return r;
+		}
+		CUresult err;
+		struct vmm_handle *h = get_handle(vmm_round(SLAB_BYTES), 0, &err);
+		if (h == NULL)
+			return err;
+		vmm_release(h);	/* its room is the slab's */
+	}
+}
+
+static CUresult
+alloc_small(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dptr)
+{
+	struct slabclass *c = class_of(size);
+	struct slot *x = c->ready;
+
+	if (x != NULL) {
+		c->ready = x->next;
+	} else {
+		/* the oldest pending slots whose tag is done, or on this stream */
+		struct slot **p = &c->pending, *prev = NULL;
+		int looked = 0;
+		for (; *p != NULL && looked < 64; prev = *p, p = &(*p)->next, looked++) {
+			struct slot *y = *p;
+			int same = s != NULL && y->tag.n == 1 && !y->tag.all && y->tag.s[0] == s;
+			if (same || tag_done(&y->tag)) {
+				*p = y->next;
+				if (c->pending_tail == y)
+					c->pending_tail = prev;
+				x = y;
+				break;
+			}
+		}
+	}
+	CUdeviceptr p;
+	if (x != NULL) {
+		p = x->p;
+		free(x);
+	} else {
+		if (c->left < c->size) {
+			CUresult r = new_slab(&c->bump);
+			if (r != CUDA_SUCCESS)
+				return r;
+			c->left = SLAB_BYTES;
+		}
+		p = c->bump;
+		c->bump += c->size;
+		c->left -= c->size;
+	}
+	b->managed = EBB_MANAGED_SMALL;
+	b->rsize = c->size;
+	*dptr = p;
+	return CUDA_SUCCESS;
+}
+
+CUresult
+mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dptr)
+{
+	static int said_create;
+
+	if (!mover_on())
+		return MOVER_DECLINE;
+	if (size == 0)
+		return MOVER_DECLINE;	/* the driver's own answer */
+	if (size <= SMALL_MAX && class_of(size) != NULL)
+		return alloc_small(b, size, s, dptr);
+	size_t rsize = vmm_round(size);
+	if (rsize > limit) {
+		refuse(size, "larger than EBB_LIMIT");
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	/* a freed block of this size: done, or ordered on this stream */
+	struct block **pick = NULL;
+	for (struct block **p = &blocks; *p != NULL; p = &(*p)->next) {
+		if ((*p)->h->size != rsize)
+			continue;
+		const struct ebb_tag *t = &(*p)->tag;
+		if (tag_done(t) || (s != NULL && t->n == 1 && !t->all && t->s[0] == s)) {
+			pick = p;
+			break;
+		}
+		if (pick == NULL && s != NULL)
+			pick = p;	/* usable after a stream wait */
+	}
+	CUdeviceptr va;
+	struct vmm_handle *h;
+	if (pick != NULL && (tag_done(&(*pick)->tag) ||
+	    tag_wait(&(*pick)->tag, streams_handle(s)) == CUDA_SUCCESS)) {
+		struct block *k = *pick;
+		*pick = k->next;
+		va = k->va;
+		h = k->h;
+		free(k);
+	} else {
+		CUresult err;
+		h = get_handle(rsize, 0, &err);
+		if (h == NULL) {
+			if (err != CUDA_ERROR_OUT_OF_MEMORY) {
+				if (!said_create)
+					ebb_log(EBB_LOG_WARN, "cuMemCreate failed (error %d): new buffers stay "
+					    "where the driver puts them and do not move", (int)err);
+				said_create = 1;
+				trace_move('J', 0, NULL, size, "create");
+				return MOVER_DECLINE;
+			}
+			refuse(size, "nothing more can be moved");
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		CUresult r = vmm_reserve(rsize, &va);
+		if (r == CUDA_SUCCESS && (r = vmm_map(va, h)) != CUDA_SUCCESS)
+			vmm_unreserve(va, rsize);
+		if (r != CUDA_SUCCESS) {
+			vmm_pool_put(h);
+			ebb_log(EBB_LOG_WARN, "mapping a %zu-byte buffer failed (error %d); it is left to "
+			    "the driver", size, (int)r);
+			return MOVER_DECLINE;
+		}
+	}
+	b->managed = EBB_MANAGED_BIG;
+	b->state = EBB_RESIDENT;
+	b->rsize = rsize;
+	b->handle = h;
+	if (size < min_offload)
+		b->pinned |= EBB_PIN_SMALL;
+	else
+		lru_append(b);
+	*dptr = va;
+	return CUDA_SUCCESS;
+}
+
+int
+mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
+{
+	if (b->managed == EBB_MANAGED_SMALL) {
+		struct slabclass *c = class_of(b->rsize);
+		struct slot *x = malloc(sizeof *x);
+		if (x == NULL)
+			return 0;	/* the slot is lost; nothing else breaks */
+		x->p = b->addr;
+		x->tag = *tag;
+		x->next = NULL;
+		if (c->pending_tail)
+			c->pending_tail->next = x;
+		else
+			c->pending = x;
+		c->pending_tail = x;
+		return 0;
+	}
+	if (b->managed != EBB_MANAGED_BIG)
+		return 0;
+	lru_remove(b);
+	switch (b->state) {
+	case EBB_RESIDENT: {
+		struct block *k = malloc(sizeof *k);
+		if (k == NULL) {
+			/* keep it simple: wait, then pool the handle */
+			tag_sync(tag);
+			vmm_unmap(b->addr, b->rsize);
+			vmm_unreserve(b->addr, b->rsize);
+			vmm_pool_put(b->handle);
+		} else {
+			k->va = b->addr;
+			k->h = b->handle;
+			k->tag = *tag;
+			k->next = blocks;
+			blocks = k;
+		}
+		b->handle = NULL;
+		if (b->pending) {	/* a cancelled offload still holds its host copy */
+			b->freed = 1;
+			return 1;
+		}
+		return 0;
+	}
+	case EBB_OFFLOADING:
+		b->freed = 1;
+		return 1;
+	default:	/* on the host: its copy and its range go back */
+		hostpool_free(b->host, b->size);
+		b->host = NULL;
+		vmm_unreserve(b->addr, b->rsize);
+		if (b->pending) {
+			b->freed = 1;
+			return 1;
+		}
+		return 0;
+	}
+}
+
+/* ---- offload and restore ---- */
+
+/* Make stream d2h wait for every queued use of b. Returns 0 or a CUresult. */
+static CUresult
+after_uses(struct ebb_buf *b)
+{
+	for (uint8_t i = 0; i < b->nstreams; i++) {
+		CUresult r = streams_wait((struct ebb_stream *)b->last[i].stream, b->last[i].seq, d2h);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
+	return CUDA_SUCCESS;
+}
+
+struct wait_all {
+	CUresult r;
+};
+
+static void
+wait_stream(struct ebb_stream *s, void *p)
+{
+	struct wait_all *w = p;
+	if (w->r == CUDA_SUCCESS)
+		w->r = streams_wait(s, streams_last(s), d2h);
+}
+
+/* Copy b to the host behind its uses; the worker releases its memory once
+ * the copy is done. Returns 1 when issued. */
+static int
+offload(struct ebb_buf *b, uint64_t seq)
+{
+	void *host = hostpool_alloc(b->size);
+	if (host == NULL)
+		return 0;
+	st.host_pinned = hostpool_pinned();
+	CUresult r = after_uses(b);
+	if (r == CUDA_SUCCESS && b->streams_overflow) {
+		struct wait_all w = { CUDA_SUCCESS };
+		streams_each(wait_stream, &w);
+		r = w.r;
+	}
+	CUevent ev = NULL;
+	if (r == CUDA_SUCCESS)
+		r = ebb_real.cuMemcpyDtoHAsync_v2(host, b->addr, b->size, d2h);
+	if (r == CUDA_SUCCESS && (ev = streams_event_get(0)) == NULL)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (r == CUDA_SUCCESS)
+		r = ebb_real.cuEventRecord(ev, d2h);
+	struct work *w = r == CUDA_SUCCESS ? malloc(sizeof *w) : NULL;
+	if (w == NULL) {
+		/* The copy may be queued: leave the buffer resident, and the host
+		 * memory to a later copy (never reused while this one may run). */
+		ebb_log(EBB_LOG_WARN, "offloading buffer %llu failed (error %d); it stays on the device",
+		    (unsigned long long)b->id, (int)r);
+		b->pinned |= EBB_PIN_FAILED;
+		lru_remove(b);
+		if (ev)
+			streams_event_put(ev, 0);
+		return 0;
+	}
+	lru_remove(b);
+	b->state = EBB_OFFLOADING;
+	b->host = host;
+	b->ev = ev;
+	b->pending++;
+	inflight++;
+	st.offloads++;
+	st.bytes_d2h += b->size;
+	*w = (struct work){ .kind = W_OFFLOADED, .ev = ev, .b = b };
+	enqueue(w);
+	trace_move('O', seq, b, b->size, "limit");
+	return 1;
+}
+
+/* Bring b back to the device for operation seq on consumer. */
+static CUresult
+restore(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq)
+{
+	CUresult err;
+	struct vmm_handle *h = get_handle(b->rsize, seq, &err);
+
+	if (h == NULL) {
+		refuse(b->size, "no room to restore a buffer an operation needs");
+		return err;
+	}
+	CUresult r = vmm_map(b->addr, h);
+	if (r != CUDA_SUCCESS) {
+		vmm_pool_put(h);
+		return r;
+	}
+	CUstream c = streams_handle(consumer);
+	CUevent pre = capturing ? NULL : streams_event_get(1);
+	CUevent ev = streams_event_get(1);
+	if (ev == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (pre != NULL && ebb_real.cuEventRecord(pre, c) != CUDA_SUCCESS) {
+		streams_event_put(pre, 1);
+		pre = NULL;
+	}
+	r = ebb_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, h2d);
+	if (r == CUDA_SUCCESS)
+		r = ebb_real.cuEventRecord(ev, h2d);
+	if (r == CUDA_SUCCESS)
+		r = ebb_real.cuStreamWaitEvent(c, ev, 0);
+	if (r != CUDA_SUCCESS) {
+		ebb_log(EBB_LOG_ERROR, "restoring buffer %llu failed (error %d)",
+		    (unsigned long long)b->id, (int)r);
+		return r;
+	}
+	struct work *w = malloc(sizeof *w);
+	if (w != NULL) {
+		*w = (struct work){ .kind = W_RESTORED, .ev = ev, .pre = pre, .host = b->host,
+			.size = b->size, .seq = seq };
+		enqueue(w);
+	}
+	/* without a work item the host copy is simply not reused */
+	b->host = NULL;
+	b->handle = h;
+	b->state = EBB_RESIDENT;
+	lru_append(b);
+	st.restores++;
+	st.bytes_h2d += b->size;
+	trace_move('B', seq, b, b->size, "fault");
+	return CUDA_SUCCESS;
+}
+
+CUresult
+mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint64_t seq)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct ebb_buf *b = bufs[i];
+		if (b->managed != EBB_MANAGED_BIG || b->state == EBB_RESIDENT)
+			continue;
+		if (b->state == EBB_OFFLOADING) {
+			/* still mapped and intact: keep it, drop the copy when it lands */
+			b->state = EBB_RESIDENT;
+			b->cancelled = 1;
+			lru_append(b);
+			st.cancels++;
+			trace_move('B', seq, b, 0, "cancel");
+			continue;
+		}
+		CUresult r = restore(b, consumer, seq);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
+	return CUDA_SUCCESS;
+}
+
+void
+mover_stats(struct mover_stats *out)
+{
+	*out = st;
+	out->held = held_total();
+	out->host_pinned = hostpool_pinned();
+}
+
+void
+mover_shutdown(void)
+{
+	if (!worker_started)
+		return;
+	stopping = 1;
+	pthread_cond_signal(&work_cond);
+	pthread_mutex_unlock(lock);
+	pthread_join(worker, NULL);
+	pthread_mutex_lock(lock);
+	worker_started = 0;
+}

@@ -1,0 +1,117 @@
+/*
+ * mover.h: serving allocations, and moving buffers to the host and back.
+ *
+ * In EBB_MODE=offload the engine hands allocations and frees to the mover:
+ *
+ * - A buffer of at least EBB_MIN_OFFLOAD_BYTES gets its own reserved range
+ *   and one physical handle (vmm.h); smaller ones come from 2 MiB slabs and
+ *   never move. Memory the job frees is handed out again only after the work
+ *   that used it is done (an event, or stream order on the same stream),
+ *   and the driver's cuMemFree is never called.
+ * - Offload: a D2H copy on ebb's own stream, ordered after every use of the
+ *   buffer, then, once the copy is done, the worker thread unmaps the handle
+ *   and pools it (invariant 2 of design.md). The range stays reserved, so
+ *   the job's pointer stays valid.
+ * - Restore: a pooled (or new) handle mapped at the same address, an H2D
+ *   copy on ebb's other stream, and the consumer stream made to wait on it;
+ *   the host waits for nothing (invariant 1).
+ * - EBB_LIMIT: when an allocation or a restore would take the memory ebb
+ *   holds above the limit, resident buffers are offloaded, least recently
+ *   used first, preferring those no queued work uses. When nothing can be,
+ *   the allocation fails with CUDA_ERROR_OUT_OF_MEMORY, as the driver's
+ *   would.
+ *
+ * Every function runs with the engine mutex held; the mover releases it
+ * only while it waits for the worker to free memory.
+ */
+#ifndef EBB_MOVER_H
+#define EBB_MOVER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buftab.h"
+#include "cuda_compat.h"
+#include "streams.h"
+
+struct ebb_conf;
+
+/*
+ * When memory the job freed may be used again: once every (stream, seq) is
+ * done, or, with `all`, once every stream has got as far as it had when the
+ * memory was freed (seq[0] is then the operation count at the free).
+ */
+struct ebb_tag {
+	struct ebb_stream *s[EBB_BUF_STREAMS];
+	uint64_t seq[EBB_BUF_STREAMS];
+	uint8_t n;
+	uint8_t all;
+};
+
+struct mover_stats {
+	uint64_t offloads, restores, cancels, refusals;
+	uint64_t bytes_d2h, bytes_h2d;
+	uint64_t stall_ns, stalls_measured;
+	uint64_t held, held_peak;	/* device bytes ebb holds: handles, slabs, others */
+	uint64_t host_pinned;
+	uint64_t handles_created;
+};
+
+/*
+ * Set up on the first allocation, in the job's current context. lock is the
+ * engine mutex, recycle gives a buffer struct back to the engine. Returns 0,
+ * or -1 (said once: ebb then passes allocations to the driver and moves
+ * nothing).
+ */
+int mover_init(const struct ebb_conf *conf, pthread_mutex_t *lock,
+    void (*recycle)(struct ebb_buf *));
+
+/* Whether the mover serves allocations now. */
+int mover_on(void);
+
+/* The mover cannot serve this call: the driver must. */
+#define MOVER_DECLINE ((CUresult)-1)
+
+/*
+ * Allocate size bytes for b (stream: NULL for cuMemAlloc, else the stream
+ * of cuMemAllocAsync). Fills *dptr and b's address, size and mover fields.
+ * Returns CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY, or MOVER_DECLINE.
+ */
+CUresult mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *stream,
+    CUdeviceptr *dptr);
+
+/*
+ * The job freed b (already out of the buffer table), reusable once tag is
+ * done. Returns 1 when the mover keeps the struct (and recycles it later),
+ * 0 when the engine may recycle it now.
+ */
+int mover_free(struct ebb_buf *b, const struct ebb_tag *tag);
+
+/*
+ * Make bufs resident before operation seq runs on consumer (restoring from
+ * the host where needed, ordered on consumer; buffers of the operation are
+ * never evicted for each other). Returns CUDA_SUCCESS or the error the
+ * operation should fail with.
+ */
+CUresult mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer,
+    uint64_t seq);
+
+/* b was used by an operation: it becomes the most recently used. */
+void mover_touch(struct ebb_buf *b);
+
+/* b may never move again (a captured graph, NCCL registration). */
+void mover_pin(struct ebb_buf *b);
+
+/* Device bytes of allocations the driver served while ebb was offloading. */
+void mover_note_unmanaged(int64_t bytes);
+
+/* While a stream capture runs nothing moves (1 begin, 0 end). */
+void mover_capture(int active);
+
+void mover_stats(struct mover_stats *out);
+
+/* Stop the worker (at exit). */
+void mover_shutdown(void);
+
+#endif

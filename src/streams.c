@@ -1,0 +1,256 @@
+/*
+ * streams.c: per-stream progress through marker events.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "interpose.h"
+#include "log.h"
+#include "streams.h"
+
+/* A marker is recorded after this many operations of a stream at most. */
+#define MARK_EVERY 32
+
+struct marker {
+	uint64_t seq;
+	CUevent ev;
+};
+
+struct ebb_stream {
+	CUstream handle;	/* as given to the driver; EBB_STREAM_* for defaults */
+	int per_thread;		/* the calling thread's per-thread default stream */
+	uint64_t last;		/* last operation that reached the driver */
+	uint64_t done;		/* every operation up to this one has completed */
+	uint64_t marked;	/* seq covered by the newest marker */
+	unsigned since;		/* operations since the newest marker */
+	int capturing;		/* in stream capture */
+	struct marker *ring;	/* pending markers, oldest first, circular */
+	size_t head, count, cap;
+	struct ebb_stream *next;
+};
+
+static struct ebb_stream *all;
+static _Thread_local struct ebb_stream *mine;	/* this thread's per-thread stream */
+static CUevent *pool[2];
+static size_t npool[2], cappool[2];
+static int capture_active;
+
+int
+streams_init(void)
+{
+	return 0;
+}
+
+void
+streams_set_capturing(int active)
+{
+	capture_active = active;
+}
+
+CUevent
+streams_event_get(int timing)
+{
+	CUevent ev = NULL;
+
+	timing = timing != 0;
+	if (npool[timing] > 0)
+		return pool[timing][--npool[timing]];
+	if (ebb_real.cuEventCreate == NULL ||
+	    ebb_real.cuEventCreate(&ev, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING) !=
+	    CUDA_SUCCESS)
+		return NULL;
+	return ev;
+}
+
+void
+streams_event_put(CUevent ev, int timing)
+{
+	timing = timing != 0;
+	if (ev == NULL)
+		return;
+	if (npool[timing] == cappool[timing]) {
+		size_t cap = cappool[timing] ? cappool[timing] * 2 : 64;
+		CUevent *p = realloc(pool[timing], cap * sizeof *p);
+		if (p == NULL) {
+			ebb_real.cuEventDestroy_v2(ev);
+			return;
+		}
+		pool[timing] = p;
+		cappool[timing] = cap;
+	}
+	pool[timing][npool[timing]++] = ev;
+}
+
+struct ebb_stream *
+streams_get(CUstream handle, int per_thread)
+{
+	if (handle == NULL || handle == EBB_STREAM_PER_THREAD) {
+		if (per_thread || handle == EBB_STREAM_PER_THREAD) {
+			if (mine != NULL)
+				return mine;
+		} else {
+			handle = EBB_STREAM_LEGACY;
+		}
+	}
+	int pt = handle == NULL || handle == EBB_STREAM_PER_THREAD;
+	if (!pt)
+		for (struct ebb_stream *s = all; s != NULL; s = s->next)
+			if (s->handle == handle && !s->per_thread)
+				return s;
+	struct ebb_stream *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return NULL;
+	s->handle = pt ? EBB_STREAM_PER_THREAD : handle;
+	s->per_thread = pt;
+	s->next = all;
+	all = s;
+	if (pt)
+		mine = s;
+	return s;
+}
+
+CUstream
+streams_handle(const struct ebb_stream *s)
+{
+	return s->handle;
+}
+
+uint64_t
+streams_last(const struct ebb_stream *s)
+{
+	return s->last;
+}
+
+
+/* Record a marker covering s->last. Returns 0 or a CUresult. */
+static CUresult
+mark(struct ebb_stream *s)
+{
+	if (capture_active)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (s->per_thread && s != mine)
+		return CUDA_ERROR_INVALID_HANDLE;	/* only its thread can name it */
+	if (s->count == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 16;
+		struct marker *r = malloc(cap * sizeof *r);
+		if (r == NULL)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		for (size_t i = 0; i < s->count; i++)
+			r[i] = s->ring[(s->head + i) % s->cap];
+		free(s->ring);
+		s->ring = r;
+		s->head = 0;
+		s->cap = cap;
+	}
+	CUevent ev = streams_event_get(0);
+	if (ev == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult r = ebb_real.cuEventRecord(ev, s->handle);
+	if (r != CUDA_SUCCESS) {
+		streams_event_put(ev, 0);
+		return r;
+	}
+	s->ring[(s->head + s->count) % s->cap] = (struct marker){ s->last, ev };
+	s->count++;
+	s->marked = s->last;
+	s->since = 0;
+	return CUDA_SUCCESS;
+}
+
+void
+streams_after(struct ebb_stream *s, uint64_t seq, int markers)
+{
+	if (seq > s->last)
+		s->last = seq;
+	if (markers && (s->per_thread || ++s->since >= MARK_EVERY))
+		mark(s);
+}
+
+/* Retire the completed markers at the head of the ring. */
+static void
+poll(struct ebb_stream *s)
+{
+	while (s->count > 0) {
+		struct marker *m = &s->ring[s->head];
+		if (ebb_real.cuEventQuery(m->ev) != CUDA_SUCCESS)
+			break;
+		s->done = m->seq;
+		streams_event_put(m->ev, 0);
+		s->head = (s->head + 1) % s->cap;
+		s->count--;
+	}
+}
+
+int
+streams_done(struct ebb_stream *s, uint64_t seq)
+{
+	if (s->done >= seq)
+		return 1;
+	if (capture_active)
+		return 0;	/* event queries would break a global capture */
+	poll(s);
+	return s->done >= seq;
+}
+
+/* The pending marker covering seq, recording one if none does yet; NULL if none can be. */
+static struct marker *
+covering(struct ebb_stream *s, uint64_t seq)
+{
+	if (s->marked < seq && mark(s) != CUDA_SUCCESS)
+		return NULL;
+	for (size_t i = 0; i < s->count; i++) {
+		struct marker *m = &s->ring[(s->head + i) % s->cap];
+		if (m->seq >= seq)
+			return m;
+	}
+	return NULL;
+}
+
+CUresult
+streams_wait(struct ebb_stream *s, uint64_t seq, CUstream waiter)
+{
+	if (streams_done(s, seq))
+		return CUDA_SUCCESS;
+	if (s->handle == waiter && !s->per_thread)
+		return CUDA_SUCCESS;	/* stream order does it */
+	struct marker *m = covering(s, seq);
+	if (m == NULL)
+		return CUDA_ERROR_NOT_READY;
+	return ebb_real.cuStreamWaitEvent(waiter, m->ev, 0);
+}
+
+CUresult
+streams_sync(struct ebb_stream *s, uint64_t seq)
+{
+	if (streams_done(s, seq))
+		return CUDA_SUCCESS;
+	struct marker *m = covering(s, seq);
+	if (m == NULL)
+		return CUDA_ERROR_NOT_READY;
+	CUresult r = ebb_real.cuEventSynchronize(m->ev);
+	if (r == CUDA_SUCCESS)
+		poll(s);
+	return r;
+}
+
+void
+streams_each(void (*fn)(struct ebb_stream *, void *), void *ctx)
+{
+	for (struct ebb_stream *s = all; s != NULL; s = s->next)
+		fn(s, ctx);
+}
+
+void
+streams_set_stream_capturing(struct ebb_stream *s, int on)
+{
+	s->capturing = on;
+}
+
+int
+streams_capturing(const struct ebb_stream *s)
+{
+	return s->capturing;
+}

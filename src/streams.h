@@ -1,0 +1,80 @@
+/*
+ * streams.h: how far each stream has got, with few events.
+ *
+ * Every operation ebb forwards has a sequence number. For each stream the
+ * tracker keeps marker events recorded after some of its operations; a
+ * marker that has completed proves every earlier operation on that stream
+ * done. Markers are recorded every few operations and whenever ebb needs
+ * one (before an offload copy, at a free), so a question "has stream s
+ * passed operation q?" costs an event query, and "make stream t wait until
+ * s has passed q" a cuStreamWaitEvent, never a host wait.
+ *
+ * The per-thread default stream is one stream per thread that only its
+ * thread can name: its operations get a marker each (recorded by the thread
+ * that issued them), and other threads wait on those events.
+ *
+ * Not thread-safe: the engine holds its mutex.
+ */
+#ifndef EBB_STREAMS_H
+#define EBB_STREAMS_H
+
+#include <stdint.h>
+
+#include "cuda_compat.h"
+
+/* The stream an operation ran on: the handle the caller gave, with the
+ * default streams made explicit and the per-thread one tied to its thread. */
+struct ebb_stream;
+
+/* Set up; returns 0. */
+int streams_init(void);
+
+/*
+ * The tracker of handle (0 = the default stream: legacy, or the calling
+ * thread's per-thread stream when per_thread). Created on first use; NULL
+ * when out of memory.
+ */
+struct ebb_stream *streams_get(CUstream handle, int per_thread);
+
+/* The handle to pass to the driver for s (from the thread that owns it). */
+CUstream streams_handle(const struct ebb_stream *s);
+
+/*
+ * Operation seq on s has reached the driver: from now on a marker may cover
+ * it (one recorded between an operation's start and its driver call would
+ * claim it done before it ran). Records a marker when one is due and
+ * markers are wanted (offload mode).
+ */
+void streams_after(struct ebb_stream *s, uint64_t seq, int markers);
+
+/* Whether every operation on s up to seq has completed (polls markers). */
+int streams_done(struct ebb_stream *s, uint64_t seq);
+
+/*
+ * Make stream `waiter` (a driver handle) wait until s has passed seq.
+ * Returns 0, or a CUresult from the driver.
+ */
+CUresult streams_wait(struct ebb_stream *s, uint64_t seq, CUstream waiter);
+
+/* Block the calling thread until s has passed seq. Returns 0 or a CUresult. */
+CUresult streams_sync(struct ebb_stream *s, uint64_t seq);
+
+/* While a stream capture is active no marker is recorded or queried: event
+ * calls on other streams would end up in, or break, the capture. */
+void streams_set_capturing(int active);
+
+/* Whether s is being captured into a graph (begin and end capture). */
+void streams_set_stream_capturing(struct ebb_stream *s, int on);
+int streams_capturing(const struct ebb_stream *s);
+
+/* Every stream seen, for conservative waits (callback gets each one). */
+void streams_each(void (*fn)(struct ebb_stream *, void *), void *ctx);
+
+/* The last operation on s that has reached the driver. */
+uint64_t streams_last(const struct ebb_stream *s);
+
+/* An event from ebb's pool (timing disabled unless timing), and back. */
+CUevent streams_event_get(int timing);
+void streams_event_put(CUevent ev, int timing);
+
+#endif

@@ -1,0 +1,196 @@
+/*
+ * vmm.c: reserved ranges and pooled physical handles.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "interpose.h"
+#include "log.h"
+#include "vmm.h"
+
+static CUdevice device;
+static size_t gran;
+static uint64_t held, pooled;
+static struct vmm_handle *pool;
+
+/* Reserved ranges not in use, by size (a short list per size is enough). */
+struct range {
+	CUdeviceptr va;
+	size_t size;
+	struct range *next;
+};
+static struct range *free_ranges;
+
+static CUmemAllocationProp
+prop_of(void)
+{
+	CUmemAllocationProp p;
+
+	memset(&p, 0, sizeof p);
+	p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	p.location.id = device;
+	return p;
+}
+
+int
+vmm_init(CUdevice dev)
+{
+	int supported = 0;
+
+	device = dev;
+	if (ebb_real.cuDeviceGetAttribute == NULL || ebb_real.cuMemCreate == NULL ||
+	    ebb_real.cuDeviceGetAttribute(&supported,
+	    CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) != CUDA_SUCCESS ||
+	    !supported) {
+		ebb_log(EBB_LOG_WARN, "device %d has no virtual memory management; ebb moves nothing",
+		    (int)dev);
+		return -1;
+	}
+	CUmemAllocationProp p = prop_of();
+	if (ebb_real.cuMemGetAllocationGranularity(&gran, &p,
+	    CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS || gran == 0) {
+		ebb_log(EBB_LOG_WARN, "cuMemGetAllocationGranularity failed; ebb moves nothing");
+		return -1;
+	}
+	return 0;
+}
+
+size_t
+vmm_granularity(void)
+{
+	return gran;
+}
+
+size_t
+vmm_round(size_t size)
+{
+	return (size + gran - 1) / gran * gran;
+}
+
+CUresult
+vmm_reserve(size_t rsize, CUdeviceptr *va)
+{
+	for (struct range **r = &free_ranges; *r != NULL; r = &(*r)->next)
+		if ((*r)->size == rsize) {
+			struct range *x = *r;
+			*r = x->next;
+			*va = x->va;
+			free(x);
+			return CUDA_SUCCESS;
+		}
+	return ebb_real.cuMemAddressReserve(va, rsize, gran, 0, 0);
+}
+
+void
+vmm_unreserve(CUdeviceptr va, size_t rsize)
+{
+	struct range *x = malloc(sizeof *x);
+
+	if (x == NULL) {
+		ebb_real.cuMemAddressFree(va, rsize);
+		return;
+	}
+	x->va = va;
+	x->size = rsize;
+	x->next = free_ranges;
+	free_ranges = x;
+}
+
+struct vmm_handle *
+vmm_pool_take(size_t rsize)
+{
+	for (struct vmm_handle **h = &pool; *h != NULL; h = &(*h)->next)
+		if ((*h)->size == rsize) {
+			struct vmm_handle *x = *h;
+			*h = x->next;
+			x->next = NULL;
+			pooled -= x->size;
+			return x;
+		}
+	return NULL;
+}
+
+struct vmm_handle *
+vmm_pool_any(void)
+{
+	struct vmm_handle *x = pool;
+
+	if (x != NULL) {
+		pool = x->next;
+		x->next = NULL;
+		pooled -= x->size;
+	}
+	return x;
+}
+
+void
+vmm_pool_put(struct vmm_handle *h)
+{
+	h->next = pool;
+	pool = h;
+	pooled += h->size;
+}
+
+CUresult
+vmm_create(size_t rsize, struct vmm_handle **out)
+{
+	struct vmm_handle *h = calloc(1, sizeof *h);
+	if (h == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUmemAllocationProp p = prop_of();
+	CUresult r = ebb_real.cuMemCreate(&h->h, rsize, &p, 0);
+	if (r != CUDA_SUCCESS) {
+		free(h);
+		return r;
+	}
+	h->size = rsize;
+	held += rsize;
+	*out = h;
+	return CUDA_SUCCESS;
+}
+
+void
+vmm_release(struct vmm_handle *h)
+{
+	ebb_real.cuMemRelease(h->h);
+	held -= h->size;
+	free(h);
+}
+
+CUresult
+vmm_map(CUdeviceptr va, struct vmm_handle *h)
+{
+	CUresult r = ebb_real.cuMemMap(va, h->size, 0, h->h, 0);
+	if (r != CUDA_SUCCESS)
+		return r;
+	CUmemAccessDesc a;
+	memset(&a, 0, sizeof a);
+	a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	a.location.id = device;
+	a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	r = ebb_real.cuMemSetAccess(va, h->size, &a, 1);
+	if (r != CUDA_SUCCESS)
+		ebb_real.cuMemUnmap(va, h->size);
+	return r;
+}
+
+CUresult
+vmm_unmap(CUdeviceptr va, size_t rsize)
+{
+	return ebb_real.cuMemUnmap(va, rsize);
+}
+
+uint64_t
+vmm_held(void)
+{
+	return held;
+}
+
+uint64_t
+vmm_pooled(void)
+{
+	return pooled;
+}

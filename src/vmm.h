@@ -1,0 +1,65 @@
+/*
+ * vmm.h: device memory through the driver's virtual memory management.
+ *
+ * A buffer ebb may move gets its own reserved virtual range; the physical
+ * memory behind it is one handle of the range's size. Offloading unmaps the
+ * handle (the range stays reserved, so the job's pointer stays valid) and
+ * restoring maps one back at the same address. Handles are pooled by size,
+ * so steady-state training creates none; ranges are pooled by size too.
+ *
+ * Not thread-safe: the engine holds its mutex.
+ */
+#ifndef EBB_VMM_H
+#define EBB_VMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_compat.h"
+
+struct vmm_handle {
+	CUmemGenericAllocationHandle h;
+	size_t size;
+	struct vmm_handle *next;	/* in the pool */
+};
+
+/*
+ * Set up for device dev. Returns 0, or -1 when the device has no VMM
+ * support (said once; ebb then moves nothing).
+ */
+int vmm_init(CUdevice dev);
+
+/* The allocation granularity (2 MiB on current GPUs). */
+size_t vmm_granularity(void);
+
+/* size rounded up to the granularity. */
+size_t vmm_round(size_t size);
+
+/* A reserved range of rsize bytes. Returns 0 or a CUresult. */
+CUresult vmm_reserve(size_t rsize, CUdeviceptr *va);
+/* Give a range back (it must be unmapped). */
+void vmm_unreserve(CUdeviceptr va, size_t rsize);
+
+/* A handle of rsize bytes from the pool, or NULL. */
+struct vmm_handle *vmm_pool_take(size_t rsize);
+/* Any pooled handle (to be released to make room), or NULL. */
+struct vmm_handle *vmm_pool_any(void);
+/* Put a handle in the pool. */
+void vmm_pool_put(struct vmm_handle *h);
+
+/* Create a handle with the driver. Returns 0 or a CUresult. */
+CUresult vmm_create(size_t rsize, struct vmm_handle **out);
+/* Release a handle (it must be unmapped everywhere). */
+void vmm_release(struct vmm_handle *h);
+
+/* Map h at va with read-write access. Returns 0 or a CUresult. */
+CUresult vmm_map(CUdeviceptr va, struct vmm_handle *h);
+/* Unmap what is mapped at [va, va + rsize). Returns 0 or a CUresult. */
+CUresult vmm_unmap(CUdeviceptr va, size_t rsize);
+
+/* Bytes of physical memory ebb holds in handles (mapped or pooled). */
+uint64_t vmm_held(void);
+/* Bytes in the pool. */
+uint64_t vmm_pooled(void);
+
+#endif
