@@ -70,7 +70,9 @@ def main():
     ap.add_argument("--save-on-cpu", action="store_true",
                     help="torch.autograd.graph.save_on_cpu(pin_memory=True)")
     ap.add_argument("--deterministic", action="store_true",
-                    help="deterministic algorithms, eager attention")
+                    help="deterministic algorithms (torch.use_deterministic_algorithms)")
+    ap.add_argument("--attn", choices=["auto", "sdpa", "eager"], default="auto",
+                    help="attention implementation (auto: eager when --deterministic, else sdpa)")
     ap.add_argument("--label", default="", help="copied into the JSON result")
     ap.add_argument("--json", help="append the result object to this file")
     a = ap.parse_args()
@@ -93,7 +95,8 @@ def main():
                       num_key_value_heads=kv, intermediate_size=inter, vocab_size=vocab,
                       max_position_embeddings=max(a.seq, 4096), tie_word_embeddings=False,
                       use_cache=False)
-    cfg._attn_implementation = "eager" if a.deterministic else "sdpa"
+    attn = a.attn if a.attn != "auto" else ("eager" if a.deterministic else "sdpa")
+    cfg._attn_implementation = attn
     model = LlamaForCausalLM(cfg).to(dev)
     if a.ckpt:
         model.gradient_checkpointing_enable(
@@ -133,6 +136,7 @@ def main():
     res = {
         "model": a.model, "params": nparams, "batch": a.batch, "seq": a.seq, "accum": a.accum,
         "ckpt": a.ckpt, "save_on_cpu": a.save_on_cpu, "deterministic": a.deterministic,
+        "attn": attn,
         "label": a.label, "steps": a.steps, "warmup": a.warmup,
         "step_s": statistics.median(steady), "step_times": times, "losses": losses,
         "peak_gib": peak.finish(),
