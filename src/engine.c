@@ -865,6 +865,7 @@ ebb_engine_shutdown(void)
 	ebb_engine_stats(&st);
 	struct mover_stats ms;
 	pthread_mutex_lock(&engine_lock);
+	mover_shutdown();
 	mover_stats(&ms);
 	pthread_mutex_unlock(&engine_lock);
 	if (ebb_trace_on()) {

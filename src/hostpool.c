@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -16,6 +17,7 @@
 struct extent {
 	char *p;
 	size_t size;
+	char *slab;		/* start of the slab it lies in: extents of two slabs never merge */
 	struct extent *next;	/* sorted by address */
 };
 
@@ -36,9 +38,14 @@ align_up(size_t n)
 	return (n + HOST_ALIGN - 1) / HOST_ALIGN * HOST_ALIGN;
 }
 
-/* Insert [p, p + size) into the free list, merging with its neighbours. */
+/*
+ * Insert [p, p + size) of slab into the free list, merging with its
+ * neighbours in the same slab. Slabs are registered one by one, and a copy
+ * must lie within one registration: two slabs the kernel happened to place
+ * side by side stay apart.
+ */
 static void
-insert_free(char *p, size_t size)
+insert_free(char *p, size_t size, char *slab)
 {
 	struct extent **link = &free_list, *prev = NULL;
 
@@ -47,16 +54,16 @@ insert_free(char *p, size_t size)
 		link = &(*link)->next;
 	}
 	struct extent *next = *link;
-	if (prev != NULL && prev->p + prev->size == p) {
+	if (prev != NULL && prev->slab == slab && prev->p + prev->size == p) {
 		prev->size += size;
-		if (next != NULL && prev->p + prev->size == next->p) {
+		if (next != NULL && next->slab == slab && prev->p + prev->size == next->p) {
 			prev->size += next->size;
 			prev->next = next->next;
 			free(next);
 		}
 		return;
 	}
-	if (next != NULL && p + size == next->p) {
+	if (next != NULL && next->slab == slab && p + size == next->p) {
 		next->p = p;
 		next->size += size;
 		return;
@@ -66,8 +73,26 @@ insert_free(char *p, size_t size)
 		return;	/* the extent is lost to the pool; nothing else breaks */
 	e->p = p;
 	e->size = size;
+	e->slab = slab;
 	e->next = next;
 	*link = e;
+}
+
+/* The slabs, to find which one a pointer lies in. */
+struct slab {
+	char *p;
+	size_t size;
+};
+static struct slab *slabs;
+static size_t nslabs;
+
+static char *
+slab_of(const char *p)
+{
+	for (size_t i = 0; i < nslabs; i++)
+		if (p >= slabs[i].p && p < slabs[i].p + slabs[i].size)
+			return slabs[i].p;
+	return NULL;
 }
 
 /* Pin a new slab of at least size bytes. Returns 0 or -1. */
@@ -84,21 +109,46 @@ grow(size_t size)
 			return -1;
 		want = cap_bytes - pinned;
 	}
-	void *p = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	struct slab *grown = realloc(slabs, (nslabs + 1) * sizeof *slabs);
+	if (grown == NULL)
 		return -1;
-	CUresult r = ebb_real.cuMemHostRegister_v2(p, want, CU_MEMHOSTREGISTER_PORTABLE);
-	if (r != CUDA_SUCCESS) {
-		munmap(p, want);
+	slabs = grown;
+	/* Map and register (fast); where the system will not map that much, let
+	 * the driver allocate it pinned; then try just what is needed. */
+	void *p = NULL;
+	CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+	int e = 0;
+	for (int attempt = 0; attempt < 2 && p == NULL; attempt++) {
+		if (attempt == 1)
+			want = (size + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+		void *m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m != MAP_FAILED) {
+			r = ebb_real.cuMemHostRegister_v2(m, want, CU_MEMHOSTREGISTER_PORTABLE);
+			if (r == CUDA_SUCCESS)
+				p = m;
+			else
+				munmap(m, want);
+		} else {
+			e = errno;
+		}
+		if (p == NULL && ebb_real.cuMemHostAlloc != NULL &&
+		    (r = ebb_real.cuMemHostAlloc(&p, want, CU_MEMHOSTALLOC_PORTABLE)) != CUDA_SUCCESS)
+			p = NULL;
+	}
+	if (p == NULL) {
 		if (!refused)
-			ebb_log(EBB_LOG_WARN, "pinning %zu more bytes of host memory failed (error %d, "
-			    "%llu pinned); buffers that need more stay on the device", want, (int)r,
+			ebb_log(EBB_LOG_WARN, "pinning %zu more bytes of host memory failed (mmap: %s; "
+			    "driver error %d; %llu bytes pinned so far); buffers that need more stay on "
+			    "the device", want, e ? strerror(e) : "ok", (int)r,
 			    (unsigned long long)pinned);
 		refused = 1;
 		return -1;
 	}
+	slabs[nslabs].p = p;
+	slabs[nslabs].size = want;
+	nslabs++;
 	pinned += want;
-	insert_free(p, want);
+	insert_free(p, want, p);
 	ebb_log(EBB_LOG_INFO, "pinned %zu bytes of host memory (%llu in all)", want,
 	    (unsigned long long)pinned);
 	return 0;
@@ -134,7 +184,7 @@ hostpool_free(void *p, size_t size)
 {
 	size = align_up(size ? size : 1);
 	used -= size;
-	insert_free(p, size);
+	insert_free(p, size, slab_of(p));
 }
 
 uint64_t

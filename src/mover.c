@@ -7,12 +7,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conf.h"
 #include "ebb.h"
 #include "hostpool.h"
 #include "interpose.h"
 #include "log.h"
+#include "engine.h"
 #include "mover.h"
 #include "trace.h"
 #include "vmm.h"
@@ -37,6 +39,7 @@ static uint64_t limit;
 static uint64_t min_offload;
 static uint64_t slab_held, other_held;
 static int capturing;
+static int host_short;		/* an offload found no pinned host memory */
 static struct mover_stats st;
 
 /* resident movable buffers, least recently used first */
@@ -428,10 +431,12 @@ evict_one(uint64_t seq)
 		return 0;
 	if (offload(pick, seq))
 		return 1;
+	host_short = 1;
 	if (!said_host) {
-		ebb_log(EBB_LOG_WARN, "no pinned host memory for a %llu-byte buffer (EBB_HOST_LIMIT, or "
-		    "the system refuses to pin more): buffers stay on the device",
-		    (unsigned long long)pick->size);
+		ebb_log(EBB_LOG_WARN, "no pinned host memory for a %llu-byte buffer (%llu bytes pinned, "
+		    "%llu in use; EBB_HOST_LIMIT, or the system refuses to pin more): buffers stay on "
+		    "the device", (unsigned long long)pick->size,
+		    (unsigned long long)hostpool_pinned(), (unsigned long long)hostpool_used());
 		said_host = 1;
 	}
 	st.refusals++;
@@ -498,9 +503,10 @@ refuse(size_t size, const char *why)
 		movable += b->size;
 	st.refusals++;
 	ebb_log(EBB_LOG_NOTE, "out of memory for %zu bytes under EBB_LIMIT=%llu: %llu bytes held, "
-	    "%llu of them in movable resident buffers, %llu offloads in flight (%s)", size,
+	    "%llu of them in movable resident buffers, %llu offloads in flight (%s%s)", size,
 	    (unsigned long long)limit, (unsigned long long)held_total(),
-	    (unsigned long long)movable, (unsigned long long)inflight, why);
+	    (unsigned long long)movable, (unsigned long long)inflight, why,
+	    host_short ? "; pinned host memory ran out" : "");
 	trace_move('J', 0, NULL, size, why);
 }
 
@@ -546,6 +552,10 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 	}
 	worker_started = 1;
 	on = 1;
+	/* Registered after libcudart's own exit handler (it registers when the job
+	 * first calls it), so ebb stops its worker and writes its summary while
+	 * the context still exists. */
+	atexit(ebb_engine_shutdown);
 	ebb_log(EBB_LOG_NOTE, "offloading: EBB_LIMIT=%llu bytes of %zu on device %d, buffers of "
 	    "%llu bytes or more move", (unsigned long long)limit, total, (int)dev,
 	    (unsigned long long)min_offload);
@@ -813,6 +823,7 @@ offload(struct ebb_buf *b, uint64_t seq)
 	if (host == NULL)
 		return 0;
 	st.host_pinned = hostpool_pinned();
+	const char *step = "waiting for its uses";
 	CUresult r = after_uses(b);
 	if (r == CUDA_SUCCESS && b->streams_overflow) {
 		struct wait_all w = { CUDA_SUCCESS };
@@ -820,18 +831,25 @@ offload(struct ebb_buf *b, uint64_t seq)
 		r = w.r;
 	}
 	CUevent ev = NULL;
-	if (r == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS) {
+		step = "cuMemcpyDtoHAsync";
 		r = ebb_real.cuMemcpyDtoHAsync_v2(host, b->addr, b->size, d2h);
-	if (r == CUDA_SUCCESS && (ev = streams_event_get(0)) == NULL)
+	}
+	if (r == CUDA_SUCCESS && (ev = streams_event_get(0)) == NULL) {
+		step = "cuEventCreate";
 		r = CUDA_ERROR_OUT_OF_MEMORY;
-	if (r == CUDA_SUCCESS)
+	}
+	if (r == CUDA_SUCCESS) {
+		step = "cuEventRecord";
 		r = ebb_real.cuEventRecord(ev, d2h);
+	}
 	struct work *w = r == CUDA_SUCCESS ? malloc(sizeof *w) : NULL;
 	if (w == NULL) {
 		/* The copy may be queued: leave the buffer resident, and the host
 		 * memory to a later copy (never reused while this one may run). */
-		ebb_log(EBB_LOG_WARN, "offloading buffer %llu failed (error %d); it stays on the device",
-		    (unsigned long long)b->id, (int)r);
+		ebb_log(EBB_LOG_WARN, "offloading buffer %llu (%llu bytes at 0x%llx, host %p) failed: "
+		    "%s returned %d; it stays on the device", (unsigned long long)b->id,
+		    (unsigned long long)b->size, (unsigned long long)b->addr, host, step, (int)r);
 		b->pinned |= EBB_PIN_FAILED;
 		lru_remove(b);
 		if (ev)
@@ -943,7 +961,13 @@ mover_shutdown(void)
 	stopping = 1;
 	pthread_cond_signal(&work_cond);
 	pthread_mutex_unlock(lock);
-	pthread_join(worker, NULL);
+	/* The copies it waits for finish on their own; do not hang an exit on a
+	 * device that stopped answering. */
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	if (pthread_timedjoin_np(worker, NULL, &until) != 0)
+		ebb_log(EBB_LOG_WARN, "ebb's worker did not stop within 5 s at exit");
 	pthread_mutex_lock(lock);
 	worker_started = 0;
 }
