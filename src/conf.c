@@ -23,7 +23,7 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	{ "EBB_LIMIT", EBB_CONF_SIZE, F(limit), 0, UINT64_MAX, NULL, "0",
 	  "Device memory the job may hold in offload mode (0: what the device has); past it ebb moves buffers to the host." },
 	{ "EBB_MIN_OFFLOAD_BYTES", EBB_CONF_SIZE, F(min_offload_bytes), 1, UINT64_MAX, NULL, "2M",
-	  "Smallest buffer that may move in offload mode (rounded up to the device's 2 MiB granularity); smaller ones never move." },
+	  "Smallest buffer that may move in offload mode (raised to the device's 2 MiB granularity if lower); smaller ones never move." },
 	{ "EBB_HOST_LIMIT", EBB_CONF_SIZE, F(host_limit), 0, UINT64_MAX, NULL, "0",
 	  "Pinned host memory ebb may use for offloaded buffers (0: as much as the system lets it pin)." },
 	{ "EBB_TRACE", EBB_CONF_STRING, F(trace), 0, 0, NULL, "",

@@ -788,6 +788,8 @@ ebb_engine_on_capture(CUstream stream, int per_thread, int begin)
 void
 ebb_engine_on_nccl_register(const void *buf, size_t size, int reg)
 {
+	int action = 0;
+
 	pthread_mutex_lock(&engine_lock);
 	struct ebb_buf *b = buftab_find(&tab, (uint64_t)(uintptr_t)buf);
 	if (b != NULL && reg) {
@@ -796,6 +798,8 @@ ebb_engine_on_nccl_register(const void *buf, size_t size, int reg)
 		    b->state != EBB_RESIDENT) {
 			struct ebb_stream *legacy = stream_of(NULL, 0);
 			uint64_t seq = ++seq_counter;
+			/* an operation of ebb's own: the finder still sees one token for it */
+			action = learn_step(seq, TOK_NCCL | 0xfff, 0, NULL);
 			b->last_seq = seq;
 			if (legacy != NULL && mover_ensure(&b, 1, legacy, seq) == CUDA_SUCCESS) {
 				streams_after(legacy, seq, 1);
@@ -809,6 +813,7 @@ ebb_engine_on_nccl_register(const void *buf, size_t size, int reg)
 		b->pinned &= (uint8_t)~EBB_PIN_NCCL;
 	}
 	pthread_mutex_unlock(&engine_lock);
+	cupti_act(action);
 	(void)size;
 }
 

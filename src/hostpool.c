@@ -119,8 +119,11 @@ grow(size_t size)
 	CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
 	int e = 0;
 	for (int attempt = 0; attempt < 2 && p == NULL; attempt++) {
-		if (attempt == 1)
+		if (attempt == 1) {
 			want = (size + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+			if (cap_bytes != 0 && pinned + want > cap_bytes)
+				break;
+		}
 		void *m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (m != MAP_FAILED) {
 			r = ebb_real.cuMemHostRegister_v2(m, want, CU_MEMHOSTREGISTER_PORTABLE);

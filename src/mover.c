@@ -479,7 +479,7 @@ get_handle(size_t rsize, uint64_t seq, CUresult *err)
 		}
 		if (reclaim_block(0))
 			continue;
-		if (inflight > 0) {
+		if (inflight > 0 && !capturing) {	/* the worker is paused while capturing */
 			pthread_cond_wait(&room_cond, lock);
 			device_full = 0;
 			continue;
@@ -640,8 +640,15 @@ alloc_small(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *d
 	} else {
 		if (c->left < c->size) {
 			CUresult r = new_slab(&c->bump);
-			if (r != CUDA_SUCCESS)
+			if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+				refuse(size, "no room for a new slab of small buffers");
 				return r;
+			}
+			if (r != CUDA_SUCCESS) {
+				ebb_log(EBB_LOG_INFO, "a new slab failed (error %d); the driver serves this "
+				    "allocation", (int)r);
+				return MOVER_DECLINE;
+			}
 			c->left = SLAB_BYTES;
 		}
 		p = c->bump;
@@ -663,6 +670,9 @@ mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *d
 		return MOVER_DECLINE;
 	if (size == 0)
 		return MOVER_DECLINE;	/* the driver's own answer */
+	CUcontext cur = NULL;
+	if (ebb_real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx)
+		return MOVER_DECLINE;	/* ebb moves the buffers of one context, the first */
 	if (size <= SMALL_MAX && class_of(size) != NULL)
 		return alloc_small(b, size, s, dptr);
 	size_t rsize = vmm_round(size);
@@ -701,6 +711,7 @@ mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *d
 					ebb_log(EBB_LOG_WARN, "cuMemCreate failed (error %d): new buffers stay "
 					    "where the driver puts them and do not move", (int)err);
 				said_create = 1;
+				st.refusals++;
 				trace_move('J', 0, NULL, size, "create");
 				return MOVER_DECLINE;
 			}
