@@ -113,6 +113,17 @@ records_clear(void)
 	memset(&recs, 0, sizeof recs);
 }
 
+/* Keep a kernel, memcpy or memset record. Caller holds rec_lock. */
+static void
+keep_act(uint32_t corr, uint64_t start, uint64_t end)
+{
+	if (room((void **)&recs.act, recs.nact, &recs.cact, sizeof *recs.act) < 0) {
+		recs.dropped++;
+		return;
+	}
+	recs.act[recs.nact++] = (struct cm_act){ corr, start, end };
+}
+
 /* Keep what one activity record says. Caller holds rec_lock. */
 static void
 take_record(const CUpti_Activity *rec)
@@ -143,29 +154,17 @@ take_record(const CUpti_Activity *rec)
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
 		const CUpti_ActivityKernel10 *k = (const void *)rec;
-		if (room((void **)&recs.act, recs.nact, &recs.cact, sizeof *recs.act) < 0) {
-			recs.dropped++;
-			return;
-		}
-		recs.act[recs.nact++] = (struct cm_act){ k->correlationId, k->start, k->end };
+		keep_act(k->correlationId, k->start, k->end);
 		return;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *m = (const void *)rec;
-		if (room((void **)&recs.act, recs.nact, &recs.cact, sizeof *recs.act) < 0) {
-			recs.dropped++;
-			return;
-		}
-		recs.act[recs.nact++] = (struct cm_act){ m->correlationId, m->start, m->end };
+		keep_act(m->correlationId, m->start, m->end);
 		return;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
 		const CUpti_ActivityMemset4 *m = (const void *)rec;
-		if (room((void **)&recs.act, recs.nact, &recs.cact, sizeof *recs.act) < 0) {
-			recs.dropped++;
-			return;
-		}
-		recs.act[recs.nact++] = (struct cm_act){ m->correlationId, m->start, m->end };
+		keep_act(m->correlationId, m->start, m->end);
 		return;
 	}
 	default:

@@ -722,9 +722,10 @@ ebb_engine_op_end(struct ebb_op *op, int error)
 
 	if (op->timed)
 		ebb_cupti_pop();
-	if (op->tracker != NULL) {
+	/* stream progress matters to the mover only: observe mode takes no second lock */
+	if (conf->mode == EBB_MODE_OFFLOAD && op->tracker != NULL) {
 		pthread_mutex_lock(&engine_lock);
-		streams_after(op->tracker, op->seq, conf->mode == EBB_MODE_OFFLOAD);
+		streams_after(op->tracker, op->seq, 1);
 		pthread_mutex_unlock(&engine_lock);
 	}
 	if (error != 0 && ebb_trace_on()) {

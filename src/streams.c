@@ -38,12 +38,6 @@ static CUevent *pool[2];
 static size_t npool[2], cappool[2];
 static int capture_active;
 
-int
-streams_init(void)
-{
-	return 0;
-}
-
 void
 streams_set_capturing(int active)
 {

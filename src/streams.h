@@ -26,9 +26,6 @@
  * default streams made explicit and the per-thread one tied to its thread. */
 struct ebb_stream;
 
-/* Set up; returns 0. */
-int streams_init(void);
-
 /*
  * The tracker of handle (0 = the default stream: legacy, or the calling
  * thread's per-thread stream when per_thread). Created on first use; NULL
