@@ -74,7 +74,7 @@ demo)
 		echo "        tests/fakecuda instead. On a GPU machine this runs a PyTorch training loop."
 		(cd build && make -j"$jobs" tests/progs/workload >/dev/null &&
 		    make -j"$jobs" check TESTS= >/dev/null)
-		LD_LIBRARY_PATH="$top/build/tests/fakecuda/.libs" \
+		LD_LIBRARY_PATH="$top/build/tests/fakecuda/.libs" EBB_CUPTI=0 \
 			build/utils/ebb run --mode observe --trace /tmp/ebb-demo.trace -v 1 -- \
 			build/tests/progs/workload loop 20
 		build/utils/ebb report /tmp/ebb-demo.trace

@@ -60,6 +60,7 @@ static int capturing;			/* streams in capture now */
 static struct ebb_engine_stats stats;
 static struct ebb_buf *free_bufs;	/* recycled ebb_buf structs */
 static int cupti_wanted;		/* EBB_CUPTI and not given up */
+static uint64_t created_at_learned;	/* handles the mover had created when learning ended */
 static int shut_down;
 
 /* Per-thread list of the distinct buffers of the operation being resolved. */
@@ -489,6 +490,17 @@ trace_iteration(uint64_t seq, uint64_t period)
 	ebb_line_end(&l);
 }
 
+/* Learning just ended: remember how many handles the mover had made, so the
+ * summary can tell the steady state's own. Caller holds engine_lock. */
+static void
+learned(void)
+{
+	struct mover_stats ms;
+
+	mover_stats(&ms);
+	created_at_learned = ms.handles_created;
+}
+
 /*
  * Feed the finder with the operation seq's token. Returns what CUPTI
  * should do now: -1 detach, 0 nothing (it is attached once, at the first
@@ -508,6 +520,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		trace_iteration(seq, period);
 		if (learn != LEARN_DONE && iter_count > conf->learn_iters) {
 			learn = LEARN_DONE;
+			learned();
 			cupti_action = -1;
 		}
 		return cupti_action;
@@ -562,6 +575,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 	}
 	if (learn == LEARN_FOUND && iters_timed >= conf->learn_iters) {
 		learn = LEARN_DONE;
+		learned();
 		cupti_action = -1;
 	}
 	return cupti_action;
@@ -898,6 +912,9 @@ ebb_engine_shutdown(void)
 			summary_record("refusals", ms.refusals);
 			summary_record("held-peak-bytes", ms.held_peak);
 			summary_record("host-pinned-bytes", ms.host_pinned);
+			summary_record("handles-created", ms.handles_created);
+			summary_record("handles-created-after-learning",
+			    learn == LEARN_DONE ? ms.handles_created - created_at_learned : 0);
 		}
 	}
 	ebb_trace_close();
@@ -914,12 +931,15 @@ ebb_engine_shutdown(void)
 		char d2h_s[32], h2d_s[32], held_s[32], host_s[32];
 		ebb_log(EBB_LOG_NOTE, "offload: %llu buffers to the host (%s), %llu back (%s; %llu "
 		    "cancelled), stalls %.3f s over %llu restores, %llu refusals; peak held %s, %s "
-		    "pinned on the host", (unsigned long long)ms.offloads,
+		    "pinned on the host; %llu handles created, %llu of them after learning",
+		    (unsigned long long)ms.offloads,
 		    human(ms.bytes_d2h, d2h_s, sizeof d2h_s), (unsigned long long)ms.restores,
 		    human(ms.bytes_h2d, h2d_s, sizeof h2d_s), (unsigned long long)ms.cancels,
 		    (double)ms.stall_ns / 1e9, (unsigned long long)ms.stalls_measured,
 		    (unsigned long long)ms.refusals, human(ms.held_peak, held_s, sizeof held_s),
-		    human(ms.host_pinned, host_s, sizeof host_s));
+		    human(ms.host_pinned, host_s, sizeof host_s),
+		    (unsigned long long)ms.handles_created, (unsigned long long)(learn == LEARN_DONE ?
+		    ms.handles_created - created_at_learned : 0));
 	}
 }
 

@@ -26,6 +26,8 @@
 
 /* Victims looked at for one that no queued work uses, before taking the oldest. */
 #define IDLE_SCAN 32
+/* Least recent buffers looked through for a victim of a given size. */
+#define SIZED_SCAN 256
 
 /* ---- state (engine mutex held unless said otherwise) ---- */
 
@@ -361,13 +363,16 @@ struct block {
 };
 static struct block *blocks;
 
-/* Unmap a freed block (its tag done, or after waiting for it when wait) and
- * pool its handle. Returns 1 when one was reclaimed. */
+/* Unmap a freed block of rsize bytes (any size when 0) whose tag is done, or
+ * after waiting for it when wait, and pool its handle. Returns 1 when one
+ * was reclaimed. */
 static int
-reclaim_block(int wait)
+reclaim_block(int wait, size_t rsize)
 {
 	for (struct block **p = &blocks; *p != NULL; p = &(*p)->next) {
 		struct block *k = *p;
+		if (rsize != 0 && k->h->size != rsize)
+			continue;
 		if (!tag_done(&k->tag)) {
 			/* waits holding the engine mutex: the work it waits for needs no lock */
 			if (!wait || capturing || tag_sync(&k->tag) != CUDA_SUCCESS)
@@ -404,18 +409,24 @@ idle(const struct ebb_buf *b)
 	return 1;
 }
 
-/* Offload the least recently used movable buffer not used by operation seq.
- * Returns 1 when an offload was issued. */
+/*
+ * Offload the least recently used movable buffer not used by operation seq
+ * (of rsize bytes when not 0, among the SIZED_SCAN least recent). Returns 1
+ * when an offload was issued.
+ */
 static int
-evict_one(uint64_t seq)
+evict_one(uint64_t seq, size_t rsize)
 {
 	static int said_host;
 	struct ebb_buf *first = NULL, *pick = NULL;
-	int looked = 0;
+	int looked = 0, seen = 0;
 
-	for (struct ebb_buf *b = lru_head; b != NULL && looked < IDLE_SCAN; b = b->lru_next) {
+	for (struct ebb_buf *b = lru_head; b != NULL && looked < IDLE_SCAN && seen < SIZED_SCAN;
+	    b = b->lru_next) {
+		seen++;
 		/* not pinned, not in an operation being issued, no copy of it in flight */
-		if (b->pinned || b->pending || (seq != 0 && b->last_seq == seq) || in_flight(b))
+		if (b->pinned || b->pending || (seq != 0 && b->last_seq == seq) || in_flight(b) ||
+		    (rsize != 0 && b->rsize != rsize))
 			continue;
 		if (first == NULL)
 			first = b;
@@ -444,11 +455,24 @@ evict_one(uint64_t seq)
 	return 0;
 }
 
+/* Offload copies in flight of buffers of rsize bytes. */
+static int
+inflight_sized(size_t rsize)
+{
+	for (struct work *w = work_head; w != NULL; w = w->next)
+		if (w->kind == W_OFFLOADED && w->b->rsize == rsize && w->b->state == EBB_OFFLOADING)
+			return 1;
+	return 0;
+}
+
 /*
  * Make a physical handle of rsize bytes available within the limit, for
  * operation seq (whose buffers are not evicted; 0 for an allocation).
- * Returns it, or NULL with *err set (CUDA_ERROR_OUT_OF_MEMORY when nothing
- * more can be moved).
+ * Over the limit, memory of the same size comes first (a freed block, an
+ * offload in flight, a victim of that size), so that in steady state every
+ * handle is reused and none is created; only then is memory of other sizes
+ * released. Returns the handle, or NULL with *err set
+ * (CUDA_ERROR_OUT_OF_MEMORY when nothing more can be moved).
  */
 static struct vmm_handle *
 get_handle(size_t rsize, uint64_t seq, CUresult *err)
@@ -472,21 +496,29 @@ get_handle(size_t rsize, uint64_t seq, CUresult *err)
 			}
 			device_full = 1;	/* the device itself is full: make room, then try again */
 		}
+		if (reclaim_block(0, rsize))
+			continue;
+		if (!capturing && inflight_sized(rsize)) {
+			pthread_cond_wait(&room_cond, lock);
+			continue;
+		}
+		if (!capturing && evict_one(seq, rsize))
+			continue;
 		if ((h = vmm_pool_any()) != NULL) {
 			vmm_release(h);
 			device_full = 0;
 			continue;
 		}
-		if (reclaim_block(0))
+		if (reclaim_block(0, 0))
 			continue;
 		if (inflight > 0 && !capturing) {	/* the worker is paused while capturing */
 			pthread_cond_wait(&room_cond, lock);
 			device_full = 0;
 			continue;
 		}
-		if (!capturing && evict_one(seq))
+		if (!capturing && evict_one(seq, 0))
 			continue;
-		if (reclaim_block(1))
+		if (reclaim_block(1, 0))
 			continue;
 		*err = CUDA_ERROR_OUT_OF_MEMORY;
 		return NULL;

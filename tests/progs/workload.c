@@ -559,6 +559,55 @@ scenario_offload_threads(int nthreads)
 	return 0;
 }
 
+/*
+ * A training loop in miniature: weights that stay, a forward pass that keeps
+ * an activation of one of four sizes per layer, a backward pass that uses
+ * them in reverse order and frees them, a sync. Prints the driver's
+ * cuMemCreate count after the warm-up iterations and at the end, so a test
+ * can see that steady state creates no handles.
+ */
+static int
+scenario_train(int iters)
+{
+	enum { L = 16 };
+	CUstream s;
+	CUdeviceptr w[4], act[L];
+	size_t sz[4] = { 2u << 20, 3u << 20, 4u << 20, 6u << 20 };
+	void (*stats)(struct fakecuda_stats *) = (void (*)(struct fakecuda_stats *))
+	    dlsym(driver_lib ? driver_lib : RTLD_DEFAULT, "fakecuda_stats");
+	struct fakecuda_stats fs;
+
+	CK(cu.StreamCreate(&s, 0));
+	for (int i = 0; i < 4; i++) {
+		CK(cu.MemAlloc(&w[i], sz[i]));
+		fill_bytes(w[i], 7u, sz[i], s);
+	}
+	for (int it = 0; it < iters; it++) {
+		for (int l = 0; l < L; l++) {
+			CK(cu.MemAllocAsync(&act[l], sz[l % 4], s));
+			fill_bytes(act[l], (uint32_t)(it * 100 + l), sz[l % 4], s);
+			launch_copy(act[l], act[l], 4096, s);	/* uses the weights' neighbour: stays simple */
+		}
+		for (int l = L - 1; l >= 0; l--) {
+			uint32_t v;
+			CK(cu.MemcpyDtoHAsync(&v, act[l] + sz[l % 4] - 4, 4, s));
+			CK(cu.StreamSynchronize(s));
+			if (v != (uint32_t)(it * 100 + l))
+				FAIL("iteration %d layer %d: got %u", it, l, v);
+			CK(cu.MemFreeAsync(act[l], s));
+		}
+		if (it == 4 && stats != NULL) {
+			stats(&fs);
+			printf("creates after warm-up: %llu\n", (unsigned long long)fs.mem_create_calls);
+		}
+	}
+	if (stats != NULL) {
+		stats(&fs);
+		printf("creates at the end: %llu\n", (unsigned long long)fs.mem_create_calls);
+	}
+	return 0;
+}
+
 /* One buffer larger than EBB_LIMIT: the driver's out-of-memory error, no crash. */
 static int
 scenario_toobig(void)
@@ -679,6 +728,8 @@ main(int argc, char **argv)
 		r = scenario_offload(arg > 0 ? arg : 400);
 	else if (strcmp(what, "offload-threads") == 0)
 		r = scenario_offload_threads(arg > 0 ? arg : 4);
+	else if (strcmp(what, "train") == 0)
+		r = scenario_train(arg > 0 ? arg : 20);
 	else if (strcmp(what, "toobig") == 0)
 		r = scenario_toobig();
 #ifndef WORKLOAD_LINKED
