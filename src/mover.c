@@ -208,6 +208,7 @@ struct work {
 	void *host;
 	size_t size;
 	uint64_t seq;
+	int keep_ev;		/* a captured graph waits on ev: never record it again */
 	struct work *next;
 };
 
@@ -277,7 +278,8 @@ retire(struct work *w)
 			}
 			streams_event_put(w->pre, 1);
 		}
-		streams_event_put(w->ev, 1);
+		if (!w->keep_ev)
+			streams_event_put(w->ev, 1);
 	}
 	free(w);
 	pthread_cond_broadcast(&room_cond);
@@ -951,7 +953,7 @@ restore(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq)
 	struct work *w = malloc(sizeof *w);
 	if (w != NULL) {
 		*w = (struct work){ .kind = W_RESTORED, .ev = ev, .pre = pre, .host = b->host,
-			.size = b->size, .seq = seq };
+			.size = b->size, .seq = seq, .keep_ev = capturing };
 		enqueue(w);
 	}
 	/* without a work item the host copy is simply not reused */
