@@ -255,10 +255,11 @@ record_alloc(struct ebb_buf *b, CUdeviceptr p, size_t size, struct ebb_stream *s
 	/* Work queued on its stream before the allocation may still use the
 	 * memory (stream-ordered reuse): count that as a use, so nothing moves
 	 * or releases it before that work is done. */
-	if (s != NULL && kind == EBB_ALLOC_ASYNC && streams_last(s) > 0)
-		buftab_note_use(b, (uintptr_t)s, streams_last(s));
-	b->uses = 0;
-	b->last_seq = 0;
+	if (s != NULL && kind == EBB_ALLOC_ASYNC && streams_last(s) > 0) {
+		b->last[0].stream = (uintptr_t)s;
+		b->last[0].seq = streams_last(s);
+		b->nstreams = 1;
+	}
 	buftab_insert(&tab, b);
 	stats.allocs++;
 	if (tab.bytes > stats.bytes_peak)

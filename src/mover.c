@@ -49,7 +49,19 @@ static struct ebb_buf *lru_head, *lru_tail;
 
 /* ---- tags ---- */
 
-/* Whether memory freed under tag may be used again by any stream now. */
+/* The three things asked of a (stream, seq) of a tag. */
+enum tag_how { TAG_DONE, TAG_WAIT, TAG_SYNC };
+
+static CUresult
+tag_one(struct ebb_stream *s, uint64_t seq, enum tag_how how, CUstream waiter)
+{
+	switch (how) {
+	case TAG_DONE: return streams_done(s, seq) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+	case TAG_WAIT: return streams_wait(s, seq, waiter);
+	default: return streams_sync(s, seq);
+	}
+}
+
 /*
  * A tag with `all` stands for every stream as far as it had got when the
  * memory was freed (t->seq[0], the operation count then).
@@ -57,7 +69,7 @@ static struct ebb_buf *lru_head, *lru_tail;
 struct tag_walk {
 	const struct ebb_tag *t;
 	CUstream waiter;
-	int how;	/* 0 query, 1 stream wait, 2 host wait */
+	enum tag_how how;
 	CUresult r;
 };
 
@@ -67,19 +79,13 @@ tag_walk_one(struct ebb_stream *s, void *p)
 	struct tag_walk *w = p;
 	uint64_t upto = streams_last(s) < w->t->seq[0] ? streams_last(s) : w->t->seq[0];
 
-	if (w->r != CUDA_SUCCESS || upto == 0)
-		return;
-	if (w->how == 0)
-		w->r = streams_done(s, upto) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-	else if (w->how == 1)
-		w->r = streams_wait(s, upto, w->waiter);
-	else
-		w->r = streams_sync(s, upto);
+	if (w->r == CUDA_SUCCESS && upto != 0)
+		w->r = tag_one(s, upto, w->how, w->waiter);
 }
 
-/* Apply one of the three checks to every (stream, seq) of t. */
+/* Apply one of the three to every (stream, seq) of t. */
 static CUresult
-tag_apply(const struct ebb_tag *t, int how, CUstream waiter)
+tag_apply(const struct ebb_tag *t, enum tag_how how, CUstream waiter)
 {
 	if (t->all) {
 		struct tag_walk w = { t, waiter, how, CUDA_SUCCESS };
@@ -87,9 +93,7 @@ tag_apply(const struct ebb_tag *t, int how, CUstream waiter)
 		return w.r;
 	}
 	for (uint8_t i = 0; i < t->n; i++) {
-		CUresult r = how == 0 ? (streams_done(t->s[i], t->seq[i]) ? CUDA_SUCCESS :
-		    CUDA_ERROR_NOT_READY) : how == 1 ? streams_wait(t->s[i], t->seq[i], waiter) :
-		    streams_sync(t->s[i], t->seq[i]);
+		CUresult r = tag_one(t->s[i], t->seq[i], how, waiter);
 		if (r != CUDA_SUCCESS)
 			return r;
 	}
@@ -100,21 +104,21 @@ tag_apply(const struct ebb_tag *t, int how, CUstream waiter)
 static int
 tag_done(const struct ebb_tag *t)
 {
-	return tag_apply(t, 0, NULL) == CUDA_SUCCESS;
+	return tag_apply(t, TAG_DONE, NULL) == CUDA_SUCCESS;
 }
 
 /* Make stream waiter wait for t. Returns 0 or a CUresult. */
 static CUresult
 tag_wait(const struct ebb_tag *t, CUstream waiter)
 {
-	return tag_apply(t, 1, waiter);
+	return tag_apply(t, TAG_WAIT, waiter);
 }
 
 /* Block until t is done. Returns 0 or a CUresult. */
 static CUresult
 tag_sync(const struct ebb_tag *t)
 {
-	return tag_apply(t, 2, NULL);
+	return tag_apply(t, TAG_SYNC, NULL);
 }
 
 /* ---- trace ---- */

@@ -90,10 +90,13 @@ streams_get(CUstream handle, int per_thread)
 		}
 	}
 	int pt = handle == NULL || handle == EBB_STREAM_PER_THREAD;
+	static struct ebb_stream *recent;	/* every operation asks: most ask for the last one */
+	if (!pt && recent != NULL && recent->handle == handle)
+		return recent;
 	if (!pt)
 		for (struct ebb_stream *s = all; s != NULL; s = s->next)
 			if (s->handle == handle && !s->per_thread)
-				return s;
+				return recent = s;
 	struct ebb_stream *s = calloc(1, sizeof *s);
 	if (s == NULL)
 		return NULL;
@@ -103,6 +106,8 @@ streams_get(CUstream handle, int per_thread)
 	all = s;
 	if (pt)
 		mine = s;
+	else
+		recent = s;
 	return s;
 }
 

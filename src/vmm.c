@@ -12,7 +12,7 @@
 
 static CUdevice device;
 static size_t gran;
-static uint64_t held, pooled;
+static uint64_t held;
 static struct vmm_handle *pool;
 
 /* Reserved ranges not in use, by size (a short list per size is enough). */
@@ -107,7 +107,6 @@ vmm_pool_take(size_t rsize)
 			struct vmm_handle *x = *h;
 			*h = x->next;
 			x->next = NULL;
-			pooled -= x->size;
 			return x;
 		}
 	return NULL;
@@ -121,7 +120,6 @@ vmm_pool_any(void)
 	if (x != NULL) {
 		pool = x->next;
 		x->next = NULL;
-		pooled -= x->size;
 	}
 	return x;
 }
@@ -131,7 +129,6 @@ vmm_pool_put(struct vmm_handle *h)
 {
 	h->next = pool;
 	pool = h;
-	pooled += h->size;
 }
 
 CUresult
@@ -187,10 +184,4 @@ uint64_t
 vmm_held(void)
 {
 	return held;
-}
-
-uint64_t
-vmm_pooled(void)
-{
-	return pooled;
 }

@@ -59,7 +59,5 @@ CUresult vmm_unmap(CUdeviceptr va, size_t rsize);
 
 /* Bytes of physical memory ebb holds in handles (mapped or pooled). */
 uint64_t vmm_held(void);
-/* Bytes in the pool. */
-uint64_t vmm_pooled(void);
 
 #endif
