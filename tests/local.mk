@@ -9,7 +9,7 @@ TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = tests/libtestutil.la $(CHECK_LIBS)
 
 UNIT_TESTS = tests/check_conf tests/check_buftab tests/check_iter tests/check_trace \
-	tests/check_cupti_match tests/check_kparam tests/check_exports
+	tests/check_cupti_match tests/check_kparam tests/check_exports tests/check_plan
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -38,6 +38,10 @@ tests_check_exports_SOURCES = tests/check_exports.c
 tests_check_exports_CFLAGS = $(TEST_CFLAGS)
 tests_check_exports_LDADD = $(TEST_LIBS)
 EXTRA_tests_check_exports_DEPENDENCIES = src/libebb.la
+
+tests_check_plan_SOURCES = tests/check_plan.c
+tests_check_plan_CFLAGS = $(TEST_CFLAGS)
+tests_check_plan_LDADD = policy/libpolicy.la $(TEST_LIBS)
 
 tests_check_iter_SOURCES = tests/check_iter.c
 tests_check_iter_CFLAGS = $(TEST_CFLAGS)

@@ -1,0 +1,670 @@
+/*
+ * plan.c: the access profile and the planner (see plan.h).
+ *
+ * Indices: operation i of the iteration runs in [T[i], E[i]); S = E[n-1].
+ * A move may reach into the next iteration, so the simulation works with
+ * "extended" operation indices x = i + k*n (iteration k after the one of the
+ * offload), whose times are T[i] + k*S.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+/* ---- the profile ---- */
+
+int
+prof_init(struct prof *p, uint32_t nops)
+{
+	memset(p, 0, sizeof *p);
+	p->nops = nops;
+	p->dur = calloc(nops ? nops : 1, sizeof *p->dur);
+	return p->dur ? 0 : -1;
+}
+
+void
+prof_fini(struct prof *p)
+{
+	for (uint32_t i = 0; i < p->nbufs; i++)
+		free(p->buf[i].use);
+	free(p->buf);
+	free(p->dur);
+	memset(p, 0, sizeof *p);
+}
+
+int64_t
+prof_add(struct prof *p, uint64_t size, uint64_t key, uint32_t alloc, int movable)
+{
+	if (p->nbufs == p->cap) {
+		uint32_t cap = p->cap ? p->cap * 2 : 256;
+		struct prof_buf *v = realloc(p->buf, cap * sizeof *v);
+		if (v == NULL)
+			return -1;
+		p->buf = v;
+		p->cap = cap;
+	}
+	struct prof_buf *b = &p->buf[p->nbufs];
+	memset(b, 0, sizeof *b);
+	b->size = size;
+	b->key = key;
+	b->alloc = alloc;
+	b->free = PROF_NONE;
+	b->movable = (uint8_t)(movable != 0);
+	return p->nbufs++;
+}
+
+int
+prof_use(struct prof *p, uint32_t bi, uint32_t op)
+{
+	struct prof_buf *b = &p->buf[bi];
+
+	if (b->nuse > 0 && b->use[b->nuse - 1] >= op)
+		return 0;
+	if (b->nuse == b->cap) {
+		uint32_t cap = b->cap ? b->cap * 2 : 4;
+		uint32_t *v = realloc(b->use, cap * sizeof *v);
+		if (v == NULL)
+			return -1;
+		b->use = v;
+		b->cap = cap;
+	}
+	b->use[b->nuse++] = op;
+	return 0;
+}
+
+void
+prof_free(struct prof *p, uint32_t bi, uint32_t op)
+{
+	p->buf[bi].free = op;
+}
+
+/* Add size over the operations [first, last] of one iteration. */
+static void
+span_add(int64_t *diff, uint32_t n, uint32_t first, uint32_t last, int64_t size)
+{
+	if (first > last || first >= n)
+		return;
+	diff[first] += size;
+	if (last + 1 < n)
+		diff[last + 1] -= size;
+}
+
+/* The memory each buffer's lifetime adds, as a difference array. */
+static void
+base_diff(const struct prof *p, int64_t *diff)
+{
+	uint32_t n = p->nops;
+
+	memset(diff, 0, (n + 1) * sizeof *diff);
+	for (uint32_t k = 0; k < p->nbufs; k++) {
+		const struct prof_buf *b = &p->buf[k];
+		uint32_t first = b->alloc == PROF_NONE ? 0 : b->alloc;
+		uint32_t last = b->free == PROF_NONE ? n - 1 : b->free;
+		span_add(diff, n, first, last, (int64_t)b->size);
+	}
+}
+
+uint64_t
+prof_peak(const struct prof *p, uint32_t *at)
+{
+	uint32_t n = p->nops;
+	int64_t *diff = malloc((n + 1) * sizeof *diff);
+	int64_t run = 0, best = 0;
+	uint32_t where = 0;
+
+	if (diff == NULL || n == 0) {
+		free(diff);
+		if (at)
+			*at = 0;
+		return p->fixed;
+	}
+	base_diff(p, diff);
+	for (uint32_t i = 0; i < n; i++) {
+		run += diff[i];
+		if (run > best) {
+			best = run;
+			where = i;
+		}
+	}
+	free(diff);
+	if (at)
+		*at = where;
+	return p->fixed + (uint64_t)best;
+}
+
+double
+prof_time(const struct prof *p)
+{
+	double s = 0;
+	for (uint32_t i = 0; i < p->nops; i++)
+		s += p->dur[i];
+	return s;
+}
+
+/* ---- the planner ---- */
+
+enum gap_kind {
+	GAP_BETWEEN,	/* between two uses in the iteration */
+	GAP_WRAP,	/* from the last use to the first use of the next iteration */
+	GAP_TAIL,	/* from the last use to the free: no restore */
+	GAP_IDLE	/* a persistent buffer the iteration never uses: stays on the host */
+};
+
+struct cand {
+	uint32_t buf, u, v;	/* v: the use after the gap, or the free (GAP_TAIL) */
+	uint8_t kind;
+	uint8_t state;		/* 0 open, 1 chosen, 2 tried and dropped */
+	int64_t r0, a0;		/* the operations it saves with idle engines (extended) */
+	double score;
+};
+
+struct sim {
+	const struct prof *p;
+	const struct plan_params *pp;
+	uint32_t n;
+	double S;
+	double *T, *E;		/* start and end of each operation */
+	int64_t *diff;
+	int64_t *mem;		/* memory held at each operation, fixed not included */
+	/* scratch for one simulation */
+	uint32_t *order;
+	double *key;
+	struct plan_move *mv;
+	uint32_t *cidx;		/* candidate of each move */
+	double stall;
+	double d2h_busy, h2d_busy;
+	int64_t peak;
+	uint32_t peak_op;
+};
+
+static double
+ext_T(const struct sim *s, int64_t x)
+{
+	int64_t k = x >= 0 ? x / s->n : -((-x + s->n - 1) / s->n);
+	return s->T[x - k * s->n] + (double)k * s->S;
+}
+
+static double
+ext_E(const struct sim *s, int64_t x)
+{
+	int64_t k = x >= 0 ? x / s->n : -((-x + s->n - 1) / s->n);
+	return s->E[x - k * s->n] + (double)k * s->S;
+}
+
+/* The first operation (extended) that starts at or after t (t >= 0). */
+static int64_t
+first_start(const struct sim *s, double t)
+{
+	int64_t k = s->S > 0 ? (int64_t)floor(t / s->S) : 0;
+	double r = t - (double)k * s->S;
+	uint32_t lo = 0, hi = s->n;	/* smallest i with T[i] >= r */
+
+	if (k < 0) {
+		k = 0;
+		r = 0;
+	}
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (s->T[mid] >= r)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return k * s->n + lo;
+}
+
+/* The last operation (extended) that ends at or before t. */
+static int64_t
+last_end(const struct sim *s, double t)
+{
+	int64_t k = s->S > 0 ? (int64_t)floor(t / s->S) : 0;
+	double r = t - (double)k * s->S;
+	uint32_t lo = 0, hi = s->n;	/* smallest i with E[i] > r */
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (s->E[mid] > r)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return k * s->n + (int64_t)lo - 1;
+}
+
+static double
+d2h_time(const struct sim *s, uint64_t bytes)
+{
+	return s->pp->copy_latency_s + (double)bytes / s->pp->d2h_bps;
+}
+
+static double
+h2d_time(const struct sim *s, uint64_t bytes)
+{
+	return s->pp->copy_latency_s + (double)bytes / s->pp->h2d_bps;
+}
+
+/* Subtract size over the extended operations [first, last] (at most n of them). */
+static void
+save_span(struct sim *s, int64_t first, int64_t last, int64_t size)
+{
+	uint32_t n = s->n;
+
+	if (first > last)
+		return;
+	if (last - first + 1 >= (int64_t)n) {
+		span_add(s->diff, n, 0, n - 1, -size);
+		return;
+	}
+	uint32_t f = (uint32_t)(first % n), l = (uint32_t)(last % n);
+	if (f <= l) {
+		span_add(s->diff, n, f, l, -size);
+	} else {
+		span_add(s->diff, n, f, n - 1, -size);
+		span_add(s->diff, n, 0, l, -size);
+	}
+}
+
+static int
+cmp_key(const void *a, const void *b, void *ctx)
+{
+	const double *k = ctx;
+	double x = k[*(const uint32_t *)a], y = k[*(const uint32_t *)b];
+	if (x != y)
+		return x < y ? -1 : 1;
+	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+/* Sort indices by key, stably (qsort_r's signature differs between libcs). */
+static void
+sort_by_key(uint32_t *idx, uint32_t m, const double *key, uint32_t *tmp)
+{
+	/* bottom-up merge sort, stable */
+	for (uint32_t w = 1; w < m; w *= 2) {
+		for (uint32_t lo = 0; lo < m; lo += 2 * w) {
+			uint32_t mid = lo + w < m ? lo + w : m, hi = lo + 2 * w < m ? lo + 2 * w : m;
+			uint32_t i = lo, j = mid, o = lo;
+			while (i < mid && j < hi)
+				tmp[o++] = cmp_key(&idx[j], &idx[i], (void *)key) < 0 ? idx[j++] : idx[i++];
+			while (i < mid)
+				tmp[o++] = idx[i++];
+			while (j < hi)
+				tmp[o++] = idx[j++];
+		}
+		memcpy(idx, tmp, m * sizeof *idx);
+	}
+}
+
+/*
+ * Simulate the moves of the chosen candidates: both copy engines in the
+ * steady state (each run twice, so what one iteration leaves queued delays
+ * the next), then the memory at every operation. Fills s->mv[0..m).
+ */
+static void
+simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m,
+    uint32_t *tmp)
+{
+	const struct prof *p = s->p;
+	uint32_t n = s->n;
+	double S = s->S;
+
+	s->stall = s->d2h_busy = s->h2d_busy = 0;
+	for (uint32_t k = 0; k < m; k++) {
+		const struct cand *x = &c[chosen[k]];
+		struct plan_move *mv = &s->mv[k];
+		memset(mv, 0, sizeof *mv);
+		mv->buf = x->buf;
+		mv->after = x->kind == GAP_IDLE ? PROF_NONE : x->u;
+		mv->use = x->kind == GAP_BETWEEN || x->kind == GAP_WRAP ? x->v : PROF_NONE;
+		mv->at = PROF_NONE;
+		mv->wrap = x->kind == GAP_WRAP;
+		s->cidx[k] = chosen[k];
+	}
+
+	/* D2H: in issue order, that is by the end of the use before the gap */
+	uint32_t nd = 0;
+	for (uint32_t k = 0; k < m; k++)
+		if (s->mv[k].after != PROF_NONE) {
+			s->order[nd++] = k;
+			s->key[k] = s->E[s->mv[k].after];
+		}
+	sort_by_key(s->order, nd, s->key, tmp);
+	double carry = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		double t = carry;
+		for (uint32_t j = 0; j < nd; j++) {
+			struct plan_move *mv = &s->mv[s->order[j]];
+			double issue = s->E[mv->after];
+			mv->d2h_start = issue > t ? issue : t;
+			mv->d2h_end = mv->d2h_start + d2h_time(s, p->buf[mv->buf].size);
+			t = mv->d2h_end;
+		}
+		carry = t > S ? t - S : 0;
+	}
+	for (uint32_t j = 0; j < nd; j++)
+		s->d2h_busy += d2h_time(s, p->buf[s->mv[s->order[j]].buf].size);
+
+	/* H2D, planned: latest deadline first, each as late as the engine allows */
+	uint32_t nh = 0;
+	for (uint32_t k = 0; k < m; k++)
+		if (s->mv[k].use != PROF_NONE) {
+			s->order[nh++] = k;
+			s->key[k] = -s->T[s->mv[k].use];
+		}
+	sort_by_key(s->order, nh, s->key, tmp);
+	double earliest = INFINITY;
+	for (int pass = 0; pass < 2; pass++) {
+		double latest = pass == 0 ? INFINITY : earliest + S;
+		for (uint32_t j = 0; j < nh; j++) {
+			struct plan_move *mv = &s->mv[s->order[j]];
+			double dl = s->T[mv->use];
+			double end = dl < latest ? dl : latest;
+			mv->h2d_start = end - h2d_time(s, p->buf[mv->buf].size);
+			latest = mv->h2d_start;
+		}
+		earliest = latest;
+		if (nh == 0 || !isfinite(earliest))
+			break;
+	}
+
+	/* where each restore is issued, and where each move saves memory */
+	base_diff(p, s->diff);
+	for (uint32_t k = 0; k < m; k++) {
+		struct plan_move *mv = &s->mv[k];
+		const struct prof_buf *b = &p->buf[mv->buf];
+		int64_t size = (int64_t)b->size;
+		const struct cand *x = &c[s->cidx[k]];
+		if (x->kind == GAP_IDLE) {
+			save_span(s, 0, n - 1, size);
+			continue;
+		}
+		int64_t r = first_start(s, mv->d2h_end);
+		if (x->kind == GAP_TAIL) {
+			save_span(s, r, b->free, size);
+			continue;
+		}
+		/* the restore's times in the frame of the offload's iteration */
+		double shift = mv->wrap ? S : 0;
+		double lb = mv->d2h_end;	/* the copy must have landed on the host */
+		double start = mv->h2d_start + shift;
+		int64_t a = last_end(s, start);
+		if (start < lb)
+			a = last_end(s, lb) + 1;	/* the host waits for the offload: late */
+		if (a < (int64_t)mv->after)
+			a = mv->after;
+		int64_t use = (int64_t)mv->use + (mv->wrap ? (int64_t)n : 0);
+		if (a >= use)
+			a = use - 1;	/* issued by the operation before the use at the latest */
+		mv->at = (uint32_t)(a % n);
+		mv->h2d_start = ext_E(s, a);	/* when its issue operation ends, for now */
+		save_span(s, r, a, size);
+	}
+
+	/* H2D, as issued: in issue order; a copy that ends after its deadline stalls */
+	for (uint32_t j = 0; j < nh; j++) {
+		struct plan_move *mv = &s->mv[s->order[j]];
+		double shift = mv->wrap ? S : 0;
+		/* issue time and deadline, in the frame of the restore's issue iteration */
+		double base = floor(mv->h2d_start / S) * S;
+		if (S <= 0)
+			base = 0;
+		s->key[s->order[j]] = mv->h2d_start - base;
+		mv->h2d_end = s->T[mv->use] + shift - base;	/* the deadline, for now */
+	}
+	sort_by_key(s->order, nh, s->key, tmp);
+	carry = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		double t = carry;
+		s->stall = 0;
+		for (uint32_t j = 0; j < nh; j++) {
+			uint32_t k = s->order[j];
+			struct plan_move *mv = &s->mv[k];
+			double issue = s->key[k];
+			double st = issue > t ? issue : t;
+			double en = st + h2d_time(s, p->buf[mv->buf].size);
+			double dl = mv->h2d_end;	/* the deadline, until pass 1 writes the times */
+			mv->stall_s = en > dl ? en - dl : 0;
+			s->stall += mv->stall_s;
+			t = en;
+			if (pass == 1) {
+				/* back to the frame of the offload's iteration */
+				double base = mv->h2d_start - issue;
+				mv->h2d_start = st + base;
+				mv->h2d_end = en + base;
+			}
+		}
+		carry = t > S ? t - S : 0;
+	}
+	for (uint32_t j = 0; j < nh; j++)
+		s->h2d_busy += h2d_time(s, p->buf[s->mv[s->order[j]].buf].size);
+
+	int64_t run = 0;
+	s->peak = INT64_MIN;
+	for (uint32_t i = 0; i < n; i++) {
+		run += s->diff[i];
+		s->mem[i] = run;
+		if (run > s->peak) {
+			s->peak = run;
+			s->peak_op = i;
+		}
+	}
+}
+
+/* Whether candidate x, with idle engines, saves memory at operation i. */
+static int
+covers(const struct cand *x, uint32_t i, uint32_t n)
+{
+	for (int64_t k = 0; k < 2; k++) {
+		int64_t e = (int64_t)i + k * n;
+		if (e >= x->r0 && e <= x->a0)
+			return 1;
+	}
+	return 0;
+}
+
+/* The candidates: every gap of every movable buffer, with its idle-engine span. */
+static struct cand *
+candidates(const struct sim *s, uint32_t *count)
+{
+	const struct prof *p = s->p;
+	uint32_t cap = 0, m = 0;
+	struct cand *c = NULL;
+
+	for (uint32_t k = 0; k < p->nbufs; k++) {
+		const struct prof_buf *b = &p->buf[k];
+		if (!b->movable || b->size < s->pp->min_bytes || b->size == 0)
+			continue;
+		cap += b->nuse + 2;
+	}
+	c = malloc((cap ? cap : 1) * sizeof *c);
+	if (c == NULL)
+		return NULL;
+	for (uint32_t k = 0; k < p->nbufs; k++) {
+		const struct prof_buf *b = &p->buf[k];
+		if (!b->movable || b->size < s->pp->min_bytes || b->size == 0)
+			continue;
+		double cd = d2h_time(s, b->size), ch = h2d_time(s, b->size);
+		if (b->nuse == 0) {
+			if (prof_persistent(b))
+				c[m++] = (struct cand){ .buf = k, .u = PROF_NONE, .v = PROF_NONE,
+					.kind = GAP_IDLE, .r0 = 0, .a0 = s->n - 1, .score = 2 * s->S };
+			continue;
+		}
+		for (uint32_t j = 0; j <= b->nuse; j++) {
+			struct cand x = { .buf = k };
+			double dl;
+			if (j + 1 < b->nuse) {
+				x.kind = GAP_BETWEEN;
+				x.u = b->use[j];
+				x.v = b->use[j + 1];
+				dl = s->T[x.v];
+			} else if (j + 1 == b->nuse && prof_persistent(b)) {
+				x.kind = GAP_WRAP;
+				x.u = b->use[j];
+				x.v = b->use[0];
+				dl = s->T[x.v] + s->S;
+			} else if (j + 1 == b->nuse && b->free != PROF_NONE && b->free > b->use[j]) {
+				x.kind = GAP_TAIL;
+				x.u = b->use[j];
+				x.v = b->free;
+				dl = INFINITY;
+			} else {
+				continue;
+			}
+			x.r0 = first_start(s, s->E[x.u] + cd);
+			x.a0 = x.kind == GAP_TAIL ? (int64_t)x.v : last_end(s, dl - ch);
+			int64_t v_ext = (int64_t)x.v + (x.kind == GAP_WRAP ? s->n : 0);
+			if (x.a0 < x.r0 && s->pp->allow_stall && x.kind != GAP_TAIL && x.r0 < v_ext)
+				x.a0 = x.r0;	/* restored as soon as it is on the host: late */
+			if (x.a0 < x.r0)
+				continue;	/* too short to save anything */
+			x.score = ext_E(s, x.a0) - ext_T(s, x.r0);
+			c[m++] = x;
+		}
+	}
+	*count = m;
+	return c;
+}
+
+static int
+plan_run(const struct prof *p, const struct plan_params *pp, struct plan *out)
+{
+	struct sim s = { .p = p, .pp = pp, .n = p->nops };
+	uint32_t n = p->nops;
+	struct cand *c = NULL;
+	uint32_t nc = 0, m = 0, *chosen = NULL, *tmp = NULL;
+	int ret = -1;
+
+	memset(out, 0, sizeof *out);
+	out->peak_before = prof_peak(p, &out->peak_op);
+	out->peak = out->peak_before;
+	out->step_before_s = out->step_s = prof_time(p);
+	if (n == 0 || pp->d2h_bps <= 0 || pp->h2d_bps <= 0) {
+		out->met = out->peak <= pp->target;
+		return 0;
+	}
+	s.T = malloc(n * sizeof *s.T);
+	s.E = malloc(n * sizeof *s.E);
+	s.diff = malloc((n + 1) * sizeof *s.diff);
+	s.mem = malloc(n * sizeof *s.mem);
+	if (!s.T || !s.E || !s.diff || !s.mem)
+		goto out;
+	double t = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		s.T[i] = t;
+		t += p->dur[i] > 0 ? p->dur[i] : 0;
+		s.E[i] = t;
+	}
+	s.S = t;
+	if (s.S <= 0) {
+		ret = 0;	/* no times: nothing can be planned */
+		out->met = out->peak <= pp->target;
+		goto out;
+	}
+	c = candidates(&s, &nc);
+	chosen = calloc(nc + 1, sizeof *chosen);
+	tmp = malloc((nc + 1) * sizeof *tmp);
+	s.order = malloc((nc + 1) * sizeof *s.order);
+	s.key = malloc((nc + 1) * sizeof *s.key);
+	s.mv = malloc((nc + 1) * sizeof *s.mv);
+	s.cidx = malloc((nc + 1) * sizeof *s.cidx);
+	if (!c || !chosen || !tmp || !s.order || !s.key || !s.mv || !s.cidx)
+		goto out;
+
+	simulate(&s, c, chosen, 0, tmp);
+	double stall = 0;
+	while ((uint64_t)s.peak + p->fixed > pp->target) {
+		uint32_t at = s.peak_op;
+		int64_t before = s.mem[at], peak_before = s.peak;
+		/* the open candidate that covers the peak and saves the longest */
+		int64_t best = -1;
+		for (uint32_t k = 0; k < nc; k++) {
+			if (c[k].state != 0 || !covers(&c[k], at, n))
+				continue;
+			if (best < 0 || c[k].score > c[best].score ||
+			    (c[k].score == c[best].score && p->buf[c[k].buf].size >
+			    p->buf[c[best].buf].size))
+				best = k;
+		}
+		if (best < 0)
+			break;	/* nothing more can be moved at the peak */
+		chosen[m] = (uint32_t)best;
+		out->tried++;
+		simulate(&s, c, chosen, m + 1, tmp);
+		int better = s.mem[at] < before && s.peak <= peak_before;
+		int on_time = pp->allow_stall || s.stall <= stall + 1e-9;
+		if (better && on_time) {
+			c[best].state = 1;
+			m++;
+			stall = s.stall;
+		} else {
+			c[best].state = 2;
+			simulate(&s, c, chosen, m, tmp);
+		}
+	}
+
+	/* the result */
+	out->mv = malloc((m ? m : 1) * sizeof *out->mv);
+	if (out->mv == NULL)
+		goto out;
+	memcpy(out->mv, s.mv, m * sizeof *out->mv);
+	out->n = out->cap = m;
+	out->peak = (uint64_t)s.peak + p->fixed;
+	out->peak_op = s.peak_op;
+	out->stall_s = s.stall;
+	out->step_s = s.S + s.stall;
+	out->d2h_busy_s = s.d2h_busy;
+	out->h2d_busy_s = s.h2d_busy;
+	for (uint32_t k = 0; k < m; k++) {
+		uint64_t size = p->buf[out->mv[k].buf].size;
+		if (out->mv[k].after != PROF_NONE)
+			out->bytes_d2h += size;
+		if (out->mv[k].use != PROF_NONE)
+			out->bytes_h2d += size;
+	}
+	out->met = out->peak <= pp->target;
+	ret = 0;
+out:
+	free(c);
+	free(chosen);
+	free(tmp);
+	free(s.order);
+	free(s.key);
+	free(s.mv);
+	free(s.cidx);
+	free(s.T);
+	free(s.E);
+	free(s.diff);
+	free(s.mem);
+	return ret;
+}
+
+int
+plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
+{
+	return plan_run(p, pp, out);
+}
+
+void
+plan_fini(struct plan *pl)
+{
+	free(pl->mv);
+	memset(pl, 0, sizeof *pl);
+}
+
+uint64_t
+plan_bound(const struct prof *p, const struct plan_params *pp)
+{
+	struct plan_params q = *pp;
+	struct plan pl;
+
+	q.target = 0;
+	q.allow_stall = 0;
+	if (plan_run(p, &q, &pl) != 0)
+		return 0;
+	uint64_t peak = pl.peak;
+	plan_fini(&pl);
+	return peak;
+}

@@ -1,0 +1,129 @@
+/*
+ * plan.h: the access profile of one training iteration, and the planner.
+ *
+ * Profile: the iteration's operations in issue order, each with the time
+ * it keeps the device busy, and every buffer the iteration holds: its size,
+ * the operation from which it exists and the one after which it is freed,
+ * and the operations that use it. A buffer that exists before the
+ * iteration and after it (a weight, optimizer state) is persistent: the
+ * gap from its last use to its first use in the next iteration wraps.
+ *
+ * Planner: chooses gaps between uses to bridge through host memory until
+ * the device memory peak is at or under a target. A bridged gap is an
+ * offload (a D2H copy issued right after the use before the gap; the
+ * memory is released when the copy is done) and, unless the buffer is
+ * freed first, a restore (an H2D copy issued after an operation chosen so
+ * that it is done before the use after the gap). Both copy engines are
+ * simulated: copies of one direction run one at a time, in issue order, at
+ * that direction's bandwidth; restores are placed as late as the engine
+ * allows (latest deadline first), so memory comes back as late as it can.
+ *
+ * Greedy: while the peak is over the target, take the gap that covers the
+ * operation at the peak and frees its memory for longest (which is the
+ * gap with the most byte-seconds saved per second of copy time), keep it
+ * if the simulation says the peak there fell and, unless stalls are
+ * allowed, every restore is still on time; otherwise never try it again.
+ *
+ * Time is seconds from the iteration's start on a device that runs the
+ * operations one after another. Pure C: no CUDA, no I/O, no globals.
+ */
+#ifndef EBB_PLAN_H
+#define EBB_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROF_NONE UINT32_MAX
+
+struct prof_buf {
+	uint64_t size;		/* device bytes it holds */
+	uint64_t key;		/* the caller's name for it */
+	uint32_t alloc;		/* first operation it exists at; PROF_NONE: before the iteration */
+	uint32_t free;		/* last operation it exists at; PROF_NONE: after the iteration */
+	uint8_t movable;
+	uint32_t nuse, cap;
+	uint32_t *use;		/* operations that use it, increasing */
+};
+
+struct prof {
+	uint32_t nops;
+	double *dur;		/* seconds each operation keeps the device busy */
+	struct prof_buf *buf;
+	uint32_t nbufs, cap;
+	uint64_t fixed;		/* bytes held throughout that never move */
+};
+
+/* Returns 0, or -1 when out of memory. Durations start at 0. */
+int prof_init(struct prof *p, uint32_t nops);
+void prof_fini(struct prof *p);
+
+/* A buffer that exists from operation alloc (PROF_NONE: from before the
+ * iteration). Returns its index, or -1 when out of memory. */
+int64_t prof_add(struct prof *p, uint64_t size, uint64_t key, uint32_t alloc, int movable);
+
+/* Operation op uses buffer b (ops must not decrease). Returns 0 or -1. */
+int prof_use(struct prof *p, uint32_t b, uint32_t op);
+
+/* Buffer b is freed after operation op. */
+void prof_free(struct prof *p, uint32_t b, uint32_t op);
+
+/* Whether buffer b exists before and after the iteration. */
+static inline int
+prof_persistent(const struct prof_buf *b)
+{
+	return b->alloc == PROF_NONE && b->free == PROF_NONE;
+}
+
+/* The peak of the memory held (fixed included) with nothing moved, and at
+ * which operation (*at, may be NULL). */
+uint64_t prof_peak(const struct prof *p, uint32_t *at);
+
+/* The sum of the durations: the iteration's time with nothing moved. */
+double prof_time(const struct prof *p);
+
+struct plan_params {
+	uint64_t target;	/* bytes, fixed included */
+	double d2h_bps, h2d_bps;	/* bytes a second of each copy direction */
+	double copy_latency_s;	/* fixed cost of one copy */
+	uint64_t min_bytes;	/* smallest buffer worth moving */
+	int allow_stall;	/* 0: only gaps whose restores are on time */
+};
+
+struct plan_move {
+	uint32_t buf;		/* index in the profile */
+	uint32_t after;		/* offload after this operation; PROF_NONE: kept on the host */
+	uint32_t at;		/* issue the restore after this operation; PROF_NONE: none */
+	uint32_t use;		/* the use the restore is for; PROF_NONE: freed on the host */
+	uint8_t wrap;		/* the restore is in the next iteration */
+	/* simulated, in seconds from the start of the iteration of the offload */
+	double d2h_start, d2h_end, h2d_start, h2d_end;
+	double stall_s;		/* how late the restore is */
+};
+
+struct plan {
+	struct plan_move *mv;
+	uint32_t n, cap;
+	uint64_t peak_before;	/* bytes, nothing moved */
+	uint64_t peak;		/* bytes, with the moves */
+	uint32_t peak_op;
+	double step_before_s;	/* sum of the durations */
+	double step_s;		/* predicted: the durations plus the stalls */
+	double stall_s;
+	double d2h_busy_s, h2d_busy_s;	/* engine time per iteration */
+	uint64_t bytes_d2h, bytes_h2d;	/* per iteration, steady state */
+	int met;		/* peak <= target */
+	uint32_t tried;		/* gaps simulated */
+};
+
+/*
+ * Plan for the profile. Returns 0 (out filled; out->met says whether the
+ * target was reached), or -1 when out of memory. Free with plan_fini.
+ */
+int plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out);
+void plan_fini(struct plan *pl);
+
+/* The lowest peak the planner reaches with no restore late (target 0, no
+ * stalls allowed). Returns 0 when out of memory. */
+uint64_t plan_bound(const struct prof *p, const struct plan_params *pp);
+
+#endif

@@ -1,0 +1,355 @@
+/*
+ * check_plan.c: the planner on synthetic profiles whose best answer is
+ * known. Every operation lasts 2^-10 s and a GiB copies in 8 of them
+ * (2^37 bytes a second), so every time is exact in binary.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "testutil.h"
+
+#define GIB ((uint64_t)1 << 30)
+#define OP (1.0 / 1024)
+#define N 100
+
+static struct prof pr;
+static struct plan pl;
+
+static void
+setup(void)
+{
+	ck_assert_int_eq(prof_init(&pr, N), 0);
+	for (uint32_t i = 0; i < N; i++)
+		pr.dur[i] = OP;
+	memset(&pl, 0, sizeof pl);
+}
+
+static void
+teardown(void)
+{
+	plan_fini(&pl);
+	prof_fini(&pr);
+}
+
+/* copy_ops: how many operations a GiB takes to copy, each way */
+static struct plan_params
+params(uint64_t target, double copy_ops, int allow_stall)
+{
+	struct plan_params pp = {
+		.target = target,
+		.d2h_bps = (double)GIB / (copy_ops * OP),
+		.h2d_bps = (double)GIB / (copy_ops * OP),
+		.copy_latency_s = 0,
+		.min_bytes = 1,
+		.allow_stall = allow_stall,
+	};
+	return pp;
+}
+
+/* A buffer used at the given operations (-1 ends the list). */
+static uint32_t
+buf(uint64_t size, uint32_t alloc, uint32_t free, int movable, const int *uses)
+{
+	int64_t b = prof_add(&pr, size, (uint64_t)pr.nbufs, alloc, movable);
+	ck_assert_int_ge(b, 0);
+	for (const int *u = uses; *u >= 0; u++)
+		ck_assert_int_eq(prof_use(&pr, (uint32_t)b, (uint32_t)*u), 0);
+	if (free != PROF_NONE)
+		prof_free(&pr, (uint32_t)b, free);
+	return (uint32_t)b;
+}
+
+static const int none[] = { -1 };
+
+/* An activation alive over [first, last], used at both ends; it never moves. */
+static void
+hump(uint64_t size, uint32_t first, uint32_t last)
+{
+	int uses[] = { (int)first, (int)last, -1 };
+	buf(size, first, last, 0, uses);
+}
+
+START_TEST(profile_peak_and_time)
+{
+	int u[] = { 0, 99, -1 };
+	buf(GIB, PROF_NONE, PROF_NONE, 1, u);
+	hump(GIB, 40, 60);
+	pr.fixed = 5;
+	uint32_t at;
+	ck_assert_uint_eq(prof_peak(&pr, &at), 2 * GIB + 5);
+	ck_assert_uint_eq(at, 40);
+	ck_assert(prof_time(&pr) == N * OP);
+}
+END_TEST
+
+/* One long gap over the peak: bridged, with the restore as late as it can be. */
+START_TEST(one_gap_bridged)
+{
+	int u[] = { 0, 99, -1 };
+	uint32_t a = buf(GIB, 0, 99, 1, u);
+	hump(GIB, 40, 60);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_uint_eq(pl.peak_before, 2 * GIB);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.peak, GIB);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].buf, a);
+	ck_assert_uint_eq(pl.mv[0].after, 0);
+	ck_assert_uint_eq(pl.mv[0].use, 99);
+	/* the copy back takes 8 operations and must end when operation 99 starts */
+	ck_assert_uint_eq(pl.mv[0].at, 90);
+	ck_assert(pl.mv[0].d2h_start == 1 * OP && pl.mv[0].d2h_end == 9 * OP);
+	ck_assert(pl.mv[0].h2d_start == 91 * OP && pl.mv[0].h2d_end == 99 * OP);
+	ck_assert(pl.stall_s == 0);
+	ck_assert(pl.step_s == N * OP);
+	ck_assert_uint_eq(pl.bytes_d2h, GIB);
+	ck_assert_uint_eq(pl.bytes_h2d, GIB);
+	ck_assert_uint_eq(plan_bound(&pr, &pp), GIB);
+}
+END_TEST
+
+/* The link is too slow for the gap: nothing moves, and the bound says so. */
+START_TEST(too_slow_to_bridge)
+{
+	int u[] = { 0, 99, -1 };
+	buf(GIB, 0, 99, 1, u);
+	hump(GIB, 40, 60);
+	struct plan_params pp = params(GIB, 64, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(!pl.met);
+	ck_assert_uint_eq(pl.n, 0);
+	ck_assert_uint_eq(pl.peak, 2 * GIB);
+	ck_assert_uint_eq(plan_bound(&pr, &pp), 2 * GIB);
+}
+END_TEST
+
+/* Two gaps cover the peak; one move is enough and the longer gap is taken. */
+START_TEST(longest_gap_first)
+{
+	int ua[] = { 0, 99, -1 }, ud[] = { 30, 70, -1 };
+	uint32_t a = buf(GIB, 0, 99, 1, ua);
+	buf(GIB, 30, 70, 1, ud);
+	hump(GIB, 40, 60);
+	struct plan_params pp = params(2 * GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].buf, a);
+	ck_assert_uint_eq(pl.peak, 2 * GIB);
+}
+END_TEST
+
+/* Not a buffer the caller marked movable, nor one under min_bytes. */
+START_TEST(unmovable_stay)
+{
+	int u[] = { 0, 99, -1 };
+	buf(GIB, 0, 99, 0, u);
+	buf(GIB / 2, 0, 99, 1, u);
+	hump(GIB, 40, 60);
+	struct plan_params pp = params(GIB, 8, 0);
+	pp.min_bytes = GIB;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_uint_eq(pl.n, 0);
+	ck_assert_uint_eq(pl.peak, 2 * GIB + GIB / 2);
+}
+END_TEST
+
+/*
+ * Two buffers with the same short gap (uses at 0 and 24) over a peak at
+ * 10..14. Each copy takes 8 operations: the first offload is done at 9, the
+ * second only at 17, after the peak; and the engine can bring back only one
+ * of them by 24 on time. Best: move one, peak 3 GiB.
+ */
+START_TEST(copy_engine_contention)
+{
+	int u[] = { 0, 24, -1 };
+	buf(GIB, 0, 24, 1, u);
+	buf(GIB, 0, 24, 1, u);
+	hump(2 * GIB, 10, 14);
+	struct plan_params pp = params(2 * GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_uint_eq(pl.peak_before, 4 * GIB);
+	ck_assert(!pl.met);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.peak, 3 * GIB);
+	ck_assert(pl.stall_s == 0);
+	ck_assert_uint_eq(plan_bound(&pr, &pp), 3 * GIB);
+}
+END_TEST
+
+/* Optimizer state: used once near the end; the gap wraps into the next iteration. */
+START_TEST(wrapping_gap)
+{
+	int u[] = { 95, -1 };
+	uint32_t o = buf(GIB, PROF_NONE, PROF_NONE, 1, u);
+	hump(GIB, 10, 80);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.peak, GIB);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].buf, o);
+	ck_assert(pl.mv[0].wrap);
+	ck_assert_uint_eq(pl.mv[0].after, 95);
+	ck_assert_uint_eq(pl.mv[0].use, 95);
+	/* the offload lands at 104 (operation 4 of the next iteration); the
+	 * restore runs 187..195, issued after operation 186, that is 86 */
+	ck_assert(pl.mv[0].d2h_end == 104 * OP);
+	ck_assert_uint_eq(pl.mv[0].at, 86);
+	ck_assert(pl.mv[0].h2d_end == 195 * OP);
+	ck_assert(pl.stall_s == 0);
+}
+END_TEST
+
+/* A persistent buffer the iteration never uses stays on the host. */
+START_TEST(idle_buffer_stays_away)
+{
+	buf(GIB, PROF_NONE, PROF_NONE, 1, none);
+	hump(GIB, 10, 20);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].after, PROF_NONE);
+	ck_assert_uint_eq(pl.mv[0].use, PROF_NONE);
+	ck_assert_uint_eq(pl.peak, GIB);
+	ck_assert_uint_eq(pl.bytes_d2h, 0);
+}
+END_TEST
+
+/* A buffer kept after its last use until it is freed: offloaded, never restored. */
+START_TEST(tail_until_free)
+{
+	int u[] = { 5, -1 };
+	buf(GIB, 0, 90, 1, u);
+	hump(GIB, 40, 60);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].after, 5);
+	ck_assert_uint_eq(pl.mv[0].use, PROF_NONE);
+	ck_assert_uint_eq(pl.bytes_h2d, 0);
+}
+END_TEST
+
+START_TEST(target_already_met)
+{
+	int u[] = { 0, 99, -1 };
+	buf(GIB, 0, 99, 1, u);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.n, 0);
+	ck_assert(pl.step_s == N * OP);
+}
+END_TEST
+
+/*
+ * A gap of 12 operations cannot be bridged on time with 8-operation copies
+ * each way. Under the bound, with stalls allowed, it is bridged late: the
+ * offload lands at 9, the restore is issued after operation 9 and ends at
+ * 18, 6 operations after its use at 12 was due.
+ */
+START_TEST(late_restore_predicts_stall)
+{
+	int u[] = { 0, 12, -1 };
+	buf(GIB, 0, 12, 1, u);
+	hump(GIB, 9, 9);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_uint_eq(pl.n, 0);
+	ck_assert_uint_eq(pl.peak, 2 * GIB);
+	plan_fini(&pl);
+	pp.allow_stall = 1;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.peak, GIB);
+	ck_assert_uint_eq(pl.mv[0].at, 9);
+	ck_assert(pl.stall_s == 6 * OP);
+	ck_assert(pl.step_s == (N + 6) * OP);
+}
+END_TEST
+
+/* Without times nothing can be planned, and that is not an error. */
+START_TEST(no_times_no_plan)
+{
+	int u[] = { 0, 99, -1 };
+	for (uint32_t i = 0; i < N; i++)
+		pr.dur[i] = 0;
+	buf(GIB, 0, 99, 1, u);
+	hump(GIB, 40, 60);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_uint_eq(pl.n, 0);
+	ck_assert(!pl.met);
+}
+END_TEST
+
+/*
+ * Many layers of activations (forward then backward) and a slow link: the
+ * planner never predicts a peak above the one it had, never a late restore
+ * when stalls are not allowed, and its moves are of movable buffers only.
+ */
+START_TEST(random_profiles_are_consistent)
+{
+	unsigned seed = 11;
+	for (int round = 0; round < 30; round++) {
+		prof_fini(&pr);
+		uint32_t n = 200;
+		ck_assert_int_eq(prof_init(&pr, n), 0);
+		for (uint32_t i = 0; i < n; i++)
+			pr.dur[i] = OP * (1 + rand_r(&seed) % 4);
+		for (int k = 0; k < 40; k++) {
+			uint32_t a = (uint32_t)(rand_r(&seed) % 100);
+			uint32_t f = 199 - a - (uint32_t)(rand_r(&seed) % 3);
+			int u[] = { (int)a, (int)(a + 1 + rand_r(&seed) % 5), (int)f, -1 };
+			if (u[1] >= u[2])
+				u[1] = -1;
+			buf(GIB / 8 * (1 + rand_r(&seed) % 8), a, f, rand_r(&seed) % 4 != 0, u);
+		}
+		struct plan_params pp = params((uint64_t)(rand_r(&seed) % 8) * GIB, 2 + rand_r(&seed) % 30, 0);
+		ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+		ck_assert_uint_le(pl.peak, pl.peak_before);
+		ck_assert(pl.stall_s == 0);
+		ck_assert(fabs(pl.step_s - pl.step_before_s) < 1e-12);
+		for (uint32_t k = 0; k < pl.n; k++) {
+			const struct plan_move *m = &pl.mv[k];
+			ck_assert(pr.buf[m->buf].movable);
+			ck_assert(m->d2h_end <= m->h2d_start + 1e-12 || m->use == PROF_NONE);
+			ck_assert(m->use == PROF_NONE || m->h2d_end <= prof_time(&pr) * 2);
+		}
+		ck_assert_uint_le(plan_bound(&pr, &pp), pl.peak_before);
+		plan_fini(&pl);
+	}
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("plan");
+	TCase *tc = tcase_create("planner");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, profile_peak_and_time);
+	tcase_add_test(tc, one_gap_bridged);
+	tcase_add_test(tc, too_slow_to_bridge);
+	tcase_add_test(tc, longest_gap_first);
+	tcase_add_test(tc, unmovable_stay);
+	tcase_add_test(tc, copy_engine_contention);
+	tcase_add_test(tc, wrapping_gap);
+	tcase_add_test(tc, idle_buffer_stays_away);
+	tcase_add_test(tc, tail_until_free);
+	tcase_add_test(tc, target_already_met);
+	tcase_add_test(tc, late_restore_predicts_stall);
+	tcase_add_test(tc, no_times_no_plan);
+	tcase_add_test(tc, random_profiles_are_consistent);
+	suite_add_tcase(s, tc);
+	return run_suite(s);
+}
