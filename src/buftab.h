@@ -46,6 +46,8 @@ struct ebb_buf {
 	void *handle;		/* struct vmm_handle * while mapped */
 	void *host;		/* pinned copy while offloading or on the host */
 	void *ev;		/* CUevent: the offload copy is done */
+	void *arrive;		/* CUevent: a restore copy that later uses wait for */
+	uint32_t plan_ord;	/* exec.c: its allocation ordinal in the iteration, plus 1 */
 	struct ebb_buf *lru_prev, *lru_next;	/* resident movable buffers, least recent first */
 	/* treap links */
 	struct ebb_buf *left, *right;

@@ -19,34 +19,42 @@ static const char *const mode_names[] = { "off", "observe", "offload", NULL };
 
 const struct ebb_conf_var ebb_conf_vars[] = {
 	{ "EBB_MODE", EBB_CONF_ENUM, F(mode), 0, 0, mode_names, "observe",
-	  "What ebb does: off (pass every call through), observe (record and trace, move nothing) or offload (keep the job under EBB_LIMIT by moving buffers to host memory and back)." },
+	  "What ebb does: off (pass every call through), observe (record and trace, move nothing) or offload (keep the job under EBB_LIMIT by moving buffers to host memory and back).", 0, 0 },
 	{ "EBB_LIMIT", EBB_CONF_SIZE, F(limit), 0, UINT64_MAX, NULL, "0",
-	  "Device memory the job may hold in offload mode (0: what the device has); past it ebb moves buffers to the host." },
+	  "Device memory the job may hold in offload mode (0: what the device has); past it ebb moves buffers to the host.", 0, 0 },
 	{ "EBB_MIN_OFFLOAD_BYTES", EBB_CONF_SIZE, F(min_offload_bytes), 1, UINT64_MAX, NULL, "2M",
-	  "Smallest buffer that may move in offload mode (raised to the device's 2 MiB granularity if lower); smaller ones never move." },
+	  "Smallest buffer that may move in offload mode (raised to the device's 2 MiB granularity if lower); smaller ones never move.", 0, 0 },
 	{ "EBB_HOST_LIMIT", EBB_CONF_SIZE, F(host_limit), 0, UINT64_MAX, NULL, "0",
-	  "Pinned host memory ebb may use for offloaded buffers (0: as much as the system lets it pin)." },
+	  "Pinned host memory ebb may use for offloaded buffers (0: as much as the system lets it pin).", 0, 0 },
 	{ "EBB_TRACE", EBB_CONF_STRING, F(trace), 0, 0, NULL, "",
-	  "Write the trace (ebb-trace(5)) to this file; %p is replaced by the process id. Empty: no trace." },
+	  "Write the trace (ebb-trace(5)) to this file; %p is replaced by the process id. Empty: no trace.", 0, 0 },
 	{ "EBB_TRACE_BUFFER", EBB_CONF_SIZE, F(trace_buffer), 4096, 1ULL << 30, NULL, "1M",
-	  "Bytes of trace buffered in memory before they are written out." },
+	  "Bytes of trace buffered in memory before they are written out.", 0, 0 },
 	{ "EBB_VERBOSE", EBB_CONF_UINT, F(verbose), 0, 3, NULL, "0",
-	  "Messages on stderr: 0 warnings only, 1 also the exit summary and choices made, 2 state changes, 3 debugging detail." },
+	  "Messages on stderr: 0 warnings only, 1 also the exit summary and choices made, 2 state changes, 3 debugging detail.", 0, 0 },
 	{ "EBB_STRICT", EBB_CONF_BOOL, F(strict), 0, 1, NULL, "0",
-	  "Stop the process at start (exit status 2) when an EBB_ variable is malformed or unknown." },
+	  "Stop the process at start (exit status 2) when an EBB_ variable is malformed or unknown.", 0, 0 },
 	{ "EBB_LEARN_ITERS", EBB_CONF_UINT, F(learn_iters), 1, 1000, NULL, "3",
-	  "Iterations ebb times with CUPTI before it detaches; those already whole when the iteration is found count." },
+	  "Iterations ebb times with CUPTI before it detaches; those already whole when the iteration is found count.", 0, 0 },
 	{ "EBB_LEARN_LAUNCHES", EBB_CONF_UINT, F(learn_launches), 1000, 100000000, NULL, "500000",
-	  "Operations (launches, copies, memsets, NCCL calls, synchronisations) after which ebb stops looking for the iteration." },
+	  "Operations (launches, copies, memsets, NCCL calls, synchronisations) after which ebb stops looking for the iteration.", 0, 0 },
 	{ "EBB_ITER_KERNEL", EBB_CONF_STRING, F(iter_kernel), 0, 0, NULL, "",
-	  "An iteration starts at each launch of a kernel whose name contains this text (instead of finding the period)." },
+	  "An iteration starts at each launch of a kernel whose name contains this text (instead of finding the period).", 0, 0 },
 	{ "EBB_CUPTI", EBB_CONF_BOOL, F(cupti), 0, 1, NULL, "1",
-	  "Time the launches of the learning iterations on the GPU with CUPTI." },
+	  "Time the launches of the learning iterations on the GPU with CUPTI.", 0, 0 },
 	{ "EBB_CUPTI_LIB", EBB_CONF_STRING, F(cupti_lib), 0, 0, NULL, "",
-	  "Path of libcupti to load (default: one already loaded, then the CUDA toolkit's, then the one beside libcudart)." },
+	  "Path of libcupti to load (default: one already loaded, then the CUDA toolkit's, then the one beside libcudart).", 0, 0 },
 	{ "EBB_SITE_DEPTH", EBB_CONF_UINT, F(site_depth), 0, 32, NULL, "8",
-	  "Stack frames hashed into the call-site fingerprint of allocations made while learning (0: none)." },
-	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL }
+	  "Stack frames hashed into the call-site fingerprint of allocations made while learning (0: none).", 0, 0 },
+	{ "EBB_PLAN", EBB_CONF_BOOL, F(plan), 0, 1, NULL, "1",
+	  "In offload mode, learn when each buffer is used in the iteration and move buffers ahead of their use by a plan (0: only when over EBB_LIMIT, least recently used first).", 0, 0 },
+	{ "EBB_TARGET", EBB_CONF_REAL, F(target), 0, 0, NULL, "0",
+	  "Peak device memory the plan aims for, as a fraction of the peak learned (0: EBB_LIMIT alone; with both, the lower).", 0, 1 },
+	{ "EBB_D2H_GBPS", EBB_CONF_REAL, F(d2h_gbps), 0, 0, NULL, "0",
+	  "Device-to-host copy bandwidth the planner assumes, in GB/s (0: measured when offloading starts).", 0, 100000 },
+	{ "EBB_H2D_GBPS", EBB_CONF_REAL, F(h2d_gbps), 0, 0, NULL, "0",
+	  "Host-to-device copy bandwidth the planner assumes, in GB/s (0: measured when offloading starts).", 0, 100000 },
+	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0 }
 };
 
 #undef F
@@ -138,6 +146,27 @@ ebb_conf_parse_bool(const char *text, int *out)
 	return -1;
 }
 
+int
+ebb_conf_parse_real(const char *text, double *out)
+{
+	const char *c = text;
+	int digits = 0, dots = 0;
+
+	/* plain decimal only: no sign, exponent, hexadecimal, inf or nan */
+	for (; *c; c++) {
+		if (isdigit((unsigned char)*c))
+			digits++;
+		else if (*c == '.' && dots++ == 0)
+			continue;
+		else
+			return -1;
+	}
+	if (digits == 0)
+		return -1;
+	*out = strtod(text, NULL);
+	return 0;
+}
+
 /* Store text into the field of v; returns 0, or -1 and a description in *want. */
 static int
 set_value(struct ebb_conf *conf, const struct ebb_conf_var *v, const char *text,
@@ -179,6 +208,15 @@ set_value(struct ebb_conf *conf, const struct ebb_conf_var *v, const char *text,
 		}
 		memcpy(field, text, strlen(text) + 1);
 		return 0;
+	case EBB_CONF_REAL: {
+		double d;
+		if (ebb_conf_parse_real(text, &d) < 0 || d < v->rmin || d > v->rmax) {
+			snprintf(want, wantlen, "expected a decimal number from %g to %g", v->rmin, v->rmax);
+			return -1;
+		}
+		*(double *)(void *)field = d;
+		return 0;
+	}
 	case EBB_CONF_ENUM:
 		for (int i = 0; v->choices[i]; i++)
 			if (strcmp(text, v->choices[i]) == 0) {

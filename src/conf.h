@@ -24,7 +24,8 @@ enum ebb_conf_type {
 	EBB_CONF_UINT,		/* unsigned integer in [min, max] */
 	EBB_CONF_SIZE,		/* bytes, with K/M/G/T suffixes (powers of 1024) */
 	EBB_CONF_STRING,
-	EBB_CONF_ENUM		/* one of a list of names; stored as its index */
+	EBB_CONF_ENUM,		/* one of a list of names; stored as its index */
+	EBB_CONF_REAL		/* decimal number in [rmin, rmax]; stored as a double */
 };
 
 #define EBB_CONF_PATH_MAX 1024
@@ -45,6 +46,9 @@ struct ebb_conf {
 	uint64_t limit;			/* EBB_LIMIT: 0 = what the device has */
 	uint64_t min_offload_bytes;	/* EBB_MIN_OFFLOAD_BYTES */
 	uint64_t host_limit;		/* EBB_HOST_LIMIT: 0 = no cap */
+	int plan;			/* EBB_PLAN */
+	double target;			/* EBB_TARGET: 0 = EBB_LIMIT alone */
+	double d2h_gbps, h2d_gbps;	/* EBB_D2H_GBPS, EBB_H2D_GBPS: 0 = measure */
 };
 
 struct ebb_conf_var {
@@ -56,6 +60,7 @@ struct ebb_conf_var {
 	const char *const *choices;	/* ENUM: NULL-terminated names */
 	const char *def;		/* default, as the user would write it */
 	const char *doc;		/* one line */
+	double rmin, rmax;		/* REAL */
 };
 
 /* The table, terminated by an entry whose name is NULL. */
@@ -89,6 +94,7 @@ const struct ebb_conf_var *ebb_conf_find(const char *name);
 int ebb_conf_parse_size(const char *text, uint64_t *out);
 int ebb_conf_parse_uint(const char *text, uint64_t *out);
 int ebb_conf_parse_bool(const char *text, int *out);
+int ebb_conf_parse_real(const char *text, double *out);
 
 /* Name of a mode, e.g. "observe". */
 const char *ebb_conf_mode_name(int mode);

@@ -14,6 +14,7 @@
 #include "conf.h"
 #include "ebb.h"
 #include "engine.h"
+#include "exec.h"
 #include "interpose.h"
 #include "iter.h"
 #include "kparam.h"
@@ -107,6 +108,7 @@ gpu_times(uint64_t seq, uint64_t start, uint64_t end, void *ctx)
 	struct ebb_line l;
 
 	(void)ctx;
+	exec_gpu_time(seq, start, end);
 	if (!ebb_trace_on())
 		return;
 	ebb_line_begin(&l, 'G');
@@ -189,6 +191,7 @@ ebb_engine_init(const struct ebb_conf *c)
 			    "iterations are not detected", (unsigned long long)c->learn_launches);
 	}
 	cupti_wanted = c->cupti;
+	exec_init(c, &tab);
 	if (c->trace[0] != '\0')
 		ebb_trace_open(c->trace, (size_t)c->trace_buffer, ebb_conf_mode_name(c->mode));
 	return 0;
@@ -323,6 +326,7 @@ ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread
 	}
 	drop_stale(*dptr, size, now);
 	record_alloc(b, *dptr, size, s ? s : stream_of(NULL, 0), kind, site, now);
+	exec_alloc(b, seq_counter + 1);
 	pthread_mutex_unlock(&engine_lock);
 	return CUDA_SUCCESS;
 }
@@ -399,6 +403,7 @@ ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 	}
 	int served = b->managed != EBB_UNMANAGED;
 	int kept = 0;
+	exec_free(b, seq_counter);
 	if (served) {
 		struct ebb_tag t;
 		free_tag(b, s, async, &t);
@@ -519,7 +524,11 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		mark_period_start = seq;
 		stats.period = period;
 		trace_iteration(seq, period);
-		if (learn != LEARN_DONE && iter_count > conf->learn_iters) {
+		if (period > 0) {
+			exec_found(period);
+			exec_boundary(seq + 1, period);
+		}
+		if (learn != LEARN_DONE && iter_count > conf->learn_iters && exec_learned()) {
 			learn = LEARN_DONE;
 			learned();
 			cupti_action = -1;
@@ -543,6 +552,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		}
 		iters_timed = finder.found_complete;
 		learn = LEARN_FOUND;
+		exec_found(p);
 		ebb_log(EBB_LOG_INFO, "iteration found: %llu operations", (unsigned long long)p);
 		break;
 	}
@@ -564,6 +574,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		    (unsigned long long)seq);
 		stats.period = 0;
 		learn = LEARN_SEARCH;
+		exec_departed(seq, "another operation than the learned iteration's");
 		break;
 	}
 	case ITER_GAVE_UP:
@@ -574,7 +585,10 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		cupti_action = -1;
 		break;
 	}
-	if (learn == LEARN_FOUND && iters_timed >= conf->learn_iters) {
+	/* the next token starts an iteration */
+	if (finder.period != 0 && finder.pos == 0)
+		exec_boundary(seq + 1, finder.period);
+	if (learn == LEARN_FOUND && iters_timed >= conf->learn_iters && exec_learned()) {
 		learn = LEARN_DONE;
 		learned();
 		cupti_action = -1;
@@ -608,6 +622,16 @@ op_token(const struct ebb_op *op, const struct ebb_kinfo *k)
 }
 
 static const char op_letter[EBB_OP_KINDS] = { 'L', 'C', 'M', 'R', 'N' };
+
+/* Plan once CUPTI has delivered the recorded iteration's times; called
+ * without engine_lock. */
+static void
+plan_now(void)
+{
+	if (ebb_cupti_attached())
+		return;
+	exec_plan_now(&engine_lock);
+}
 
 CUresult
 ebb_engine_op_begin(struct ebb_op *op)
@@ -717,12 +741,17 @@ ebb_engine_op_begin(struct ebb_op *op)
 		}
 		ebb_line_end(&l);
 	}
-	int action = learn_step(op->seq, op_token(op, k), op->sync, k);
+	uint32_t token = op_token(op, k);
+	exec_op(op->seq, token, s->v, s->n);
+	int action = learn_step(op->seq, token, op->sync, k);
 	int timed = (learn == LEARN_SEARCH || learn == LEARN_FOUND) && action >= 0;
+	int plan_due = exec_plan_due();
 	pthread_mutex_unlock(&engine_lock);
 	if (attach)
 		cupti_start();
 	cupti_act(action);
+	if (plan_due)
+		plan_now();
 	if (err == CUDA_SUCCESS && timed && op->kind != EBB_OP_NCCL && ebb_cupti_attached()) {
 		ebb_cupti_push(op->seq);
 		op->timed = 1;
@@ -741,6 +770,8 @@ ebb_engine_op_end(struct ebb_op *op, int error)
 	if (conf->mode == EBB_MODE_OFFLOAD && op->tracker != NULL) {
 		pthread_mutex_lock(&engine_lock);
 		streams_after(op->tracker, op->seq, 1);
+		if (error == 0)
+			exec_after_op(op->seq, op->tracker);
 		pthread_mutex_unlock(&engine_lock);
 	}
 	if (error != 0 && ebb_trace_on()) {
@@ -769,9 +800,14 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 		ebb_line_hex(&l, h);
 		ebb_line_end(&l);
 	}
+	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0);
 	int action = learn_step(seq, TOK_SYNC | (uint32_t)kind, 1, NULL);
+	exec_after_op(seq, NULL);
+	int plan_due = exec_plan_due();
 	pthread_mutex_unlock(&engine_lock);
 	cupti_act(action);
+	if (plan_due)
+		plan_now();
 }
 
 void
@@ -885,9 +921,11 @@ ebb_engine_shutdown(void)
 		cupti_stop("exit");
 	ebb_engine_stats(&st);
 	struct mover_stats ms;
+	struct exec_stats xs;
 	pthread_mutex_lock(&engine_lock);
 	mover_shutdown();
 	mover_stats(&ms);
+	exec_stats(&xs);
 	pthread_mutex_unlock(&engine_lock);
 	if (ebb_trace_on()) {
 		summary_record("launches", st.launches);
@@ -916,6 +954,13 @@ ebb_engine_shutdown(void)
 			summary_record("handles-created", ms.handles_created);
 			summary_record("handles-created-after-learning",
 			    learn == LEARN_DONE ? ms.handles_created - created_at_learned : 0);
+			summary_record("plans", xs.plans);
+			summary_record("plan-iterations", xs.iterations_run);
+			summary_record("plan-departures", xs.departures);
+			summary_record("plan-actions-missed", xs.actions_missed);
+			summary_record("planned-offloads", ms.planned_offloads);
+			summary_record("prefetches", ms.prefetches);
+			summary_record("prefetches-skipped", ms.prefetches_skipped);
 		}
 	}
 	ebb_trace_close();
@@ -941,6 +986,15 @@ ebb_engine_shutdown(void)
 		    human(ms.host_pinned, host_s, sizeof host_s),
 		    (unsigned long long)ms.handles_created, (unsigned long long)(learn == LEARN_DONE ?
 		    ms.handles_created - created_at_learned : 0));
+		if (exec_enabled() || xs.plans > 0)
+			ebb_log(EBB_LOG_NOTE, "plan: %llu made, %llu iterations run by it, %llu departures; "
+			    "%llu offloads and %llu restores ahead of use by the plan (%llu restores skipped "
+			    "for want of room), %llu restores on use; predicted peak %s, %.3f s an iteration",
+			    (unsigned long long)xs.plans, (unsigned long long)xs.iterations_run,
+			    (unsigned long long)xs.departures, (unsigned long long)ms.planned_offloads,
+			    (unsigned long long)ms.prefetches, (unsigned long long)ms.prefetches_skipped,
+			    (unsigned long long)(ms.restores - ms.prefetches),
+			    human(xs.planned_peak, held_s, sizeof held_s), (double)xs.predicted_step_ns / 1e9);
 	}
 }
 

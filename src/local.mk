@@ -26,7 +26,8 @@ src_libebbcore_la_SOURCES = \
 	src/streams.c src/streams.h \
 	src/vmm.c src/vmm.h \
 	src/hostpool.c src/hostpool.h \
-	src/mover.c src/mover.h
+	src/mover.c src/mover.h \
+	src/exec.c src/exec.h
 src_libebbcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 src_libebbcore_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(UNWIND_CFLAGS)
 src_libebbcore_la_LIBADD = src/libebbcommon.la cupti/libtracer.la policy/libpolicy.la \

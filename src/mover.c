@@ -42,6 +42,8 @@ static uint64_t min_offload;
 static uint64_t slab_held, other_held;
 static int capturing;
 static int host_short;		/* an offload found no pinned host memory */
+static int planned;		/* the engine's plan moves buffers */
+static double bw_d2h, bw_h2d;	/* measured at start, bytes a second */
 static struct mover_stats st;
 
 /* resident movable buffers, least recently used first */
@@ -265,6 +267,12 @@ retire(struct work *w)
 			recycle(b);
 	} else {
 		hostpool_free(w->host, w->size);
+		if (b != NULL) {
+			if (b->arrive == w->ev)
+				b->arrive = NULL;
+			if (--b->pending == 0 && b->freed)
+				recycle(b);
+		}
 		if (w->pre != NULL) {
 			float ms = 0;
 			if (ebb_real.cuEventElapsedTime(&ms, w->pre, w->ev) == CUDA_SUCCESS && ms > 0) {
@@ -358,7 +366,7 @@ class_of(size_t size)
 
 /* ---- making room under the limit ---- */
 
-static int offload(struct ebb_buf *b, uint64_t seq);
+static int offload(struct ebb_buf *b, uint64_t seq, const char *why);
 
 /* Big freed blocks: still mapped, waiting for their tag or for reuse. */
 struct block {
@@ -431,7 +439,8 @@ evict_one(uint64_t seq, size_t rsize)
 	    b = b->lru_next) {
 		seen++;
 		/* not pinned, not in an operation being issued, no copy of it in flight */
-		if (b->pinned || b->pending || (seq != 0 && b->last_seq == seq) || in_flight(b) ||
+		/* (a restore copy in flight is fine: the offload waits for it) */
+		if (b->pinned || b->cancelled || (seq != 0 && b->last_seq == seq) || in_flight(b) ||
 		    (rsize != 0 && b->rsize != rsize))
 			continue;
 		if (first == NULL)
@@ -446,7 +455,7 @@ evict_one(uint64_t seq, size_t rsize)
 		pick = first;
 	if (pick == NULL)
 		return 0;
-	if (offload(pick, seq))
+	if (offload(pick, seq, "limit"))
 		return 1;
 	host_short = 1;
 	if (!said_host) {
@@ -481,7 +490,7 @@ inflight_sized(size_t rsize)
  * (CUDA_ERROR_OUT_OF_MEMORY when nothing more can be moved).
  */
 static struct vmm_handle *
-get_handle(size_t rsize, uint64_t seq, CUresult *err)
+get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 {
 	int device_full = 0;
 
@@ -507,6 +516,26 @@ get_handle(size_t rsize, uint64_t seq, CUresult *err)
 		if (!capturing && inflight_sized(rsize)) {
 			pthread_cond_wait(&room_cond, lock);
 			continue;
+		}
+		if (planned || no_evict) {
+			/* the plan's offloads in flight make room: wait for them
+			 * before evicting what the plan keeps */
+			if ((h = vmm_pool_any()) != NULL) {
+				vmm_release(h);
+				device_full = 0;
+				continue;
+			}
+			if (reclaim_block(0, 0))
+				continue;
+			if (inflight > 0 && !capturing) {
+				pthread_cond_wait(&room_cond, lock);
+				device_full = 0;
+				continue;
+			}
+			if (no_evict) {
+				*err = CUDA_ERROR_OUT_OF_MEMORY;
+				return NULL;
+			}
 		}
 		if (!capturing && evict_one(seq, rsize))
 			continue;
@@ -550,6 +579,93 @@ refuse(size_t size, const char *why)
 
 /* ---- initialisation ---- */
 
+/* One direction's bandwidth: the best of three copies of bytes. */
+static double
+time_copies(int to_host, CUdeviceptr dev, void *host, size_t bytes)
+{
+	CUstream s = to_host ? d2h : h2d;
+	CUevent e0 = streams_event_get(1), e1 = streams_event_get(1);
+	float best = 0;
+
+	for (int rep = 0; e0 != NULL && e1 != NULL && rep < 3; rep++) {
+		float ms = 0;
+		CUresult r = ebb_real.cuEventRecord(e0, s);
+		if (r == CUDA_SUCCESS)
+			r = to_host ? ebb_real.cuMemcpyDtoHAsync_v2(host, dev, bytes, s) :
+			    ebb_real.cuMemcpyHtoDAsync_v2(dev, host, bytes, s);
+		if (r == CUDA_SUCCESS)
+			r = ebb_real.cuEventRecord(e1, s);
+		if (r == CUDA_SUCCESS)
+			r = ebb_real.cuEventSynchronize(e1);
+		if (r == CUDA_SUCCESS)
+			r = ebb_real.cuEventElapsedTime(&ms, e0, e1);
+		if (r != CUDA_SUCCESS)
+			break;
+		if (ms > 0 && (best == 0 || ms < best))
+			best = ms;
+	}
+	ebb_real.cuStreamSynchronize(s);	/* nothing of it is in flight when it is unmapped */
+	if (e0 != NULL)
+		streams_event_put(e0, 1);
+	if (e1 != NULL)
+		streams_event_put(e1, 1);
+	return best > 0 ? (double)bytes / ((double)best / 1e3) : 0;
+}
+
+/* The copy bandwidth the planner assumes: EBB_D2H_GBPS / EBB_H2D_GBPS, or
+ * measured now, on an idle device, with pinned memory. */
+static void
+measure_bandwidth(const struct ebb_conf *conf)
+{
+	CUdeviceptr dev = 0;
+	size_t bytes = (size_t)64 << 20;
+
+	/* the device memory it takes stays well within EBB_LIMIT */
+	if (bytes > limit / 8)
+		bytes = (size_t)(limit / 8) & ~(((size_t)1 << 20) - 1);
+	if (bytes < ((size_t)1 << 20))
+		bytes = (size_t)1 << 20;
+	bw_d2h = conf->d2h_gbps * 1e9;
+	bw_h2d = conf->h2d_gbps * 1e9;
+	if (bw_d2h > 0 && bw_h2d > 0)
+		return;
+	/* memory as buffers get it, so that the handle is pooled after (never cuMemFree) */
+	struct vmm_handle *h = NULL;
+	bytes = vmm_round(bytes);
+	if (vmm_create(bytes, &h) != CUDA_SUCCESS)
+		h = NULL;
+	else if (vmm_reserve(bytes, &dev) != CUDA_SUCCESS)
+		dev = 0;
+	else if (vmm_map(dev, h) != CUDA_SUCCESS) {
+		vmm_unreserve(dev, bytes);
+		dev = 0;
+	}
+	void *host = dev ? hostpool_alloc(bytes) : NULL;
+	if (host != NULL) {
+		if (bw_d2h <= 0)
+			bw_d2h = time_copies(1, dev, host, bytes);
+		if (bw_h2d <= 0)
+			bw_h2d = time_copies(0, dev, host, bytes);
+		hostpool_free(host, bytes);
+	}
+	if (dev != 0) {
+		/* time_copies waited for its copies */
+		vmm_unmap(dev, bytes);
+		vmm_unreserve(dev, bytes);
+	}
+	if (h != NULL) {
+		st.handles_created++;
+		note_held();
+		vmm_pool_put(h);
+	}
+	if (bw_d2h <= 0 || bw_h2d <= 0)
+		ebb_log(EBB_LOG_WARN, "could not measure the copy bandwidth; the plan needs "
+		    "EBB_D2H_GBPS and EBB_H2D_GBPS");
+	else
+		ebb_log(EBB_LOG_INFO, "copy bandwidth: %.1f GB/s to the host, %.1f GB/s to the device",
+		    bw_d2h / 1e9, bw_h2d / 1e9);
+}
+
 int
 mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(struct ebb_buf *))
 {
@@ -581,6 +697,7 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 		init_failed = 1;
 		return -1;
 	}
+	measure_bandwidth(conf);
 	int e = pthread_create(&worker, NULL, worker_main, NULL);
 	if (e != 0) {
 		ebb_log(EBB_LOG_WARN, "cannot start ebb's worker thread (%s); ebb moves nothing",
@@ -640,7 +757,7 @@ new_slab(CUdeviceptr *out)
 				return r;
 		}
 		CUresult err;
-		struct vmm_handle *h = get_handle(vmm_round(SLAB_BYTES), 0, &err);
+		struct vmm_handle *h = get_handle(vmm_round(SLAB_BYTES), 0, 0, &err);
 		if (h == NULL)
 			return err;
 		vmm_release(h);	/* its room is the slab's */
@@ -742,7 +859,7 @@ mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *d
 		free(k);
 	} else {
 		CUresult err;
-		h = get_handle(rsize, 0, &err);
+		h = get_handle(rsize, 0, 0, &err);
 		if (h == NULL) {
 			if (err != CUDA_ERROR_OUT_OF_MEMORY) {
 				if (!said_create)
@@ -801,6 +918,9 @@ mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
 	lru_remove(b);
 	switch (b->state) {
 	case EBB_RESIDENT: {
+		/* freed before a restore copy into it landed (rare): let it land */
+		if (b->arrive != NULL)
+			ebb_real.cuEventSynchronize(b->arrive);
 		struct block *k = malloc(sizeof *k);
 		if (k == NULL) {
 			/* keep it simple: wait, then pool the handle */
@@ -843,6 +963,11 @@ mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
 static CUresult
 after_uses(struct ebb_buf *b)
 {
+	if (b->arrive != NULL) {
+		CUresult r = ebb_real.cuStreamWaitEvent(d2h, b->arrive, 0);
+		if (r != CUDA_SUCCESS)
+			return r;
+	}
 	for (uint8_t i = 0; i < b->nstreams; i++) {
 		CUresult r = streams_wait((struct ebb_stream *)b->last[i].stream, b->last[i].seq, d2h);
 		if (r != CUDA_SUCCESS)
@@ -866,7 +991,7 @@ wait_stream(struct ebb_stream *s, void *p)
 /* Copy b to the host behind its uses; the worker releases its memory once
  * the copy is done. Returns 1 when issued. */
 static int
-offload(struct ebb_buf *b, uint64_t seq)
+offload(struct ebb_buf *b, uint64_t seq, const char *why)
 {
 	void *host = hostpool_alloc(b->size);
 	if (host == NULL)
@@ -915,8 +1040,58 @@ offload(struct ebb_buf *b, uint64_t seq)
 	st.bytes_d2h += b->size;
 	*w = (struct work){ .kind = W_OFFLOADED, .ev = ev, .b = b };
 	enqueue(w);
-	trace_move('O', seq, b, b->size, "limit");
+	trace_move('O', seq, b, b->size, why);
 	return 1;
+}
+
+/*
+ * Map h at b's address and copy b back on the h2d stream (after operation
+ * after_seq of stream after, when after is not NULL). Later uses wait for
+ * b->arrive. pre: an event on the consumer for timing the stall, or NULL.
+ */
+static CUresult
+copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uint64_t after_seq,
+    CUevent pre, uint64_t seq, const char *why)
+{
+	CUresult r = vmm_map(b->addr, h);
+	if (r != CUDA_SUCCESS) {
+		vmm_pool_put(h);
+		if (pre != NULL)
+			streams_event_put(pre, 1);
+		return r;
+	}
+	CUevent ev = streams_event_get(1);
+	if (ev == NULL)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (r == CUDA_SUCCESS && after != NULL)
+		r = streams_wait(after, after_seq, h2d);
+	if (r == CUDA_SUCCESS)
+		r = ebb_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, h2d);
+	if (r == CUDA_SUCCESS)
+		r = ebb_real.cuEventRecord(ev, h2d);
+	if (r != CUDA_SUCCESS) {
+		/* the copy may be queued: the mapping and the host copy stay */
+		ebb_log(EBB_LOG_ERROR, "restoring buffer %llu failed (error %d)",
+		    (unsigned long long)b->id, (int)r);
+		return r;
+	}
+	struct work *w = malloc(sizeof *w);
+	if (w != NULL) {
+		*w = (struct work){ .kind = W_RESTORED, .ev = ev, .pre = pre, .b = b, .host = b->host,
+			.size = b->size, .seq = seq, .keep_ev = capturing };
+		b->pending++;
+		enqueue(w);
+	}
+	/* without a work item the host copy is simply not reused */
+	b->host = NULL;
+	b->handle = h;
+	b->state = EBB_RESIDENT;
+	b->arrive = w != NULL ? ev : NULL;
+	lru_append(b);
+	st.restores++;
+	st.bytes_h2d += b->size;
+	trace_move('B', seq, b, b->size, why);
+	return CUDA_SUCCESS;
 }
 
 /* Bring b back to the device for operation seq on consumer. */
@@ -924,51 +1099,99 @@ static CUresult
 restore(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq)
 {
 	CUresult err;
-	struct vmm_handle *h = get_handle(b->rsize, seq, &err);
+	struct vmm_handle *h = get_handle(b->rsize, seq, 0, &err);
 
 	if (h == NULL) {
 		refuse(b->size, "no room to restore a buffer an operation needs");
 		return err;
 	}
-	CUresult r = vmm_map(b->addr, h);
-	if (r != CUDA_SUCCESS) {
-		vmm_pool_put(h);
-		return r;
-	}
 	CUstream c = streams_handle(consumer);
 	CUevent pre = capturing ? NULL : streams_event_get(1);
-	CUevent ev = streams_event_get(1);
-	if (ev == NULL)
-		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (pre != NULL && ebb_real.cuEventRecord(pre, c) != CUDA_SUCCESS) {
 		streams_event_put(pre, 1);
 		pre = NULL;
 	}
-	r = ebb_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, h2d);
-	if (r == CUDA_SUCCESS)
-		r = ebb_real.cuEventRecord(ev, h2d);
-	if (r == CUDA_SUCCESS)
+	CUevent ev;
+	CUresult r = copy_back(b, h, NULL, 0, pre, seq, "fault");
+	if (r == CUDA_SUCCESS && (ev = b->arrive) != NULL)
 		r = ebb_real.cuStreamWaitEvent(c, ev, 0);
-	if (r != CUDA_SUCCESS) {
-		ebb_log(EBB_LOG_ERROR, "restoring buffer %llu failed (error %d)",
-		    (unsigned long long)b->id, (int)r);
-		return r;
+	return r;
+}
+
+int
+mover_plan_offload(struct ebb_buf *b, uint64_t seq)
+{
+	if (!on || capturing || b->managed != EBB_MANAGED_BIG || b->state != EBB_RESIDENT ||
+	    b->pinned || b->cancelled || in_flight(b))
+		return 0;
+	if (!offload(b, seq, "plan"))
+		return 0;
+	st.planned_offloads++;
+	return 1;
+}
+
+int
+mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64_t gate)
+{
+	if (!on || capturing || b->managed != EBB_MANAGED_BIG || b->pinned ||
+	    b->state == EBB_RESIDENT)
+		return 0;
+	CUevent gate_ev = gate != 0 && after != NULL ? streams_marker(after, gate) : NULL;
+	b->pending++;	/* b may be freed while the mutex is released */
+	if (gate_ev != NULL) {
+		/* the host is ahead of the device: take the memory when the device is near */
+		pthread_mutex_unlock(lock);
+		ebb_real.cuEventSynchronize(gate_ev);
+		pthread_mutex_lock(lock);
+		streams_done(after, gate);
 	}
-	struct work *w = malloc(sizeof *w);
-	if (w != NULL) {
-		*w = (struct work){ .kind = W_RESTORED, .ev = ev, .pre = pre, .host = b->host,
-			.size = b->size, .seq = seq, .keep_ev = capturing };
-		enqueue(w);
+	/* and the offload must have landed */
+	while (b->state == EBB_OFFLOADING && !b->cancelled && !b->freed && !stopping)
+		pthread_cond_wait(&room_cond, lock);
+	if (--b->pending == 0 && b->freed) {
+		recycle(b);
+		return 0;
 	}
-	/* without a work item the host copy is simply not reused */
-	b->host = NULL;
-	b->handle = h;
-	b->state = EBB_RESIDENT;
-	lru_append(b);
-	st.restores++;
-	st.bytes_h2d += b->size;
-	trace_move('B', seq, b, b->size, "fault");
-	return CUDA_SUCCESS;
+	if (b->freed || capturing)
+		return 0;
+	if (b->state != EBB_ON_HOST)
+		return 0;
+	CUresult err;
+	struct vmm_handle *h = get_handle(b->rsize, seq, 1, &err);
+	if (h == NULL) {
+		st.prefetches_skipped++;
+		trace_move('J', seq, b, b->size, "prefetch-no-room");
+		return 0;
+	}
+	if (copy_back(b, h, after, seq, NULL, seq, "prefetch") != CUDA_SUCCESS)
+		return 0;
+	st.prefetches++;
+	return 1;
+}
+
+void
+mover_set_planned(int onoff)
+{
+	planned = onoff;
+}
+
+void
+mover_bandwidth(double *d2h_bps, double *h2d_bps)
+{
+	*d2h_bps = bw_d2h;
+	*h2d_bps = bw_h2d;
+}
+
+uint64_t
+mover_limit(void)
+{
+	return limit;
+}
+
+uint64_t
+mover_fixed_held(void)
+{
+	return slab_held + other_held;
 }
 
 CUresult
@@ -976,8 +1199,18 @@ mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint6
 {
 	for (size_t i = 0; i < n; i++) {
 		struct ebb_buf *b = bufs[i];
-		if (b->managed != EBB_MANAGED_BIG || b->state == EBB_RESIDENT)
+		if (b->managed != EBB_MANAGED_BIG)
 			continue;
+		if (b->state == EBB_RESIDENT) {
+			/* restored ahead of this use: the device waits for the copy */
+			if (b->arrive != NULL) {
+				CUresult r = ebb_real.cuStreamWaitEvent(streams_handle(consumer),
+				    b->arrive, 0);
+				if (r != CUDA_SUCCESS)
+					return r;
+			}
+			continue;
+		}
 		if (b->state == EBB_OFFLOADING) {
 			/* still mapped and intact: keep it, drop the copy when it lands */
 			b->state = EBB_RESIDENT;

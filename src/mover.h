@@ -51,6 +51,9 @@ struct ebb_tag {
 
 struct mover_stats {
 	uint64_t offloads, restores, cancels, refusals;
+	uint64_t planned_offloads;	/* of offloads: issued by the plan */
+	uint64_t prefetches;		/* of restores: issued by the plan ahead of use */
+	uint64_t prefetches_skipped;	/* no room within the limit without evicting */
 	uint64_t bytes_d2h, bytes_h2d;
 	uint64_t stall_ns, stalls_measured;
 	uint64_t held, held_peak;	/* device bytes ebb holds: handles, slabs, others */
@@ -96,6 +99,37 @@ int mover_free(struct ebb_buf *b, const struct ebb_tag *tag);
  */
 CUresult mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer,
     uint64_t seq);
+
+/*
+ * The plan (engine.c) moves buffers from now on (1) or no longer (0). While
+ * it does, an allocation over the limit waits for offloads in flight before
+ * it evicts anything.
+ */
+void mover_set_planned(int on);
+
+/* Offload b now, behind every use of it (the plan's offload after a last
+ * use). Returns 1 when issued, 0 when b cannot move now. */
+int mover_plan_offload(struct ebb_buf *b, uint64_t seq);
+
+/*
+ * Restore b ahead of its use: an H2D copy on ebb's stream that starts once
+ * operation seq on stream after is done; later uses wait for the copy on
+ * the device, never on the host. The host first waits until the device
+ * has passed operation gate of stream after (0: no gate), so that the
+ * memory is taken when the device, not the host, is near seq; then for
+ * b's offload to land, if it has not. When there is no room within the
+ * limit without evicting, nothing is done (the use restores it). Returns 1
+ * when issued.
+ */
+int mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64_t gate);
+
+/* Copy bandwidth in bytes a second measured at start (0 when not measured). */
+void mover_bandwidth(double *d2h_bps, double *h2d_bps);
+
+/* EBB_LIMIT as the mover applies it, and the bytes it holds outside
+ * movable buffers (slabs of small buffers, the driver's allocations). */
+uint64_t mover_limit(void);
+uint64_t mover_fixed_held(void);
 
 /* b was used by an operation: it becomes the most recently used. */
 void mover_touch(struct ebb_buf *b);

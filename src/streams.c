@@ -221,6 +221,26 @@ streams_wait(struct ebb_stream *s, uint64_t seq, CUstream waiter)
 	return ebb_real.cuStreamWaitEvent(waiter, m->ev, 0);
 }
 
+void
+streams_mark_now(struct ebb_stream *s)
+{
+	if (s->marked < s->last)
+		mark(s);
+}
+
+CUevent
+streams_marker(struct ebb_stream *s, uint64_t seq)
+{
+	if (streams_done(s, seq))
+		return NULL;
+	for (size_t i = 0; i < s->count; i++) {
+		struct marker *m = &s->ring[(s->head + i) % s->cap];
+		if (m->seq >= seq)
+			return m->ev;
+	}
+	return NULL;
+}
+
 CUresult
 streams_sync(struct ebb_stream *s, uint64_t seq)
 {

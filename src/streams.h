@@ -53,6 +53,14 @@ int streams_done(struct ebb_stream *s, uint64_t seq);
  */
 CUresult streams_wait(struct ebb_stream *s, uint64_t seq, CUstream waiter);
 
+/* Record a marker after the last operation on s that reached the driver,
+ * unless the newest marker is there already. */
+void streams_mark_now(struct ebb_stream *s);
+
+/* The event of the pending marker that covers seq on s, recording none;
+ * NULL when seq is done or no marker covers it yet. */
+CUevent streams_marker(struct ebb_stream *s, uint64_t seq);
+
 /* Block the calling thread until s has passed seq. Returns 0 or a CUresult. */
 CUresult streams_sync(struct ebb_stream *s, uint64_t seq);
 

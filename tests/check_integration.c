@@ -542,6 +542,125 @@ END_TEST
 START_TEST(offload_data_survives_3) { check_offload("3", "offload", "300"); }
 END_TEST
 
+/* Records of type after the Q note key, counted where field `what` (index) equals value. */
+static size_t
+count_after_note(const struct trace *t, const char *key, char type, size_t what,
+    const char *value)
+{
+	size_t n = 0;
+	int on = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct rec *r = &t->r[i];
+		if (r->type == 'Q' && strcmp(r->f[1], key) == 0)
+			on = 1;
+		else if (on && r->type == type && r->n > what && strcmp(r->f[what], value) == 0)
+			n++;
+	}
+	return n;
+}
+
+/* The value of the first Q note key, or NULL. */
+static const char *
+note_value(const struct trace *t, const char *key)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->r[i].type == 'Q' && strcmp(t->r[i].f[1], key) == 0)
+			return t->r[i].f[2];
+	return NULL;
+}
+
+/*
+ * The planner's loop (weights, optimizer state used once an iteration,
+ * activations kept from the forward pass to the backward, a sync an
+ * iteration) under a limit it cannot fit without moving: the plan is made
+ * from the learned iteration and then does every move itself: offloads
+ * after last uses and restores ahead of use, none on use, no eviction; the
+ * values survive and the device never holds more than the limit.
+ */
+START_TEST(plan_moves_ahead_of_use)
+{
+	const char *path = tmp_file("plan");
+	char *argv[] = { workload_path(0), "plan", "30", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=56M", NULL };
+	struct run_result r;
+	struct trace t;
+	unsigned long long frees, peak;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_le(peak, 56ULL << 20);
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "plans"), 1);
+	ck_assert_uint_ge(summary(&t, "plan-iterations"), 20);
+	ck_assert_uint_gt(summary(&t, "prefetches"), 20);
+	ck_assert_uint_gt(summary(&t, "planned-offloads"), 20);
+	ck_assert_uint_eq(summary(&t, "prefetches-skipped"), 0);
+	ck_assert_uint_eq(summary(&t, "plan-actions-missed"), 0);
+	ck_assert_str_eq(note_value(&t, "plan-times"), "host");
+	ck_assert_uint_le(strtoull(note_value(&t, "plan-peak-bytes"), NULL, 10), 56ULL << 20);
+	/* once the plan runs, nothing is restored on use and nothing evicted,
+	 * until the final check of the optimizer state departs from it */
+	size_t faults = count_after_note(&t, "plan-started", 'B', 5, "fault");
+	size_t evictions = count_after_note(&t, "plan-started", 'O', 5, "limit");
+	ck_assert_msg(faults <= 2 && evictions <= 2, "%zu restores on use, %zu evictions under "
+	    "the plan", faults, evictions);
+	ck_assert_ptr_nonnull(strstr(r.err, "plan: 1 made"));
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/* The activations change size: the plan stops where the allocation differs,
+ * the iteration is learned again and a second plan runs; values survive. */
+START_TEST(plan_departs_and_relearns)
+{
+	const char *path = tmp_file("plan");
+	char *argv[] = { workload_path(0), "plan", "40", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=56M", "WORKLOAD_CHANGE_AT=15", NULL };
+	struct run_result r;
+	struct trace t;
+	unsigned long long frees, peak;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_le(peak, 56ULL << 20);
+	trace_load(path, &t);
+	const char *why = note_value(&t, "plan-departed");
+	ck_assert_ptr_nonnull(why);
+	ck_assert_ptr_nonnull(strstr(why, "bytes"));
+	ck_assert_uint_ge(summary(&t, "plans"), 2);
+	ck_assert_uint_ge(summary(&t, "plan-departures"), 1);
+	ck_assert_uint_gt(summary(&t, "prefetches"), 20);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/* EBB_PLAN=0: the mover alone, least recently used first; no plan. */
+START_TEST(plan_off)
+{
+	const char *path = tmp_file("plan");
+	char *argv[] = { workload_path(0), "plan", "12", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=56M", "EBB_PLAN=0", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "plans"), 0);
+	ck_assert_uint_eq(summary(&t, "prefetches"), 0);
+	ck_assert_uint_gt(summary(&t, "offloads"), 0);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 START_TEST(offload_threads)
 {
 	char *argv[] = { workload_path(0), "offload-threads", "4", NULL };
@@ -672,6 +791,9 @@ main(void)
 	tcase_add_test(tc, offload_data_survives_2);
 	tcase_add_test(tc, offload_data_survives_3);
 	tcase_add_test(tc, offload_threads);
+	tcase_add_test(tc, plan_moves_ahead_of_use);
+	tcase_add_test(tc, plan_departs_and_relearns);
+	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);
 	tcase_add_test(tc, offload_host_exhausted);
 	tcase_add_test(tc, offload_create_fails);

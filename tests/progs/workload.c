@@ -11,7 +11,8 @@
  *
  * Scenarios: basic, loop N, threads N, fork, capture, nccl, unresolved,
  * offload N (random buffers, streams and operations, every result checked;
- * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit).
+ * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
+ * train N and plan N (training loops in miniature, every result checked).
  * Prints "ok" and exits 0 when the data it computed is right.
  */
 #define _GNU_SOURCE
@@ -608,6 +609,75 @@ scenario_train(int iters)
 	return 0;
 }
 
+/*
+ * What the planner is for: weights that stay, optimizer state used only at
+ * the end of each iteration, a forward pass that keeps an activation per
+ * layer and a backward pass that reads them in reverse, with compute time
+ * (sleep kernels) for the copies to hide behind, one sync per iteration.
+ * Checks every activation's last word each iteration and the optimizer
+ * state (o += w with w = 1.0f) at the end.
+ */
+static int
+scenario_plan(int iters)
+{
+	enum { L = 12, NW = 4, NO = 2 };
+	const size_t wsz = 4u << 20, osz = 8u << 20;
+	const size_t asz[3] = { 2u << 20, 4u << 20, 6u << 20 };
+	CUstream s;
+	CUdeviceptr w[NW], o[NO], act[L], res;
+	uint32_t got[L];
+	unsigned us = (unsigned)(getenv("WORKLOAD_LAYER_US") ? atoi(getenv("WORKLOAD_LAYER_US")) : 400);
+	/* from this iteration on the activations have other sizes (a departure) */
+	int change = getenv("WORKLOAD_CHANGE_AT") ? atoi(getenv("WORKLOAD_CHANGE_AT")) : -1;
+
+	CK(cu.StreamCreate(&s, 0));
+	for (int i = 0; i < NW; i++) {
+		CK(cu.MemAlloc(&w[i], wsz));
+		fill_bytes(w[i], 0x3f800000u, wsz, s);	/* 1.0f */
+	}
+	for (int i = 0; i < NO; i++) {
+		CK(cu.MemAlloc(&o[i], osz));
+		fill_bytes(o[i], 0, osz, s);
+	}
+	CK(cu.MemAlloc(&res, L * sizeof(uint32_t)));
+	for (int it = 0; it < iters; it++) {
+		int shift = change >= 0 && it >= change;
+		for (int l = 0; l < L; l++) {
+			size_t n = asz[(l + shift) % 3];
+			CK(cu.MemAllocAsync(&act[l], n, s));
+			launch_copy(act[l], w[l % NW], 4096, s);	/* reads a weight */
+			fill_bytes(act[l] + 4096, (uint32_t)(it * 1000 + l), n - 4096, s);
+			launch_sleep(us, s);
+		}
+		for (int l = L - 1; l >= 0; l--) {
+			size_t n = asz[(l + shift) % 3];
+			launch_sleep(2 * us, s);
+			launch_copy(res + (CUdeviceptr)l * 4, act[l] + n - 4, 4, s);
+			CK(cu.MemFreeAsync(act[l], s));
+		}
+		for (int i = 0; i < NO; i++)
+			launch_axpy(o[i], w[i], 1.0f, wsz / 4, s);
+		CK(cu.MemcpyDtoHAsync(got, res, sizeof got, s));
+		CK(cu.StreamSynchronize(s));
+		for (int l = 0; l < L; l++)
+			if (got[l] != (uint32_t)(it * 1000 + l))
+				FAIL("iteration %d layer %d: got %u", it, l, got[l]);
+	}
+	for (int i = 0; i < NO; i++) {
+		float *h = malloc(wsz);
+		if (h == NULL)
+			FAIL("malloc");
+		CK(cu.MemcpyDtoHAsync(h, o[i], wsz, s));
+		CK(cu.StreamSynchronize(s));
+		for (size_t k = 0; k < wsz / 4; k++)
+			if (h[k] != (float)iters)
+				FAIL("optimizer state %d word %zu is %g, want %d", i, k, (double)h[k], iters);
+		free(h);
+	}
+	print_driver_stats();
+	return 0;
+}
+
 /* One buffer larger than EBB_LIMIT: the driver's out-of-memory error, no crash. */
 static int
 scenario_toobig(void)
@@ -728,6 +798,8 @@ main(int argc, char **argv)
 		r = scenario_offload(arg > 0 ? arg : 400);
 	else if (strcmp(what, "offload-threads") == 0)
 		r = scenario_offload_threads(arg > 0 ? arg : 4);
+	else if (strcmp(what, "plan") == 0)
+		r = scenario_plan(arg > 0 ? arg : 30);
 	else if (strcmp(what, "train") == 0)
 		r = scenario_train(arg > 0 ? arg : 20);
 	else if (strcmp(what, "toobig") == 0)

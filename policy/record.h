@@ -1,0 +1,61 @@
+/*
+ * record.h: building the access profile of one iteration (plan.h) from
+ * events, as the engine sees them live or as utils/ebb reads them from a
+ * trace.
+ *
+ * Operations are named by their sequence number: operation i of the
+ * profile is sequence number s0 + i. Buffers are named by their allocation
+ * id. A buffer alive when the iteration starts keeps its id as its key in
+ * the profile (a weight, optimizer state: the same buffer every
+ * iteration); one allocated during it is keyed by its allocation ordinal
+ * within the iteration (REC_KEY_ORDINAL set), which names the buffer the
+ * same code allocates in every later iteration. A buffer that crosses only
+ * one of the iteration's two ends has no name that holds across iterations:
+ * it is recorded for its memory but marked not movable.
+ *
+ * Pure C: no CUDA, no I/O, no globals.
+ */
+#ifndef EBB_RECORD_H
+#define EBB_RECORD_H
+
+#include <stdint.h>
+
+#include "plan.h"
+
+#define REC_KEY_ORDINAL ((uint64_t)1 << 63)
+
+struct rec {
+	struct prof p;
+	uint64_t s0;
+	uint32_t nalloc;	/* allocations seen since the start */
+	/* allocation id -> profile index, open addressing */
+	uint64_t *hk;
+	uint32_t *hv;
+	uint32_t hcap, hn;
+	uint32_t timed;		/* operations given a time */
+	int oom;		/* an event was lost for want of memory */
+};
+
+/* Start recording nops operations from sequence number s0. Returns 0 or -1. */
+int rec_begin(struct rec *r, uint64_t s0, uint32_t nops);
+void rec_fini(struct rec *r);
+
+/* A buffer alive when the iteration starts. */
+void rec_live(struct rec *r, uint64_t id, uint64_t size, int movable);
+
+/* A buffer allocated before operation next_seq. */
+void rec_alloc(struct rec *r, uint64_t id, uint64_t size, int movable, uint64_t next_seq);
+
+/* A buffer freed after operation last_seq. */
+void rec_free(struct rec *r, uint64_t id, uint64_t last_seq);
+
+/* Operation seq used buffer id. */
+void rec_use(struct rec *r, uint64_t seq, uint64_t id);
+
+/* Operation seq kept the device busy for seconds. */
+void rec_time(struct rec *r, uint64_t seq, double seconds);
+
+/* The iteration is over: mark what cannot be named across iterations. */
+void rec_end(struct rec *r);
+
+#endif

@@ -1,0 +1,744 @@
+/*
+ * exec.c: recording the iteration, planning it, and running the plan
+ * (see exec.h).
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+#include "ebb.h"
+#include "exec.h"
+#include "log.h"
+#include "mover.h"
+#include "plan.h"
+#include "record.h"
+#include "trace.h"
+#include "tracer.h"
+
+/* Fixed cost the planner counts for each copy: the launch, and mapping or
+ * unmapping a handle (device-facts.md). */
+#define COPY_LATENCY_S 30e-6
+/* A restore takes its memory when the device has this much work left
+ * before the restore's copy may start (the host runs ahead). */
+#define GATE_LEAD_S 1e-3
+/* The plan aims this far under EBB_LIMIT (1/64 of it): what is held at a
+ * moment on the host's side runs a little ahead of the device's. */
+#define LIMIT_MARGIN_SHIFT 6
+
+enum xstate { X_OFF, X_WAIT, X_ARMED, X_RECORDING, X_RECORDED, X_PLANNING, X_READY, X_RUNNING };
+
+/* A buffer the plan moves: a persistent one by id and address, one the
+ * iteration allocates by its ordinal. */
+struct xbuf {
+	uint64_t id, addr;
+	uint32_t ord;
+	uint8_t persistent;
+};
+
+struct xact {
+	uint32_t buf;
+	uint32_t gate;		/* prefetch: position the device must pass first; PROF_NONE: none */
+	uint8_t prefetch;
+};
+
+struct xplan {
+	uint64_t period;
+	struct xbuf *buf;
+	uint32_t nbuf;
+	uint32_t *first;	/* actions of position i: act[first[i] .. first[i+1]) */
+	uint8_t *gate_mark;	/* a marker is wanted after position i (a gate) */
+	struct xact *act;
+	uint64_t *ord_size;	/* size of each movable-class allocation of the iteration */
+	uint32_t nord;
+	struct ebb_buf **slot;	/* this iteration's buffer of each ordinal */
+	uint64_t *slot_id;
+	struct xplan *retired_next;
+};
+
+static const struct ebb_conf *conf;
+static struct buftab *tab;
+static enum xstate state = X_OFF;
+static struct exec_stats xs;
+
+/* the recording */
+static struct rec rec;
+static uint64_t *rec_addr;	/* address of each buffer alive at the start */
+static uint32_t rec_naddr, rec_addr_cap;
+static uint32_t *rec_tok;	/* each operation's token */
+static uint64_t *rec_host;	/* when the host issued each operation */
+
+/* GPU times arrive on CUPTI's thread */
+static pthread_mutex_t times_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t times_s0, times_n;
+static double *times;
+
+/* mean GPU time of each token, from the timed recordings */
+struct tokdur {
+	uint32_t tok;
+	uint32_t n;
+	double sum;
+};
+static struct tokdur *tokmap;
+static uint32_t tokcap, tokn;
+
+/* the plan */
+static struct xplan *ready, *running, *retired;
+static uint64_t run_s0;
+static uint32_t run_ord;
+
+static void
+note(const char *key, const char *value)
+{
+	struct ebb_line l;
+
+	if (!ebb_trace_on())
+		return;
+	ebb_line_begin(&l, 'Q');
+	ebb_line_u64(&l, ebb_now_ns());
+	ebb_line_str(&l, key);
+	ebb_line_str(&l, value);
+	ebb_line_end(&l);
+}
+
+static void
+note_u64(const char *key, uint64_t v)
+{
+	char buf[24];
+	snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+	note(key, buf);
+}
+
+static double
+gib(uint64_t b)
+{
+	return (double)b / (double)(1ULL << 30);
+}
+
+static int
+movable(const struct ebb_buf *b)
+{
+	return b->managed == EBB_MANAGED_BIG && !b->pinned;
+}
+
+void
+exec_init(const struct ebb_conf *c, struct buftab *t)
+{
+	conf = c;
+	tab = t;
+	state = c->mode == EBB_MODE_OFFLOAD && c->plan ? X_WAIT : X_OFF;
+}
+
+int
+exec_enabled(void)
+{
+	return state != X_OFF;
+}
+
+/* ---- per-token times ---- */
+
+static struct tokdur *
+tok_slot(uint32_t tok, int add)
+{
+	if (add && 2 * (tokn + 1) > tokcap) {
+		uint32_t cap = tokcap ? tokcap * 2 : 1024;
+		struct tokdur *m = calloc(cap, sizeof *m);
+		if (m == NULL)
+			return NULL;
+		for (uint32_t i = 0; i < tokcap; i++) {
+			if (tokmap[i].n == 0)
+				continue;
+			uint32_t s = (tokmap[i].tok * 2654435761u) & (cap - 1);
+			while (m[s].n != 0)
+				s = (s + 1) & (cap - 1);
+			m[s] = tokmap[i];
+		}
+		free(tokmap);
+		tokmap = m;
+		tokcap = cap;
+	}
+	if (tokcap == 0)
+		return NULL;
+	for (uint32_t s = (tok * 2654435761u) & (tokcap - 1);; s = (s + 1) & (tokcap - 1)) {
+		if (tokmap[s].n == 0) {
+			if (!add)
+				return NULL;
+			tokmap[s].tok = tok;
+			tokn++;
+			return &tokmap[s];
+		}
+		if (tokmap[s].tok == tok)
+			return &tokmap[s];
+	}
+}
+
+/* ---- the plan's life ---- */
+
+static void
+xplan_free(struct xplan *x)
+{
+	if (x == NULL)
+		return;
+	free(x->buf);
+	free(x->first);
+	free(x->gate_mark);
+	free(x->act);
+	free(x->ord_size);
+	free(x->slot);
+	free(x->slot_id);
+	free(x);
+}
+
+/* A plan that stops: exec_after_op may still be walking it while it waits
+ * with the mutex released, so it is freed only at exit. */
+static void
+retire(struct xplan *x)
+{
+	if (x == NULL)
+		return;
+	x->retired_next = retired;
+	retired = x;
+}
+
+static void
+recording_free(void)
+{
+	rec_fini(&rec);
+	free(rec_addr);
+	free(rec_tok);
+	free(rec_host);
+	rec_addr = NULL;
+	rec_tok = NULL;
+	rec_host = NULL;
+	rec_naddr = rec_addr_cap = 0;
+	pthread_mutex_lock(&times_lock);
+	free(times);
+	times = NULL;
+	times_n = 0;
+	pthread_mutex_unlock(&times_lock);
+}
+
+/* Stop the plan and learn again (next: X_WAIT for the finder, X_ARMED to
+ * record the next iteration). */
+static void
+depart(uint64_t seq, const char *why, enum xstate next)
+{
+	static int said;
+	char buf[256];
+
+	snprintf(buf, sizeof buf, "seq=%llu:%s", (unsigned long long)seq, why);
+	note("plan-departed", buf);
+	if (state == X_RUNNING || state == X_READY) {
+		retire(running);
+		retire(ready);
+		running = ready = NULL;
+		mover_set_planned(0);
+		ebb_log(EBB_LOG_INFO, "operation %llu departs from the planned iteration (%s); the "
+		    "plan stops and the iteration is learned again", (unsigned long long)seq, why);
+	}
+	if (state == X_RECORDING || state == X_RECORDED)
+		recording_free();
+	xs.departures++;
+	if (xs.departures >= EXEC_MAX_DEPARTURES) {
+		if (!said)
+			ebb_log(EBB_LOG_WARN, "the job departed from its learned iteration %llu times (last "
+			    "at operation %llu: %s); ebb stops planning and moves buffers only when over "
+			    "EBB_LIMIT", (unsigned long long)xs.departures, (unsigned long long)seq, why);
+		said = 1;
+		state = X_OFF;
+		return;
+	}
+	/* a plan being made (X_PLANNING) is dropped when it is done */
+	state = next;
+}
+
+void
+exec_departed(uint64_t seq, const char *why)
+{
+	if (state == X_OFF || state == X_WAIT)
+		return;
+	depart(seq, why, X_WAIT);
+}
+
+void
+exec_found(uint64_t period)
+{
+	(void)period;
+	if (state == X_WAIT)
+		state = X_ARMED;
+}
+
+/* ---- recording ---- */
+
+static int
+add_live(struct ebb_buf *b, void *ctx)
+{
+	(void)ctx;
+	if (b->managed != EBB_MANAGED_BIG)
+		return 0;
+	if (rec_naddr == rec_addr_cap) {
+		uint32_t cap = rec_addr_cap ? rec_addr_cap * 2 : 1024;
+		uint64_t *v = realloc(rec_addr, cap * sizeof *v);
+		if (v == NULL) {
+			rec.oom = 1;
+			return 1;
+		}
+		rec_addr = v;
+		rec_addr_cap = cap;
+	}
+	/* rec_live gives the buffers alive at the start the first indices */
+	rec_addr[rec_naddr++] = b->addr;
+	rec_live(&rec, b->id, b->rsize, movable(b));
+	return 0;
+}
+
+static void
+start_recording(uint64_t s0, uint64_t period)
+{
+	if (period == 0 || period > (1u << 28) || rec_begin(&rec, s0, (uint32_t)period) < 0) {
+		ebb_log(EBB_LOG_WARN, "cannot record an iteration of %llu operations; ebb does not plan",
+		    (unsigned long long)period);
+		state = X_OFF;
+		return;
+	}
+	rec_tok = calloc(period, sizeof *rec_tok);
+	rec_host = calloc(period + 1, sizeof *rec_host);
+	double *t = calloc(period, sizeof *t);
+	if (rec_tok == NULL || rec_host == NULL || t == NULL) {
+		free(t);
+		recording_free();
+		ebb_log(EBB_LOG_WARN, "no memory to record an iteration of %llu operations; ebb does "
+		    "not plan", (unsigned long long)period);
+		state = X_OFF;
+		return;
+	}
+	buftab_walk(tab, add_live, NULL);
+	pthread_mutex_lock(&times_lock);
+	times = t;
+	times_s0 = s0;
+	times_n = period;
+	pthread_mutex_unlock(&times_lock);
+	state = X_RECORDING;
+	note_u64("plan-recording", s0);
+}
+
+void
+exec_boundary(uint64_t next_seq, uint64_t period)
+{
+	switch (state) {
+	case X_ARMED:
+		start_recording(next_seq, period);
+		break;
+	case X_RECORDING:
+		rec_host[rec.p.nops] = ebb_now_ns();
+		state = X_RECORDED;
+		xs.recorded++;
+		break;
+	case X_READY:
+		running = ready;
+		ready = NULL;
+		state = X_RUNNING;
+		mover_set_planned(1);
+		note_u64("plan-started", next_seq);
+		/* fall through */
+	case X_RUNNING:
+		if (period != running->period) {
+			depart(next_seq, "the iteration's length changed", X_ARMED);
+			break;
+		}
+		run_s0 = next_seq;
+		run_ord = 0;
+		memset(running->slot, 0, running->nord * sizeof *running->slot);
+		xs.iterations_run++;
+		break;
+	default:
+		break;
+	}
+}
+
+void
+exec_alloc(struct ebb_buf *b, uint64_t next_seq)
+{
+	if (b->managed != EBB_MANAGED_BIG)
+		return;
+	b->plan_ord = 0;
+	if (state == X_RECORDING) {
+		rec_alloc(&rec, b->id, b->rsize, movable(b), next_seq);
+		return;
+	}
+	if (state != X_RUNNING)
+		return;
+	struct xplan *x = running;
+	uint32_t o = run_ord++;
+	if (o >= x->nord || x->ord_size[o] != b->rsize) {
+		char why[128];
+		if (o >= x->nord)
+			snprintf(why, sizeof why, "allocation %u of the iteration; %u were learned", o,
+			    x->nord);
+		else
+			snprintf(why, sizeof why, "allocation %u of the iteration has %llu bytes, not %llu",
+			    o, (unsigned long long)b->rsize, (unsigned long long)x->ord_size[o]);
+		depart(next_seq, why, X_ARMED);
+		return;
+	}
+	x->slot[o] = b;
+	x->slot_id[o] = b->id;
+	b->plan_ord = o + 1;
+}
+
+void
+exec_free(struct ebb_buf *b, uint64_t last_seq)
+{
+	if (b->managed != EBB_MANAGED_BIG)
+		return;
+	if (state == X_RECORDING)
+		rec_free(&rec, b->id, last_seq);
+	if (state == X_RUNNING && b->plan_ord != 0 && b->plan_ord <= running->nord &&
+	    running->slot[b->plan_ord - 1] == b)
+		running->slot[b->plan_ord - 1] = NULL;
+	b->plan_ord = 0;
+}
+
+void
+exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n)
+{
+	if (state != X_RECORDING || seq < rec.s0 || seq - rec.s0 >= rec.p.nops)
+		return;
+	uint64_t i = seq - rec.s0;
+	rec_tok[i] = token;
+	rec_host[i] = ebb_now_ns();
+	for (size_t k = 0; k < n; k++)
+		if (bufs[k]->managed == EBB_MANAGED_BIG)
+			rec_use(&rec, seq, bufs[k]->id);
+}
+
+void
+exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end)
+{
+	pthread_mutex_lock(&times_lock);
+	if (times != NULL && seq >= times_s0 && seq - times_s0 < times_n && end > start)
+		times[seq - times_s0] += (double)(end - start) / 1e9;
+	pthread_mutex_unlock(&times_lock);
+}
+
+int
+exec_learned(void)
+{
+	return state != X_ARMED && state != X_RECORDING;
+}
+
+int
+exec_plan_due(void)
+{
+	return state == X_RECORDED;
+}
+
+/* ---- running ---- */
+
+static struct ebb_buf *
+resolve(const struct xplan *x, const struct xbuf *xb)
+{
+	if (xb->persistent) {
+		struct ebb_buf *b = buftab_find(tab, xb->addr);
+		return b != NULL && b->addr == xb->addr && b->id == xb->id ? b : NULL;
+	}
+	struct ebb_buf *b = x->slot[xb->ord];
+	return b != NULL && b->id == x->slot_id[xb->ord] ? b : NULL;
+}
+
+void
+exec_after_op(uint64_t seq, struct ebb_stream *st)
+{
+	if (state != X_RUNNING)
+		return;
+	struct xplan *x = running;
+	if (seq < run_s0 || seq - run_s0 >= x->period)
+		return;
+	uint64_t pos = seq - run_s0;
+	if (st != NULL && x->gate_mark[pos])
+		streams_mark_now(st);
+	for (uint32_t k = x->first[pos]; k < x->first[pos + 1]; k++) {
+		/* a prefetch may have waited with the mutex released */
+		if (state != X_RUNNING || running != x)
+			return;
+		const struct xact *a = &x->act[k];
+		struct ebb_buf *b = resolve(x, &x->buf[a->buf]);
+		if (b == NULL) {
+			xs.actions_missed++;
+			continue;
+		}
+		if (a->prefetch)
+			mover_prefetch(b, st, seq, a->gate < pos ? run_s0 + a->gate : 0);
+		else
+			mover_plan_offload(b, seq);
+	}
+}
+
+/* ---- planning ---- */
+
+/* The last position before at with GATE_LEAD_S of work between it and at's
+ * end, or PROF_NONE. */
+static uint32_t
+gate_of(const struct prof *p, uint32_t at)
+{
+	double left = 0;
+
+	for (uint32_t j = at; j > 0; j--) {
+		left += p->dur[j];
+		if (left >= GATE_LEAD_S)
+			return j - 1;
+	}
+	return PROF_NONE;
+}
+
+/* The plan's actions by position, from the planner's moves. */
+static struct xplan *
+build(const struct prof *p, const struct plan *pl, const uint64_t *addr, uint32_t naddr)
+{
+	struct xplan *x = calloc(1, sizeof *x);
+	int32_t *xb_of = malloc((p->nbufs ? p->nbufs : 1) * sizeof *xb_of);
+	uint32_t nact = 0;
+
+	if (x == NULL || xb_of == NULL)
+		goto fail;
+	x->period = p->nops;
+	memset(xb_of, 0xff, (p->nbufs ? p->nbufs : 1) * sizeof *xb_of);
+	x->buf = calloc(pl->n ? pl->n : 1, sizeof *x->buf);
+	x->first = calloc(p->nops + 1, sizeof *x->first);
+	x->gate_mark = calloc(p->nops + 1, 1);
+	x->act = calloc(2 * (size_t)pl->n + 1, sizeof *x->act);
+	if (x->buf == NULL || x->first == NULL || x->gate_mark == NULL || x->act == NULL)
+		goto fail;
+	/* ordinals: the size of every allocation the recording saw */
+	for (uint32_t k = 0; k < p->nbufs; k++)
+		if (p->buf[k].key & REC_KEY_ORDINAL) {
+			uint32_t o = (uint32_t)(p->buf[k].key & ~REC_KEY_ORDINAL);
+			if (o + 1 > x->nord)
+				x->nord = o + 1;
+		}
+	x->ord_size = calloc(x->nord ? x->nord : 1, sizeof *x->ord_size);
+	x->slot = calloc(x->nord ? x->nord : 1, sizeof *x->slot);
+	x->slot_id = calloc(x->nord ? x->nord : 1, sizeof *x->slot_id);
+	if (x->ord_size == NULL || x->slot == NULL || x->slot_id == NULL)
+		goto fail;
+	for (uint32_t k = 0; k < p->nbufs; k++)
+		if (p->buf[k].key & REC_KEY_ORDINAL)
+			x->ord_size[p->buf[k].key & ~REC_KEY_ORDINAL] = p->buf[k].size;
+	/* buffers, and how many actions each position has */
+	for (uint32_t m = 0; m < pl->n; m++) {
+		const struct plan_move *mv = &pl->mv[m];
+		const struct prof_buf *pb = &p->buf[mv->buf];
+		if (xb_of[mv->buf] < 0) {
+			struct xbuf *xb = &x->buf[x->nbuf];
+			if (pb->key & REC_KEY_ORDINAL) {
+				xb->ord = (uint32_t)(pb->key & ~REC_KEY_ORDINAL);
+			} else {
+				if (mv->buf >= naddr)
+					continue;	/* cannot happen: live buffers come first */
+				xb->persistent = 1;
+				xb->id = pb->key;
+				xb->addr = addr[mv->buf];
+			}
+			xb_of[mv->buf] = (int32_t)x->nbuf++;
+		}
+		x->first[(mv->after == PROF_NONE ? 0 : mv->after) + 1]++;
+		if (mv->use != PROF_NONE)
+			x->first[mv->at + 1]++;
+	}
+	for (uint32_t i = 0; i < p->nops; i++)
+		x->first[i + 1] += x->first[i];
+	/* fill: offloads first at each position, so their memory goes first */
+	uint32_t *fill = calloc(p->nops + 1, sizeof *fill);
+	if (fill == NULL)
+		goto fail;
+	memcpy(fill, x->first, (p->nops + 1) * sizeof *fill);
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t m = 0; m < pl->n; m++) {
+			const struct plan_move *mv = &pl->mv[m];
+			if (xb_of[mv->buf] < 0)
+				continue;
+			if (pass == 0) {
+				uint32_t pos = mv->after == PROF_NONE ? 0 : mv->after;
+				x->act[fill[pos]++] = (struct xact){ (uint32_t)xb_of[mv->buf], PROF_NONE, 0 };
+				nact++;
+			} else if (mv->use != PROF_NONE) {
+				uint32_t gate = gate_of(p, mv->at);
+				if (gate != PROF_NONE)
+					x->gate_mark[gate] = 1;
+				x->act[fill[mv->at]++] = (struct xact){ (uint32_t)xb_of[mv->buf], gate, 1 };
+				nact++;
+			}
+		}
+	free(fill);
+	free(xb_of);
+	return x;
+fail:
+	free(xb_of);
+	xplan_free(x);
+	return NULL;
+}
+
+/* The durations of the recording: CUPTI's, else each token's mean from an
+ * earlier timed recording, else the host's issue times. */
+static const char *
+durations(struct rec *r, const uint32_t *tok, const uint64_t *host)
+{
+	uint32_t n = r->p.nops;
+	const char *source = "cupti";
+
+	pthread_mutex_lock(&times_lock);
+	for (uint32_t i = 0; times != NULL && i < n && i < times_n; i++)
+		if (times[i] > 0)
+			rec_time(r, r->s0 + i, times[i]);
+	pthread_mutex_unlock(&times_lock);
+	if (r->timed > 0) {
+		for (uint32_t i = 0; i < n; i++) {
+			struct tokdur *t = r->p.dur[i] > 0 ? tok_slot(tok[i], 1) : NULL;
+			if (t != NULL) {
+				t->sum += r->p.dur[i];
+				t->n++;
+			}
+		}
+		return source;
+	}
+	uint32_t known = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct tokdur *t = tok_slot(tok[i], 0);
+		if (t != NULL && t->n > 0) {
+			r->p.dur[i] = t->sum / t->n;
+			known++;
+		}
+	}
+	if (known > 0)
+		return "learned";
+	for (uint32_t i = 0; i < n; i++)
+		r->p.dur[i] = host[i + 1] > host[i] ? (double)(host[i + 1] - host[i]) / 1e9 : 0;
+	return "host";
+}
+
+void
+exec_plan_now(pthread_mutex_t *lock)
+{
+	struct rec r;
+	uint64_t *addr, *host;
+	uint32_t *tok, naddr;
+	char buf[256];
+
+	pthread_mutex_lock(lock);
+	if (state != X_RECORDED) {
+		pthread_mutex_unlock(lock);
+		return;
+	}
+	state = X_PLANNING;
+	r = rec;
+	memset(&rec, 0, sizeof rec);
+	addr = rec_addr;
+	naddr = rec_naddr;
+	tok = rec_tok;
+	host = rec_host;
+	rec_addr = NULL;
+	rec_tok = NULL;
+	rec_host = NULL;
+	rec_naddr = rec_addr_cap = 0;
+	uint64_t fixed = mover_fixed_held(), limit = mover_limit();
+	pthread_mutex_unlock(lock);
+
+	const char *source = durations(&r, tok, host);
+	pthread_mutex_lock(&times_lock);
+	free(times);
+	times = NULL;
+	times_n = 0;
+	pthread_mutex_unlock(&times_lock);
+	rec_end(&r);
+	r.p.fixed = fixed;
+
+	double d2h, h2d;
+	mover_bandwidth(&d2h, &h2d);
+	uint64_t learned = prof_peak(&r.p, NULL);
+	uint64_t target = limit - (limit >> LIMIT_MARGIN_SHIFT);
+	if (conf->target > 0 && (uint64_t)(conf->target * (double)learned) < target)
+		target = (uint64_t)(conf->target * (double)learned);
+	struct plan_params pp = {
+		.target = target, .d2h_bps = d2h, .h2d_bps = h2d,
+		.copy_latency_s = COPY_LATENCY_S, .min_bytes = conf->min_offload_bytes,
+		.allow_stall = 0,
+	};
+	struct plan pl;
+	struct xplan *x = NULL;
+	uint64_t bound = 0;
+	int have = !r.oom && d2h > 0 && h2d > 0 && plan_make(&r.p, &pp, &pl) == 0;
+	int ok = have;
+	if (ok && !pl.met) {
+		/* under the bound: plan with late restores rather than leave it to faults */
+		struct plan late;
+		pp.allow_stall = 1;
+		if (plan_make(&r.p, &pp, &late) == 0) {
+			plan_fini(&pl);
+			pl = late;
+		}
+	}
+	if (ok) {
+		bound = plan_bound(&r.p, &pp);
+		x = build(&r.p, &pl, addr, naddr);
+		ok = x != NULL;
+	}
+
+	pthread_mutex_lock(lock);
+	if (!ok) {
+		if (state == X_PLANNING) {
+			state = X_OFF;
+			ebb_log(EBB_LOG_WARN, "ebb could not plan the iteration (%s); buffers move only "
+			    "when over EBB_LIMIT", r.oom ? "out of memory" :
+			    d2h <= 0 || h2d <= 0 ? "no copy bandwidth: set EBB_D2H_GBPS and EBB_H2D_GBPS" :
+			    "out of memory");
+		}
+	} else if (state == X_PLANNING) {
+		ready = x;
+		x = NULL;
+		state = X_READY;
+		xs.plans++;
+		xs.planned_peak = pl.peak;
+		xs.bound = bound;
+		xs.predicted_step_ns = (uint64_t)(pl.step_s * 1e9);
+		xs.gpu_step_ns = (uint64_t)(pl.step_before_s * 1e9);
+		note("plan-times", source);
+		note_u64("plan-operations", r.p.nops);
+		note_u64("plan-buffers", r.p.nbufs);
+		note_u64("plan-moves", pl.n);
+		note_u64("plan-target-bytes", target);
+		note_u64("plan-peak-before-bytes", pl.peak_before);
+		note_u64("plan-peak-bytes", pl.peak);
+		note_u64("plan-bound-bytes", bound);
+		note_u64("plan-bytes-to-host", pl.bytes_d2h);
+		note_u64("plan-bytes-to-device", pl.bytes_h2d);
+		note_u64("plan-step-before-ns", (uint64_t)(pl.step_before_s * 1e9));
+		note_u64("plan-step-ns", (uint64_t)(pl.step_s * 1e9));
+		note_u64("plan-stall-ns", (uint64_t)(pl.stall_s * 1e9));
+		snprintf(buf, sizeof buf, "%.2f", d2h / 1e9);
+		note("d2h-gbps", buf);
+		snprintf(buf, sizeof buf, "%.2f", h2d / 1e9);
+		note("h2d-gbps", buf);
+		ebb_log(EBB_LOG_INFO, "plan: %u moves a iteration of %u operations (%s times), %.1f GiB "
+		    "to the host and %.1f GiB back; peak %.2f -> %.2f GiB (target %.2f, lowest without "
+		    "stalls %.2f); %.3f s an iteration predicted, %.3f s of it stalls (%.3f s without "
+		    "moves)", pl.n, r.p.nops, source, gib(pl.bytes_d2h), gib(pl.bytes_h2d),
+		    gib(pl.peak_before), gib(pl.peak), gib(target), gib(bound), pl.step_s, pl.stall_s,
+		    pl.step_before_s);
+	}
+	pthread_mutex_unlock(lock);
+	if (have)
+		plan_fini(&pl);
+	xplan_free(x);
+	rec_fini(&r);
+	free(addr);
+	free(tok);
+	free(host);
+}
+
+void
+exec_stats(struct exec_stats *out)
+{
+	*out = xs;
+}
