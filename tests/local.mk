@@ -46,6 +46,14 @@ tests_check_plan_LDADD = policy/libpolicy.la $(TEST_LIBS)
 tests_check_iter_SOURCES = tests/check_iter.c
 tests_check_iter_CFLAGS = $(TEST_CFLAGS)
 tests_check_iter_LDADD = policy/libpolicy.la $(TEST_LIBS)
+
+# `ebb plan` run on hand-written traces.
+check_PROGRAMS += tests/check_ebb_plan
+TESTS += tests/check_ebb_plan
+tests_check_ebb_plan_SOURCES = tests/check_ebb_plan.c
+tests_check_ebb_plan_CFLAGS = $(TEST_CFLAGS)
+tests_check_ebb_plan_LDADD = $(TEST_LIBS)
+EXTRA_tests_check_ebb_plan_DEPENDENCIES = utils/ebb
 endif
 
 # Programs the integration tests run (not tests themselves).

@@ -3,6 +3,7 @@
  *
  *   ebb run [options] -- CMD [ARGS...]   run a job with libebb.so preloaded
  *   ebb report TRACE                     check a trace and summarise it
+ *   ebb plan TRACE [options]             what the planner would do at given targets
  *   ebb --version | --help
  */
 #include "config.h"
@@ -18,6 +19,7 @@
 
 #include "conf.h"
 #include "log.h"
+#include "plancmd.h"
 #include "report.h"
 
 extern char **environ;
@@ -30,6 +32,8 @@ usage(FILE *f)
 	fprintf(f,
 	    "usage: ebb run [--mode MODE] [--limit SIZE] [--trace FILE] [--verbose N] [--lib PATH] -- CMD [ARGS...]\n"
 	    "       ebb report TRACE\n"
+	    "       ebb plan TRACE [--target SIZE]... [--fraction F]... [--d2h GBPS] [--h2d GBPS]\n"
+	    "                [--min-bytes SIZE] [--allow-stall] [--moves]\n"
 	    "       ebb --version | --help\n"
 	    "\n"
 	    "run      run CMD with libebb.so preloaded (see ebb(1); variables in ebb(7))\n"
@@ -39,7 +43,19 @@ usage(FILE *f)
 	    "  -t, --trace FILE    write the trace to FILE, %%p = process id (sets EBB_TRACE)\n"
 	    "  -v, --verbose N     messages on stderr, 0 to 3 (sets EBB_VERBOSE)\n"
 	    "      --lib PATH      the libebb.so to preload (default: the one beside ebb)\n"
-	    "report   check every record of a trace (ebb-trace(5)) and print a summary\n");
+	    "report   check every record of a trace (ebb-trace(5)) and print a summary\n"
+	    "plan     learn one iteration of an observe-mode trace and print what ebb's planner\n"
+	    "         would do at each target: predicted peak, moves, step time\n"
+	    "  -t, --target SIZE   a device memory target, e.g. 60G (repeatable)\n"
+	    "  -f, --fraction F    a target as a fraction of the learned peak (repeatable;\n"
+	    "                      default 0.9 0.8 0.7 0.6 0.5 0.4)\n"
+	    "      --d2h GBPS      device-to-host bandwidth in GB/s (default: the trace's\n"
+	    "                      d2h-gbps note, else 50)\n"
+	    "      --h2d GBPS      host-to-device bandwidth in GB/s (likewise)\n"
+	    "      --min-bytes SIZE  smallest buffer that moves (default 2M, as\n"
+	    "                      EBB_MIN_OFFLOAD_BYTES)\n"
+	    "      --allow-stall   let restores be late when that lowers the peak\n"
+	    "      --moves         list the moves of the last target\n");
 }
 
 /* Whether path names a readable file. */
@@ -235,6 +251,96 @@ cmd_run(int argc, char **argv)
 	return e == ENOENT ? 127 : 126;
 }
 
+/* Parse `ebb plan`'s options and run it; usage errors exit with 2. */
+static int
+cmd_plan(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "target", required_argument, NULL, 't' },
+		{ "fraction", required_argument, NULL, 'f' },
+		{ "d2h", required_argument, NULL, 'D' },
+		{ "h2d", required_argument, NULL, 'H' },
+		{ "min-bytes", required_argument, NULL, 'b' },
+		{ "allow-stall", no_argument, NULL, 's' },
+		{ "moves", no_argument, NULL, 'M' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct ebb_plan_opts o = { .min_bytes = (uint64_t)2 << 20 };
+	struct ebb_plan_target *t = calloc((size_t)argc, sizeof *t);
+	size_t nt = 0;
+	int c, rc = 2;
+	double v;
+
+	if (t == NULL) {
+		fprintf(stderr, "%s plan: out of memory\n", progname);
+		return 2;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "t:f:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 't':
+			if (ebb_conf_parse_size(optarg, &t[nt].bytes) < 0 || t[nt].bytes == 0) {
+				fprintf(stderr, "%s plan: --target '%s' is not a size (a number of bytes with "
+				    "an optional K, M, G or T suffix)\n", progname, optarg);
+				goto out;
+			}
+			nt++;
+			break;
+		case 'f':
+			if (ebb_conf_parse_real(optarg, &v) < 0 || v <= 0 || v > 1) {
+				fprintf(stderr, "%s plan: --fraction '%s' is not a number above 0 and at "
+				    "most 1\n", progname, optarg);
+				goto out;
+			}
+			t[nt++].fraction = v;
+			break;
+		case 'D':
+		case 'H':
+			if (ebb_conf_parse_real(optarg, &v) < 0 || v <= 0) {
+				fprintf(stderr, "%s plan: --%s '%s' is not a bandwidth in GB/s above 0\n",
+				    progname, c == 'D' ? "d2h" : "h2d", optarg);
+				goto out;
+			}
+			if (c == 'D')
+				o.d2h_gbps = v;
+			else
+				o.h2d_gbps = v;
+			break;
+		case 'b':
+			if (ebb_conf_parse_size(optarg, &o.min_bytes) < 0 || o.min_bytes == 0) {
+				fprintf(stderr, "%s plan: --min-bytes '%s' is not a size of at least 1 byte\n",
+				    progname, optarg);
+				goto out;
+			}
+			break;
+		case 's':
+			o.allow_stall = 1;
+			break;
+		case 'M':
+			o.moves = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			rc = 0;
+			goto out;
+		default:
+			usage(stderr);
+			goto out;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "usage: ebb plan TRACE [options] (ebb --help lists them)\n");
+		goto out;
+	}
+	o.target = t;
+	o.ntarget = nt;
+	rc = ebb_plan(argv[optind], &o, stdout, stderr);
+out:
+	free(t);
+	return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -259,6 +365,8 @@ main(int argc, char **argv)
 		}
 		return ebb_report(argv[2], stdout, stderr);
 	}
+	if (strcmp(argv[1], "plan") == 0)
+		return cmd_plan(argc - 1, argv + 1);
 	fprintf(stderr, "%s: unknown command or option '%s' (try ebb --help)\n", progname, argv[1]);
 	return 2;
 }

@@ -1,0 +1,867 @@
+/*
+ * plancmd.c: `ebb plan`: the planner (policy/plan.h) run on one iteration
+ * of an observe-mode trace, so that a user can choose EBB_LIMIT before a
+ * run. The trace is read twice: G records come late (when CUPTI is
+ * detached) and I records name operations already written, so the first
+ * pass collects them and chooses the iteration, and the second builds its
+ * profile with policy/record.h as the engine would.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf.h"
+#include "plan.h"
+#include "plancmd.h"
+#include "record.h"
+#include "trace_format.h"
+#include "trace_read.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define MIB (1024.0 * 1024.0)
+#define GRANULE ((uint64_t)2 << 20)	/* VMM granularity: what a moved buffer takes */
+#define ASSUMED_GBPS 50.0
+#define COPY_LATENCY_S 20e-6
+
+/* The trace being read, and where its errors are reported. */
+struct src {
+	const char *path;
+	FILE *f, *err;
+	uint64_t line;
+	char *buf;
+	size_t cap;
+	struct ebb_trace_rec r;
+};
+
+/* The numbers of one record that ebb plan uses, checked. */
+struct ev {
+	char type;
+	uint64_t t, seq, id, size;
+	uint64_t a, b, c;	/* G: seq start end; I: iter seq period */
+	size_t list;		/* field of the list count; 0: no list */
+	uint64_t nlist;		/* buffer ids after it */
+};
+
+struct mark {			/* an I record */
+	uint64_t iter, seq, period, line;
+};
+
+struct gtime {			/* a G record */
+	uint64_t seq, start, end;
+};
+
+/* What the first pass keeps. */
+struct scan {
+	struct mark *mark;
+	size_t nmark, cmark;
+	struct gtime *g;
+	size_t ng, cg;
+	uint64_t *launch;	/* seqs of L records, increasing */
+	size_t nlaunch, claunch;
+	uint64_t *dep;		/* seqs of D records */
+	size_t ndep, cdep;
+	uint64_t last_seq;	/* the last operation of the trace */
+	double gbps[2];		/* d2h, h2d from Q notes; 0: none */
+};
+
+/* The iteration chosen. */
+struct choice {
+	const struct mark *m;
+	const struct mark *last;	/* the last whole iteration, timed or not */
+	int cupti;		/* 0: host times */
+	uint64_t nlaunch, ntimed;	/* its launches, and those with a G record */
+};
+
+/* Buffers alive before the iteration starts: id -> size, open addressing. */
+struct live {
+	uint64_t *id, *size;
+	uint8_t *used;
+	size_t cap, n;
+};
+
+static void bad(struct src *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Report a problem at the current line of the trace. */
+static void
+bad(struct src *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(s->err, "ebb plan: %s:%llu: ", s->path, (unsigned long long)s->line);
+	va_start(ap, fmt);
+	vfprintf(s->err, fmt, ap);
+	va_end(ap);
+	fputc('\n', s->err);
+}
+
+static int
+oom(struct src *s)
+{
+	fprintf(s->err, "ebb plan: %s: out of memory\n", s->path);
+	return -1;
+}
+
+/* v with room for element n (cap updated), or NULL when out of memory. */
+static void *
+grow(void *v, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return v;
+	size_t c = *cap ? *cap * 2 : 256;
+	void *nv = realloc(v, c * size);
+	if (nv != NULL)
+		*cap = c;
+	return nv;
+}
+
+/*
+ * Read the next record into s->r, checking the header on line 1. Returns
+ * 1, 0 at the end of the file, or -1 (said on s->err).
+ */
+static int
+next_record(struct src *s)
+{
+	char why[256];
+
+	for (;;) {
+		errno = 0;
+		ssize_t len = getline(&s->buf, &s->cap, s->f);
+		if (len <= 0) {
+			if (ferror(s->f)) {
+				fprintf(s->err, "ebb plan: %s: %s\n", s->path, strerror(errno ? errno : EIO));
+				return -1;
+			}
+			if (s->line == 0) {
+				fprintf(s->err, "ebb plan: %s is empty\n", s->path);
+				return -1;
+			}
+			return 0;
+		}
+		s->line++;
+		if (s->line == 1) {
+			int v = ebb_trace_header(s->buf);
+			if (v < 0) {
+				bad(s, "not an ebb trace (no '#ebb-trace' header)");
+				return -1;
+			}
+			if (v != EBB_TRACE_VERSION) {
+				bad(s, "trace format version %d; this ebb reads version %d", v,
+				    EBB_TRACE_VERSION);
+				return -1;
+			}
+			continue;
+		}
+		if (ebb_trace_split(s->buf, &s->r, why, sizeof why) < 0) {
+			bad(s, "%s", why);
+			return -1;
+		}
+		return 1;
+	}
+}
+
+/* The name of field i of a record type, from its spec ("bids" for a list). */
+static void
+field_name(char type, size_t i, char *out, size_t len)
+{
+	const char *p = ebb_trace_spec(type);
+
+	snprintf(out, len, "field %zu", i + 1);
+	for (size_t k = 0; p != NULL && *p; k++) {
+		size_t n = strcspn(p, " ");
+		int list = n > 3 && strncmp(p + n - 3, "...", 3) == 0;
+		if (k == i || list) {
+			snprintf(out, len, "%.*s", (int)(list ? n - 3 : n), p);
+			return;
+		}
+		p += n;
+		p += *p == ' ';
+	}
+}
+
+/* Field i as a number into *v; -1 (said) when it is not one. */
+static int
+num(struct src *s, size_t i, uint64_t *v)
+{
+	char name[64];
+
+	if (ebb_trace_u64(&s->r, i, v) == 0)
+		return 0;
+	field_name(s->r.type, i, name, sizeof name);
+	bad(s, "%s record's %s '%s' is not a number", ebb_trace_name(s->r.type), name,
+	    i < s->r.nfields ? s->r.field[i] : "");
+	return -1;
+}
+
+/* Whether records of this type are operations (they take a seq). */
+static int
+is_op(char type)
+{
+	return type != '\0' && strchr("LCMNRY", type) != NULL;
+}
+
+/* The field of a type's list count, or 0 when it has no list. */
+static size_t
+list_field(char type)
+{
+	const char *p = ebb_trace_spec(type);
+
+	for (size_t k = 0; p != NULL && *p; k++) {
+		size_t n = strcspn(p, " ");
+		if (n > 3 && strncmp(p + n - 3, "...", 3) == 0)
+			return k;
+		p += n;
+		p += *p == ' ';
+	}
+	return 0;
+}
+
+/* Check and take the numbers ebb plan uses from s->r. Returns 0 or -1 (said). */
+static int
+decode(struct src *s, struct ev *e)
+{
+	const struct ebb_trace_rec *r = &s->r;
+
+	memset(e, 0, sizeof *e);
+	e->type = r->type;
+	if (is_op(r->type)) {
+		if (num(s, 0, &e->t) < 0 || num(s, 1, &e->seq) < 0)
+			return -1;
+		e->list = list_field(r->type);
+		if (e->list == 0 || strcmp(r->field[e->list], "?") == 0)
+			return 0;
+		e->nlist = r->nfields - e->list - 1;
+		for (size_t k = e->list + 1; k < r->nfields; k++) {
+			uint64_t id;
+			if (num(s, k, &id) < 0)
+				return -1;
+		}
+		return 0;
+	}
+	switch (r->type) {
+	case 'A':
+		return num(s, 0, &e->t) < 0 || num(s, 1, &e->id) < 0 || num(s, 3, &e->size) < 0 ? -1 : 0;
+	case 'F':
+		return num(s, 0, &e->t) < 0 || num(s, 1, &e->id) < 0 ? -1 : 0;
+	case 'G':
+		return num(s, 0, &e->a) < 0 || num(s, 1, &e->b) < 0 || num(s, 2, &e->c) < 0 ? -1 : 0;
+	case 'I':
+		return num(s, 1, &e->a) < 0 || num(s, 2, &e->b) < 0 || num(s, 3, &e->c) < 0 ? -1 : 0;
+	case 'D':
+		return num(s, 1, &e->seq);
+	default:
+		return 0;
+	}
+}
+
+/* First pass: operations in order, and the G, I, D and Q records. */
+static int
+scan_trace(struct src *s, struct scan *sc)
+{
+	struct ev e;
+	int rc;
+
+	while ((rc = next_record(s)) > 0) {
+		if (decode(s, &e) < 0)
+			return -1;
+		if (is_op(e.type)) {
+			if (e.seq <= sc->last_seq) {
+				bad(s, "operation %llu after operation %llu: sequence numbers must increase",
+				    (unsigned long long)e.seq, (unsigned long long)sc->last_seq);
+				return -1;
+			}
+			sc->last_seq = e.seq;
+			if (e.type != 'L')
+				continue;
+			uint64_t *v = grow(sc->launch, &sc->claunch, sc->nlaunch, sizeof *v);
+			if (v == NULL)
+				return oom(s);
+			sc->launch = v;
+			sc->launch[sc->nlaunch++] = e.seq;
+			continue;
+		}
+		switch (e.type) {
+		case 'G': {
+			struct gtime *v = grow(sc->g, &sc->cg, sc->ng, sizeof *v);
+			if (v == NULL)
+				return oom(s);
+			sc->g = v;
+			sc->g[sc->ng++] = (struct gtime){ e.a, e.b, e.c };
+			break;
+		}
+		case 'I': {
+			struct mark *v = grow(sc->mark, &sc->cmark, sc->nmark, sizeof *v);
+			if (v == NULL)
+				return oom(s);
+			sc->mark = v;
+			sc->mark[sc->nmark++] = (struct mark){ e.a, e.b, e.c, s->line };
+			break;
+		}
+		case 'D': {
+			uint64_t *v = grow(sc->dep, &sc->cdep, sc->ndep, sizeof *v);
+			if (v == NULL)
+				return oom(s);
+			sc->dep = v;
+			sc->dep[sc->ndep++] = e.seq;
+			break;
+		}
+		case 'Q': {
+			int k = strcmp(s->r.field[1], "d2h-gbps") == 0 ? 0 :
+			    strcmp(s->r.field[1], "h2d-gbps") == 0 ? 1 : -1;
+			double v;
+			if (k < 0)
+				break;
+			if (ebb_conf_parse_real(s->r.field[2], &v) < 0) {
+				bad(s, "note %s: '%s' is not a bandwidth in GB/s", s->r.field[1],
+				    s->r.field[2]);
+				return -1;
+			}
+			if (v > 0)	/* 0: not measured */
+				sc->gbps[k] = v;
+			break;
+		}
+		default:
+			break;
+		}
+	}
+	return rc;
+}
+
+static int
+cmp_mark(const void *a, const void *b)
+{
+	const struct mark *x = a, *y = b;
+
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return x->line < y->line ? -1 : x->line > y->line;
+}
+
+static int
+cmp_gtime(const void *a, const void *b)
+{
+	const struct gtime *x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The first index of increasing v[0..n) whose value is >= x. */
+static size_t
+lower_u64(const uint64_t *v, size_t n, uint64_t x)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The first G record (sorted) whose seq is >= x. */
+static size_t
+lower_g(const struct gtime *g, size_t n, uint64_t x)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (g[mid].seq < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Choose the iteration: the last one wholly in the trace, without a
+ * departure, that has GPU times for at least half its launches; else the
+ * last whole one, on host times. Returns 0, or -1 when there is none.
+ */
+static int
+choose(struct scan *sc, struct choice *ch)
+{
+	int found = 0;
+
+	qsort(sc->mark, sc->nmark, sizeof *sc->mark, cmp_mark);
+	qsort(sc->g, sc->ng, sizeof *sc->g, cmp_gtime);
+	qsort(sc->dep, sc->ndep, sizeof *sc->dep, cmp_u64);
+	memset(ch, 0, sizeof *ch);
+	for (size_t i = sc->nmark; i-- > 0;) {
+		const struct mark *m = &sc->mark[i];
+		if (m->period == 0 || m->period > UINT32_MAX || m->seq == 0 ||
+		    m->seq > sc->last_seq || m->period > sc->last_seq - m->seq + 1)
+			continue;
+		uint64_t end = m->seq + m->period;
+		size_t d = lower_u64(sc->dep, sc->ndep, m->seq);
+		if (d < sc->ndep && sc->dep[d] < end)
+			continue;	/* the job left the learned iteration in it */
+		size_t lo = lower_u64(sc->launch, sc->nlaunch, m->seq);
+		size_t hi = lower_u64(sc->launch, sc->nlaunch, end);
+		uint64_t timed = 0;
+		for (size_t k = lo; k < hi; k++) {
+			size_t j = lower_g(sc->g, sc->ng, sc->launch[k]);
+			timed += j < sc->ng && sc->g[j].seq == sc->launch[k];
+		}
+		size_t g0 = lower_g(sc->g, sc->ng, m->seq);
+		int any = g0 < sc->ng && sc->g[g0].seq < end;
+		int cupti = hi > lo ? timed > 0 && 2 * timed >= hi - lo : any;
+		if (!found) {
+			*ch = (struct choice){ m, m, 0, hi - lo, timed };
+			found = 1;
+		}
+		if (cupti) {
+			*ch = (struct choice){ m, ch->last, 1, hi - lo, timed };
+			break;
+		}
+	}
+	return found ? 0 : -1;
+}
+
+static size_t
+live_slot(const struct live *l, uint64_t id)
+{
+	return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 32) & (l->cap - 1);
+}
+
+static int
+live_grow(struct live *l)
+{
+	struct live n = { 0 };
+
+	n.cap = l->cap ? l->cap * 2 : 1024;
+	n.id = malloc(n.cap * sizeof *n.id);
+	n.size = malloc(n.cap * sizeof *n.size);
+	n.used = calloc(n.cap, 1);
+	if (n.id == NULL || n.size == NULL || n.used == NULL) {
+		free(n.id);
+		free(n.size);
+		free(n.used);
+		return -1;
+	}
+	for (size_t i = 0; i < l->cap; i++) {
+		if (!l->used[i])
+			continue;
+		size_t j = live_slot(&n, l->id[i]);
+		while (n.used[j])
+			j = (j + 1) & (n.cap - 1);
+		n.used[j] = 1;
+		n.id[j] = l->id[i];
+		n.size[j] = l->size[i];
+	}
+	n.n = l->n;
+	free(l->id);
+	free(l->size);
+	free(l->used);
+	*l = n;
+	return 0;
+}
+
+static int
+live_put(struct live *l, uint64_t id, uint64_t size)
+{
+	if (2 * (l->n + 1) > l->cap && live_grow(l) < 0)
+		return -1;
+	size_t i = live_slot(l, id);
+	while (l->used[i] && l->id[i] != id)
+		i = (i + 1) & (l->cap - 1);
+	l->n += !l->used[i];
+	l->used[i] = 1;
+	l->id[i] = id;
+	l->size[i] = size;
+	return 0;
+}
+
+/* Remove id, shifting back the entries after it that may take its slot. */
+static void
+live_del(struct live *l, uint64_t id)
+{
+	if (l->cap == 0)
+		return;
+	size_t m = l->cap - 1, i = live_slot(l, id);
+	while (l->used[i] && l->id[i] != id)
+		i = (i + 1) & m;
+	if (!l->used[i])
+		return;
+	for (size_t j = (i + 1) & m; l->used[j]; j = (j + 1) & m) {
+		size_t home = live_slot(l, l->id[j]);
+		if (((j - home) & m) >= ((j - i) & m)) {
+			l->id[i] = l->id[j];
+			l->size[i] = l->size[j];
+			i = j;
+		}
+	}
+	l->used[i] = 0;
+	l->n--;
+}
+
+static void
+live_free(struct live *l)
+{
+	free(l->id);
+	free(l->size);
+	free(l->used);
+	memset(l, 0, sizeof *l);
+}
+
+/* The profile being built, and the buffer id of each of its buffers. */
+struct build {
+	struct rec r;
+	uint64_t *bid;
+	size_t cbid;
+	uint64_t min_bytes;
+	int host;		/* time operations by the host's calls */
+};
+
+/* What a buffer takes in the profile: movable ones a whole number of granules. */
+static uint64_t
+counted(const struct build *b, uint64_t size, int *movable)
+{
+	*movable = size >= b->min_bytes;
+	if (!*movable || size > UINT64_MAX - GRANULE)
+		return size;
+	return (size + GRANULE - 1) / GRANULE * GRANULE;
+}
+
+/* Remember the buffer id of the profile's buffer nbufs_before, if one was added. */
+static int
+note_bid(struct build *b, uint32_t nbufs_before, uint64_t id)
+{
+	if (b->r.p.nbufs == nbufs_before)
+		return 0;
+	uint64_t *v = grow(b->bid, &b->cbid, nbufs_before, sizeof *v);
+	if (v == NULL)
+		return -1;
+	b->bid = v;
+	b->bid[nbufs_before] = id;
+	return 0;
+}
+
+/* The buffers alive at the start, in the order of their ids (allocation order). */
+static int
+record_live(struct build *b, struct live *l)
+{
+	uint64_t *ids = malloc((l->n ? l->n : 1) * sizeof *ids);
+	size_t n = 0;
+
+	if (ids == NULL)
+		return -1;
+	for (size_t i = 0; i < l->cap; i++)
+		if (l->used[i])
+			ids[n++] = l->id[i];
+	qsort(ids, n, sizeof *ids, cmp_u64);
+	for (size_t k = 0; k < n; k++) {
+		size_t i = live_slot(l, ids[k]);
+		while (l->id[i] != ids[k] || !l->used[i])
+			i = (i + 1) & (l->cap - 1);
+		int mov;
+		uint64_t size = counted(b, l->size[i], &mov);
+		uint32_t nb = b->r.p.nbufs;
+		rec_live(&b->r, ids[k], size, mov);
+		if (note_bid(b, nb, ids[k]) < 0)
+			b->r.oom = 1;
+	}
+	free(ids);
+	live_free(l);
+	return 0;
+}
+
+static double
+seconds(uint64_t from, uint64_t to)
+{
+	return to > from ? (double)(to - from) / 1e9 : 0;
+}
+
+/*
+ * Second pass: follow the live buffers up to the iteration's start, then
+ * record its allocations, frees and uses, and its times. Returns 0 or -1.
+ */
+static int
+build_profile(struct src *s, const struct scan *sc, const struct choice *ch, struct build *b)
+{
+	uint64_t s0 = ch->m->seq, end = s0 + ch->m->period;
+	uint64_t last = 0, prev_seq = 0, prev_t = 0;
+	int started = 0, have_prev = 0, rc;
+	struct live live = { 0 };
+	struct ev e;
+
+	if (fseek(s->f, 0, SEEK_SET) != 0) {
+		fprintf(s->err, "ebb plan: %s: cannot read it twice: %s\n", s->path,
+		    strerror(errno));
+		return -1;
+	}
+	s->line = 0;
+	while ((rc = next_record(s)) > 0) {
+		if (decode(s, &e) < 0) {
+			rc = -1;
+			break;
+		}
+		int op = is_op(e.type);
+		if (!started && (last + 1 >= s0 || (op && e.seq >= s0))) {
+			if (rec_begin(&b->r, s0, (uint32_t)ch->m->period) < 0) {
+				rc = oom(s);
+				break;
+			}
+			started = 1;
+			if (record_live(b, &live) < 0) {
+				rc = oom(s);
+				break;
+			}
+		}
+		if (op && e.seq >= end) {
+			if (b->host && have_prev)
+				rec_time(&b->r, prev_seq, seconds(prev_t, e.t));
+			have_prev = 0;
+			break;
+		}
+		switch (e.type) {
+		case 'A':
+			if (started) {
+				int mov;
+				uint64_t size = counted(b, e.size, &mov);
+				uint32_t nb = b->r.p.nbufs;
+				rec_alloc(&b->r, e.id, size, mov, last + 1);
+				if (note_bid(b, nb, e.id) < 0)
+					b->r.oom = 1;
+			} else if (live_put(&live, e.id, e.size) < 0) {
+				b->r.oom = 1;
+			}
+			break;
+		case 'F':
+			if (started)
+				rec_free(&b->r, e.id, last);
+			else
+				live_del(&live, e.id);
+			break;
+		default:
+			break;
+		}
+		if (!op)
+			continue;
+		if (started) {
+			for (uint64_t k = 0; k < e.nlist; k++) {
+				uint64_t id;
+				if (ebb_trace_u64(&s->r, e.list + 1 + k, &id) == 0)
+					rec_use(&b->r, e.seq, id);
+			}
+			if (b->host && have_prev)
+				rec_time(&b->r, prev_seq, seconds(prev_t, e.t));
+			prev_seq = e.seq;
+			prev_t = e.t;
+			have_prev = 1;
+		}
+		last = e.seq;
+	}
+	live_free(&live);
+	if (rc < 0)
+		return -1;
+	if (!started) {
+		fprintf(s->err, "ebb plan: %s changed while it was read\n", s->path);
+		return -1;
+	}
+	if (!b->host)
+		for (size_t j = lower_g(sc->g, sc->ng, s0); j < sc->ng && sc->g[j].seq < end; j++)
+			rec_time(&b->r, sc->g[j].seq, seconds(sc->g[j].start, sc->g[j].end));
+	rec_end(&b->r);
+	return b->r.oom ? oom(s) : 0;
+}
+
+/* Operation op of the iteration (of the next one when next) as a seq, or "-". */
+static void
+put_op(char *out, size_t len, uint64_t s0, uint32_t nops, uint32_t op, int next)
+{
+	if (op == PROF_NONE)
+		snprintf(out, len, "-");
+	else
+		snprintf(out, len, "%llu", (unsigned long long)(s0 + op + (next ? nops : 0)));
+}
+
+/* The moves of one plan, by buffer id and by the profile's key. */
+static void
+print_moves(FILE *out, const struct build *b, const struct plan *pl, uint64_t s0, uint64_t target)
+{
+	const struct prof *p = &b->r.p;
+	char key[32], after[24], at[24], use[24];
+
+	fprintf(out, "\nmoves at target %.2f GiB:\n", (double)target / GIB);
+	fprintf(out, "%10s  %12s  %10s  %13s  %13s  %10s  %4s\n", "bid", "key", "MiB",
+	    "offload after", "restore after", "for use", "wrap");
+	if (pl->n == 0)
+		fprintf(out, "(none)\n");
+	for (uint32_t k = 0; k < pl->n; k++) {
+		const struct plan_move *mv = &pl->mv[k];
+		const struct prof_buf *pb = &p->buf[mv->buf];
+		if (pb->key & REC_KEY_ORDINAL)
+			snprintf(key, sizeof key, "alloc#%llu",
+			    (unsigned long long)(pb->key & ~REC_KEY_ORDINAL));
+		else
+			snprintf(key, sizeof key, "%llu", (unsigned long long)pb->key);
+		if (mv->after == PROF_NONE)
+			snprintf(after, sizeof after, "host");
+		else
+			put_op(after, sizeof after, s0, p->nops, mv->after, 0);
+		/* a wrapping restore is issued in the next iteration when it comes before the offload */
+		put_op(at, sizeof at, s0, p->nops, mv->at, mv->wrap && mv->at < mv->after);
+		put_op(use, sizeof use, s0, p->nops, mv->use, mv->wrap);
+		fprintf(out, "%10llu  %12s  %10.2f  %13s  %13s  %10s  %4s\n",
+		    (unsigned long long)b->bid[mv->buf], key, (double)pb->size / MIB, after, at, use,
+		    mv->wrap ? "yes" : "no");
+	}
+}
+
+int
+ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
+{
+	static const double fractions[] = { 0.9, 0.8, 0.7, 0.6, 0.5, 0.4 };
+	static const char *const dir[2] = { "d2h", "h2d" };
+	struct src s = { .path = path, .err = err };
+	struct scan sc = { 0 };
+	struct build b = { 0 };
+	struct plan pl = { 0 };
+	struct choice ch;
+	int rc = 1;
+
+	s.f = fopen(path, "r");
+	if (s.f == NULL) {
+		fprintf(err, "ebb plan: cannot open %s: %s\n", path, strerror(errno));
+		return 2;
+	}
+	if (scan_trace(&s, &sc) < 0)
+		goto out;
+	if (choose(&sc, &ch) < 0) {
+		if (sc.nmark == 0)
+			fprintf(err, "ebb plan: %s: the trace has no I records: ebb found no training "
+			    "iteration in it. Trace the job with EBB_MODE=observe and EBB_TRACE set for a "
+			    "few iterations (ebb run --mode observe --trace FILE -- CMD), then plan on "
+			    "that trace\n", path);
+		else
+			fprintf(err, "ebb plan: %s: none of its %zu iterations (I records) lies wholly in "
+			    "the trace without a departure (D record). Trace the job with "
+			    "EBB_MODE=observe and EBB_TRACE set for a few more iterations\n", path,
+			    sc.nmark);
+		goto out;
+	}
+	b.min_bytes = o->min_bytes;
+	b.host = !ch.cupti;
+	if (build_profile(&s, &sc, &ch, &b) < 0)
+		goto out;
+
+	const struct prof *p = &b.r.p;
+	uint64_t s0 = ch.m->seq, peak = prof_peak(p, NULL);
+	uint32_t nmov = 0;
+	for (uint32_t k = 0; k < p->nbufs; k++)
+		nmov += p->buf[k].movable && p->buf[k].size >= o->min_bytes && p->buf[k].size > 0;
+	double gbps[2];
+	const char *from[2];
+	const double given[2] = { o->d2h_gbps, o->h2d_gbps };
+	int assumed = 0;
+	for (int k = 0; k < 2; k++) {
+		if (given[k] > 0) {
+			gbps[k] = given[k];
+			from[k] = "given";
+		} else if (sc.gbps[k] > 0) {
+			gbps[k] = sc.gbps[k];
+			from[k] = "from the trace";
+		} else {
+			gbps[k] = ASSUMED_GBPS;
+			from[k] = "assumed";
+			assumed |= 1 << k;
+		}
+	}
+	struct plan_params pp = {
+		.d2h_bps = gbps[0] * 1e9, .h2d_bps = gbps[1] * 1e9,
+		.copy_latency_s = COPY_LATENCY_S, .min_bytes = o->min_bytes,
+		.allow_stall = o->allow_stall
+	};
+	uint64_t bound = plan_bound(p, &pp);
+	if (bound == 0 && peak > 0) {
+		/* 0 is also plan_bound's answer when out of memory: ask again */
+		struct plan_params q = pp;
+		q.allow_stall = 0;
+		if (plan_make(p, &q, &pl) < 0) {
+			oom(&s);
+			goto out;
+		}
+		plan_fini(&pl);
+	}
+
+	fprintf(out, "trace: %s\n", path);
+	fprintf(out, "iteration: %llu, from operation %llu, %llu operations\n",
+	    (unsigned long long)ch.m->iter, (unsigned long long)s0,
+	    (unsigned long long)ch.m->period);
+	if (ch.cupti)
+		fprintf(out, "time source: cupti (G records for %llu of its %llu launches)\n",
+		    (unsigned long long)ch.ntimed, (unsigned long long)ch.nlaunch);
+	else
+		fprintf(out, "time source: host (no whole iteration has G records for half its "
+		    "launches: the time from each operation's call to the next stands in for its "
+		    "GPU time)\n");
+	if (ch.last != ch.m)
+		fprintf(out, "note: iteration %llu (from operation %llu, %llu operations) is later "
+		    "but has G records for fewer than half its launches\n",
+		    (unsigned long long)ch.last->iter, (unsigned long long)ch.last->seq,
+		    (unsigned long long)ch.last->period);
+	fprintf(out, "%s time per iteration: %.6f s\n", ch.cupti ? "gpu" : "host", prof_time(p));
+	fprintf(out, "buffers: %u, movable: %u (of at least %.2f MiB)\n", p->nbufs, nmov,
+	    (double)o->min_bytes / MIB);
+	fprintf(out, "learned peak: %.2f GiB\n", (double)peak / GIB);
+	fprintf(out, "bandwidth: d2h %.2f GB/s (%s), h2d %.2f GB/s (%s)\n", gbps[0], from[0],
+	    gbps[1], from[1]);
+	if (assumed == 3)
+		fprintf(out, "note: the trace has no d2h-gbps or h2d-gbps note: %.0f GB/s assumed each "
+		    "way; give the link's bandwidths with --d2h GBPS --h2d GBPS\n", ASSUMED_GBPS);
+	else if (assumed)
+		fprintf(out, "note: the trace has no %s-gbps note: %.0f GB/s assumed; give it with "
+		    "--%s GBPS\n", dir[assumed - 1], ASSUMED_GBPS, dir[assumed - 1]);
+	if (prof_time(p) <= 0)
+		fprintf(out, "note: the iteration's operations have no times: nothing can be planned\n");
+	fprintf(out, "bound: %.2f GiB (the lowest peak with no restore late)\n", (double)bound / GIB);
+
+	fprintf(out, "\n%10s  %10s  %3s  %5s  %11s  %8s  %10s  %10s  %6s\n", "target GiB",
+	    "peak GiB", "met", "moves", "to host GiB", "back GiB", "step s", "stall s", "ratio");
+	size_t nt = o->ntarget ? o->ntarget : sizeof fractions / sizeof fractions[0];
+	uint64_t target = 0;
+	for (size_t i = 0; i < nt; i++) {
+		double f = o->ntarget ? o->target[i].fraction : fractions[i];
+		target = o->ntarget && o->target[i].bytes ? o->target[i].bytes : (uint64_t)(f * (double)peak);
+		pp.target = target;
+		plan_fini(&pl);
+		if (plan_make(p, &pp, &pl) < 0) {
+			oom(&s);
+			goto out;
+		}
+		fprintf(out, "%10.2f  %10.2f  %3s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %6.3f\n",
+		    (double)target / GIB, (double)pl.peak / GIB, pl.met ? "yes" : "no", pl.n,
+		    (double)pl.bytes_d2h / GIB, (double)pl.bytes_h2d / GIB, pl.step_s, pl.stall_s,
+		    pl.step_before_s > 0 ? pl.step_s / pl.step_before_s : 1.0);
+	}
+	if (o->moves)
+		print_moves(out, &b, &pl, s0, target);
+	rc = 0;
+out:
+	plan_fini(&pl);
+	rec_fini(&b.r);
+	free(b.bid);
+	free(sc.mark);
+	free(sc.g);
+	free(sc.launch);
+	free(sc.dep);
+	ebb_trace_rec_free(&s.r);
+	free(s.buf);
+	fclose(s.f);
+	return rc;
+}

@@ -1,0 +1,34 @@
+/*
+ * plancmd.h: `ebb plan TRACE`: what the planner would do at given targets.
+ */
+#ifndef EBB_PLANCMD_H
+#define EBB_PLANCMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* One target: bytes, or (bytes 0) a fraction of the learned peak. */
+struct ebb_plan_target {
+	uint64_t bytes;
+	double fraction;
+};
+
+struct ebb_plan_opts {
+	const struct ebb_plan_target *target;
+	size_t ntarget;		/* 0: the fractions 0.9 down to 0.4 */
+	double d2h_gbps, h2d_gbps;	/* 0: from the trace's notes, else assumed */
+	uint64_t min_bytes;	/* smallest buffer that moves */
+	int allow_stall;
+	int moves;		/* list the moves of the last target */
+};
+
+/*
+ * Learn the profile of one iteration of the observe-mode trace at path and
+ * print, on out, the planner's answer at each target. Returns 0; 1 when the
+ * trace is malformed or holds no usable iteration (said on err, naming the
+ * file and line where there is one); 2 when the file cannot be read.
+ */
+int ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err);
+
+#endif
