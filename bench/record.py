@@ -35,8 +35,17 @@ def main():
     ap.add_argument("--workload", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--baseline", default="baseline")
+    ap.add_argument("--extra", help="JSON lines by label (bench/plan.sh: the plan's numbers) "
+                    "merged into the records; a missing file is no error")
     ap.add_argument("results", nargs="+")
     a = ap.parse_args()
+    extra = {}
+    if a.extra and os.path.exists(a.extra):
+        with open(a.extra) as f:
+            for line in f:
+                if line.strip():
+                    e = json.loads(line)
+                    extra[e.pop("label")] = e
     runs = []
     for path in a.results:
         with open(path) as f:
@@ -75,9 +84,16 @@ def main():
                 "step_times": [round(t, 5) for t in r["step_times"]],
                 **meta,
             }
+            e = extra.get(r["label"], {})
+            rec.update(e)
+            if e.get("predicted_step_s"):
+                rec["predicted_error"] = round(e["predicted_step_s"] / r["step_s"] - 1, 4)
             out.write(json.dumps(rec) + "\n")
+            pred = (f" predicted {e['predicted_step_s']:.3f} s ({rec['predicted_error']:+.1%}),"
+                    f" plan peak {e['plan_peak_gib']:.2f} GiB, bound {e['plan_bound_gib']:.2f} GiB"
+                    if e.get("predicted_step_s") else "")
             print(f"{rec['mode']:<22} {rec['step_s']:>8.4f} {rec['ratio']:>7.4f} "
-                  f"{rec['peak_gib']:>9.2f} {str(rec['losses_identical']):>10}")
+                  f"{rec['peak_gib']:>9.2f} {str(rec['losses_identical']):>10}{pred}")
     return 0
 
 

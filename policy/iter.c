@@ -97,9 +97,20 @@ check(struct iter_finder *f)
 	size_t n = f->n;
 
 	zrev(f->tok, n, f->z);
+	/* the newest synchronisation of the history, if any */
+	size_t newest_sync = (size_t)-1;
+	for (size_t i = n; i-- > 0;)
+		if (f->sync[i]) {
+			newest_sync = i;
+			break;
+		}
 	for (size_t p = 1; p * f->min_reps <= n; p++) {
 		size_t len = p + (size_t)f->z[p];
 		if (len < (size_t)f->min_reps * p || 2 * len < n || !memory_periodic(f, p))
+			continue;
+		/* a job that synchronises does so once an iteration at least: a
+		 * period without one is a part of the iteration (a micro-batch) */
+		if (newest_sync != (size_t)-1 && newest_sync < n - p)
 			continue;
 		/* Found: choose the phase. */
 		size_t start = n - len;		/* first token of the periodic suffix */

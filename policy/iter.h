@@ -16,7 +16,10 @@
  * parameter initialisation) keep allocating or freeing. The half-history rule
  * keeps a pattern that repeats for a while inside a longer iteration (the
  * micro-batches of gradient accumulation) from being taken for the iteration
- * once an iteration has been seen whole.
+ * once an iteration has been seen whole. And once the history has a host
+ * synchronisation, a period must have one too: a job that waits for the
+ * device does so at least once an iteration (loss.item()), so a period
+ * without a wait is a micro-batch, and would not survive the optimizer step.
  *
  * Phase: an iteration starts right after the last host synchronisation
  * within the period (loss.item(), an optimizer step that reads a flag), or

@@ -122,6 +122,35 @@ START_TEST(accumulation_finds_the_whole_iteration)
 }
 END_TEST
 
+/*
+ * The same loop after a warm-up that ends with a sync (torch.cuda.synchronize
+ * before the loop): the micro-batch, which has no sync, is never taken for
+ * the iteration, so there is no departure at the first optimizer step.
+ */
+START_TEST(accumulation_never_takes_the_micro_batch)
+{
+	struct iter_finder f;
+	struct counts c = { 0 };
+	const size_t mb = 23, opt = 9, iter = 8 * mb + opt;
+
+	ck_assert_int_eq(iter_init(&f, 100000, 2), 0);
+	size_t i = 0;
+	for (; i < 4; i++)
+		push(&f, &c, 5000 + (uint32_t)i, i == 3, i);
+	for (int it = 0; it < 8; it++) {
+		for (int m = 0; m < 8; m++)
+			for (size_t k = 0; k < mb; k++, i++)
+				push(&f, &c, 100 + (uint32_t)k, 0, i);
+		for (size_t k = 0; k < opt; k++, i++)
+			push(&f, &c, 300 + (uint32_t)k, k == opt - 1, i);
+	}
+	ck_assert_int_eq(c.found, 1);
+	ck_assert_int_eq(c.departed, 0);
+	ck_assert_uint_eq(iter_period(&f), iter);
+	iter_fini(&f);
+}
+END_TEST
+
 START_TEST(departure_and_relearn)
 {
 	struct iter_finder f;
@@ -214,6 +243,7 @@ main(void)
 	tcase_add_test(tc, simple_period_and_phase_after_sync);
 	tcase_add_test(tc, accumulation_finds_the_whole_iteration);
 	tcase_add_test(tc, departure_and_relearn);
+	tcase_add_test(tc, accumulation_never_takes_the_micro_batch);
 	tcase_add_test(tc, gives_up_without_a_period);
 	tcase_add_test(tc, patterns_that_hold_memory_are_not_iterations);
 	suite_add_tcase(s, tc);

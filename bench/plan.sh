@@ -1,0 +1,119 @@
+#!/bin/bash
+# bench/plan.sh: ebb's plan beside the job without ebb and the anchors, side
+# by side in one pass on the GPU machine (issue 4).
+#
+# usage: bench/plan.sh WORKLOAD ACCUM MODE...
+#   WORKLOAD  w1 (1.26B) or w2 (3.8B, hidden 8192), as in device-facts.md:
+#             micro-batch 4, seq 4096, bf16 autocast, fused AdamW, in the
+#             deterministic configuration (sdpa attention), so the losses of
+#             every step can be compared bit for bit
+#   ACCUM     micro-batches per optimizer step (8, or 1 for none)
+#   MODE      baseline       without ebb (always run; the reference)
+#             ckpt           HF gradient checkpointing, without ebb
+#             save_on_cpu    torch.autograd.graph.save_on_cpu(pin_memory=True)
+#             observe        under `ebb run --mode observe` (overhead; trace for `ebb plan`)
+#             ebb:LIMIT      under `ebb run --limit LIMIT` (the plan aims 1/64 under it)
+#             ebb:LIMIT:F    the same with EBB_TARGET=F
+#             reactive:LIMIT the mover alone (EBB_PLAN=0), for comparison
+#
+# Step time is the median of the steps after WARMUP (default 5: ebb learns
+# in the first four), peak is NVML's for the whole device. Each ebb run's
+# plan (its predicted peak, bound and step time) comes from its trace.
+# Writes OUT/results.jsonl (bench/record.py) and OUT/*.log.
+# env: STEPS (9), WARMUP (5), OUT, BUILD, PYTHON, BENCH_COMMIT, BENCH_COMMAND, RUN_TIMEOUT (400)
+set -u
+[ $# -ge 2 ] || { sed -n 2,24p "$0"; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+BUILD=${BUILD:-$top/build}
+OUT=${OUT:-/tmp/ebb-plan}
+PY=${PYTHON:-python3}
+STEPS=${STEPS:-9}
+WARMUP=${WARMUP:-5}
+W=$1 ACC=$2
+shift 2
+mkdir -p "$OUT"
+export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync PYTHONUNBUFFERED=1
+if ldd "$BUILD/src/.libs/libebb.so" | grep -q "libunwind.so.8 => not found"; then
+	export LD_LIBRARY_PATH=$BUILD/gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+EBB=$BUILD/utils/ebb
+WL=$(echo "$W" | tr a-z A-Z)
+res=$OUT/$W-a$ACC.json
+extra=$OUT/$W-a$ACC.plan.json
+rm -f "$res" "$extra"
+train="$PY $top/bench/train.py --model $W --batch 4 --seq 4096 --accum $ACC --steps $STEPS --warmup $WARMUP --deterministic --attn sdpa"
+
+run() {	# label log command...
+	local label=$1 log=$2
+	shift 2
+	echo "== $WL accum $ACC: $label"
+	timeout "${RUN_TIMEOUT:-400}" "$@" > "$log" 2>&1
+	local rc=$?
+	grep -E "^step |^ebb\[[0-9]+\]: (offload|plan|[0-9]+ launches|copy)|Error|error" "$log" | tail -16
+	[ $rc = 0 ] || echo "$label: exit status $rc (log: $log)"
+}
+
+# The plan's numbers from a trace, as one JSON object for record.py.
+plan_json() {	# label trace
+	$PY - "$1" "$2" >> "$extra" <<'EOF'
+import json, sys
+label, path = sys.argv[1], sys.argv[2]
+q, z = {}, {}
+with open(path, errors="replace") as f:
+    for line in f:
+        p = line.split()
+        if len(p) >= 4 and p[0] == "Q" and (p[2].startswith("plan-") or p[2].endswith("-gbps")):
+            q.setdefault(p[2], p[3])
+        elif len(p) >= 4 and p[0] == "Z":
+            z[p[2]] = int(p[3])
+g = lambda k: int(q[k]) / 2**30 if k in q else None
+s = lambda k: int(q[k]) / 1e9 if k in q else None
+print(json.dumps({"label": label, "predicted_step_s": s("plan-step-ns"),
+    "plan_gpu_step_s": s("plan-step-before-ns"), "plan_stall_s": s("plan-stall-ns"),
+    "plan_peak_gib": g("plan-peak-bytes"), "plan_bound_gib": g("plan-bound-bytes"),
+    "plan_target_gib": g("plan-target-bytes"), "learned_peak_gib": g("plan-peak-before-bytes"),
+    "plan_moves": int(q["plan-moves"]) if "plan-moves" in q else None,
+    "plan_gib_to_host": g("plan-bytes-to-host"), "plan_times": q.get("plan-times"),
+    "d2h_gbps": float(q["d2h-gbps"]) if "d2h-gbps" in q else None,
+    "h2d_gbps": float(q["h2d-gbps"]) if "h2d-gbps" in q else None,
+    "plans": z.get("plans"), "plan_departures": z.get("plan-departures"),
+    "planned_offloads": z.get("planned-offloads"), "prefetches": z.get("prefetches"),
+    "prefetches_skipped": z.get("prefetches-skipped"), "restores": z.get("restores"),
+    "offloads": z.get("offloads"), "held_peak_gib": z.get("held-peak-bytes", 0) / 2**30}))
+EOF
+}
+
+run baseline "$OUT/$W-a$ACC-baseline.log" $train --label baseline --json "$res"
+for m in "$@"; do
+	case $m in
+	baseline) ;;
+	ckpt) run ckpt "$OUT/$W-a$ACC-ckpt.log" $train --ckpt --label ckpt --json "$res" ;;
+	save_on_cpu)
+		run save_on_cpu "$OUT/$W-a$ACC-save_on_cpu.log" $train --save-on-cpu \
+			--label save_on_cpu --json "$res" ;;
+	observe)
+		run ebb-observe "$OUT/$W-a$ACC-observe.log" "$EBB" run --mode observe -v 1 \
+			--trace "$OUT/$W-a$ACC-observe.trace" -- $train --label ebb-observe --json "$res" ;;
+	ebb:* | reactive:*)
+		IFS=: read -r kind limit target <<< "$m"
+		label=ebb-limit-$limit
+		env=()
+		[ -n "${target:-}" ] && { label=$label-target-$target; env+=(EBB_TARGET=$target); }
+		[ "$kind" = reactive ] && { label=reactive-limit-$limit; env+=(EBB_PLAN=0); }
+		trace=/tmp/ebb-$W-a$ACC-$label.trace
+		run "$label" "$OUT/$W-a$ACC-$label.log" env "${env[@]}" "$EBB" run --limit "$limit" -v 1 \
+			--trace "$trace" -- $train --label "$label" --json "$res"
+		grep -E "^Q [0-9]+ (plan-|d2h|h2d)|^Z " "$trace" > "$OUT/$W-a$ACC-$label.notes"
+		plan_json "$label" "$trace"
+		"$EBB" plan "$trace" > "$OUT/$W-a$ACC-$label.ebb-plan.txt" 2>&1
+		rm -f "$trace" ;;
+	*) echo "bench/plan.sh: unknown mode $m" >&2 ;;
+	esac
+done
+[ -f "$OUT/$W-a$ACC-observe.trace" ] &&
+	"$EBB" plan "$OUT/$W-a$ACC-observe.trace" > "$OUT/$W-a$ACC-observe.ebb-plan.txt" 2>&1 &&
+	rm -f "$OUT/$W-a$ACC-observe.trace"
+
+BENCH_COMMAND=${BENCH_COMMAND:-bench/plan.sh $W $ACC $*} $PY "$top/bench/record.py" \
+	--workload "$WL" --out "$OUT/results.jsonl" ${extra:+--extra "$extra"} "$res"
