@@ -59,14 +59,22 @@ plan_json() {	# label trace
 	$PY - "$1" "$2" >> "$extra" <<'EOF'
 import json, sys
 label, path = sys.argv[1], sys.argv[2]
-q, z = {}, {}
+q, z, g = {}, {}, {}
 with open(path, errors="replace") as f:
     for line in f:
         p = line.split()
         if len(p) >= 4 and p[0] == "Q" and (p[2].startswith("plan-") or p[2].endswith("-gbps")):
-            q.setdefault(p[2], p[3])
+            q[p[2]] = p[3]	# the last plan's
         elif len(p) >= 4 and p[0] == "Z":
             z[p[2]] = int(p[3])
+        elif len(p) == 4 and p[0] == "G":
+            g.setdefault(int(p[1]), []).append((int(p[2]), int(p[3])))
+# the recorded iteration's GPU times as CUPTI gave them (if it ran with CUPTI)
+s0, n = int(q.get("plan-recording", 0)), int(q.get("plan-operations", 0))
+acts = [a for s in range(s0, s0 + n) for a in g.get(s, [])]
+gpu = {"recorded_gpu_busy_s": sum(e - b for b, e in acts) / 1e9 if acts else None,
+       "recorded_gpu_span_s": (max(e for _, e in acts) - min(b for b, _ in acts)) / 1e9 if acts else None,
+       "recorded_ops_with_several_activities": sum(1 for s in range(s0, s0 + n) if len(g.get(s, [])) > 1)}
 g = lambda k: int(q[k]) / 2**30 if k in q else None
 s = lambda k: int(q[k]) / 1e9 if k in q else None
 print(json.dumps({"label": label, "predicted_step_s": s("plan-step-ns"),
@@ -80,7 +88,7 @@ print(json.dumps({"label": label, "predicted_step_s": s("plan-step-ns"),
     "plans": z.get("plans"), "plan_departures": z.get("plan-departures"),
     "planned_offloads": z.get("planned-offloads"), "prefetches": z.get("prefetches"),
     "prefetches_skipped": z.get("prefetches-skipped"), "restores": z.get("restores"),
-    "offloads": z.get("offloads"), "held_peak_gib": z.get("held-peak-bytes", 0) / 2**30}))
+    "offloads": z.get("offloads"), "held_peak_gib": z.get("held-peak-bytes", 0) / 2**30, **gpu}))
 EOF
 }
 
@@ -104,7 +112,7 @@ for m in "$@"; do
 		trace=/tmp/ebb-$W-a$ACC-$label.trace
 		run "$label" "$OUT/$W-a$ACC-$label.log" env "${env[@]}" "$EBB" run --limit "$limit" -v 1 \
 			--trace "$trace" -- $train --label "$label" --json "$res"
-		grep -E "^Q [0-9]+ (plan-|d2h|h2d)|^Z " "$trace" > "$OUT/$W-a$ACC-$label.notes"
+		grep -E "^Q [0-9]+ (plan-|d2h|h2d)|^[ZIDY] " "$trace" > "$OUT/$W-a$ACC-$label.notes"
 		plan_json "$label" "$trace"
 		"$EBB" plan "$trace" > "$OUT/$W-a$ACC-$label.ebb-plan.txt" 2>&1
 		rm -f "$trace" ;;

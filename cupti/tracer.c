@@ -44,7 +44,18 @@ static struct {
 	CUptiResult (*GetTimestamp)(uint64_t *);
 	CUptiResult (*GetResultString)(CUptiResult, const char **);
 	CUptiResult (*Finalize)(void);
+	CUptiResult (*GetStreamIdEx)(CUcontext, CUstream, uint8_t, uint32_t *);	/* optional */
 } cupti;
+
+/* ebb's own streams: their copies are not the job's operations (rec_lock) */
+#define MAX_IGNORED 8
+static struct {
+	CUcontext ctx;
+	CUstream stream;
+	uint32_t id;
+	int known;
+} ignored[MAX_IGNORED];
+static int nignored;
 
 static void *cupti_lib;
 static char cupti_path[PATH_MAX];
@@ -113,6 +124,41 @@ records_clear(void)
 	memset(&recs, 0, sizeof recs);
 }
 
+/* CUPTI's ids of the streams to ignore, where not known yet. Caller holds rec_lock. */
+static void
+resolve_ignored(void)
+{
+	for (int i = 0; i < nignored; i++)
+		if (!ignored[i].known && cupti.GetStreamIdEx != NULL &&
+		    cupti.GetStreamIdEx(ignored[i].ctx, ignored[i].stream, 0, &ignored[i].id) ==
+		    CUPTI_SUCCESS)
+			ignored[i].known = 1;
+}
+
+static int
+is_ignored(uint32_t stream)
+{
+	for (int i = 0; i < nignored; i++)
+		if (ignored[i].known && ignored[i].id == stream)
+			return 1;
+	return 0;
+}
+
+void
+ebb_cupti_ignore_stream(CUcontext ctx, CUstream stream)
+{
+	pthread_mutex_lock(&rec_lock);
+	if (nignored < MAX_IGNORED) {
+		ignored[nignored].ctx = ctx;
+		ignored[nignored].stream = stream;
+		ignored[nignored].known = 0;
+		nignored++;
+		if (atomic_load(&attached))
+			resolve_ignored();
+	}
+	pthread_mutex_unlock(&rec_lock);
+}
+
 /* Keep a kernel, memcpy or memset record. Caller holds rec_lock. */
 static void
 keep_act(uint32_t corr, uint64_t start, uint64_t end)
@@ -154,17 +200,20 @@ take_record(const CUpti_Activity *rec)
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
 		const CUpti_ActivityKernel10 *k = (const void *)rec;
-		keep_act(k->correlationId, k->start, k->end);
+		if (!is_ignored(k->streamId))
+			keep_act(k->correlationId, k->start, k->end);
 		return;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *m = (const void *)rec;
-		keep_act(m->correlationId, m->start, m->end);
+		if (!is_ignored(m->streamId))
+			keep_act(m->correlationId, m->start, m->end);
 		return;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
 		const CUpti_ActivityMemset4 *m = (const void *)rec;
-		keep_act(m->correlationId, m->start, m->end);
+		if (!is_ignored(m->streamId))
+			keep_act(m->correlationId, m->start, m->end);
 		return;
 	}
 	default:
@@ -307,6 +356,7 @@ resolve(void *h)
 	    GET(GetTimestamp) || GET(GetResultString) || GET(Finalize))
 		return -1;
 #undef GET
+	*(void **)&cupti.GetStreamIdEx = ebb_real_dlsym(h, "cuptiGetStreamIdEx");
 	return 0;
 }
 
@@ -358,6 +408,7 @@ ebb_cupti_attach(const char *lib_path, ebb_cupti_sink sink, void *ctx)
 	}
 	pthread_mutex_lock(&rec_lock);
 	records_clear();
+	resolve_ignored();
 	pthread_mutex_unlock(&rec_lock);
 	atomic_store(&attached, 1);
 	ebb_log(EBB_LOG_INFO, "CUPTI attached (%s)", cupti_path);

@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#include "cuda_compat.h"
+
 /* Receives one operation's GPU times (CUPTI timestamps, ns). Called from
  * CUPTI's buffer thread or from ebb_cupti_detach(), without ebb's locks. */
 typedef void (*ebb_cupti_sink)(uint64_t seq, uint64_t start, uint64_t end, void *ctx);
@@ -26,6 +28,13 @@ typedef void (*ebb_cupti_sink)(uint64_t seq, uint64_t start, uint64_t end, void 
  * users of the activity API would take each other's buffers.
  */
 int ebb_cupti_attach(const char *lib_path, ebb_cupti_sink sink, void *ctx);
+
+/*
+ * Activities on stream (of context ctx) are ebb's own (its copies to the
+ * host and back, which a job's operation may issue from inside the
+ * runtime call CUPTI ties them to): never delivered.
+ */
+void ebb_cupti_ignore_stream(CUcontext ctx, CUstream stream);
 
 /* Whether CUPTI is attached now (cheap: read on every operation). */
 int ebb_cupti_attached(void);

@@ -100,7 +100,7 @@ check(struct iter_finder *f)
 	/* the newest synchronisation of the history, if any */
 	size_t newest_sync = (size_t)-1;
 	for (size_t i = n; i-- > 0;)
-		if (f->sync[i]) {
+		if (f->sync[i] == ITER_SYNC) {
 			newest_sync = i;
 			break;
 		}
@@ -158,7 +158,7 @@ remember(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 		f->next_check = keep;
 	}
 	f->tok[f->n] = token;
-	f->sync[f->n] = (uint8_t)(sync != 0);
+	f->sync[f->n] = (uint8_t)(sync >= ITER_SYNC ? ITER_SYNC : sync > 0 ? ITER_SYNC_OP : 0);
 	f->live[f->n] = live;
 	f->n++;
 }

@@ -16,8 +16,9 @@
  * parameter initialisation) keep allocating or freeing. The half-history rule
  * keeps a pattern that repeats for a while inside a longer iteration (the
  * micro-batches of gradient accumulation) from being taken for the iteration
- * once an iteration has been seen whole. And once the history has a host
- * synchronisation, a period must have one too: a job that waits for the
+ * once an iteration has been seen whole. And once the history has an
+ * explicit host synchronisation (a context, stream or event sync, not a
+ * synchronous copy), a period must have one too: a job that waits for the
  * device does so at least once an iteration (loss.item()), so a period
  * without a wait is a micro-batch, and would not survive the optimizer step.
  *
@@ -68,9 +69,17 @@ struct iter_finder {
 int iter_init(struct iter_finder *f, size_t max_tokens, unsigned min_reps);
 void iter_fini(struct iter_finder *f);
 
+/* How the host waited for the device at a token. */
+enum iter_sync {
+	ITER_NOSYNC = 0,
+	ITER_SYNC_OP = 1,	/* a synchronous operation (a copy to pageable memory) */
+	ITER_SYNC = 2		/* an explicit synchronisation (context, stream, event) */
+};
+
 /*
- * Feed one token; sync says whether the host waited for the device there,
- * live how many bytes of device memory the job held when it was issued.
+ * Feed one token; sync (enum iter_sync) says whether and how the host waited
+ * for the device there, live how many bytes of device memory the job held
+ * when it was issued.
  */
 enum iter_event iter_push(struct iter_finder *f, uint32_t token, int sync, uint64_t live);
 

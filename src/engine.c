@@ -743,7 +743,7 @@ ebb_engine_op_begin(struct ebb_op *op)
 	}
 	uint32_t token = op_token(op, k);
 	exec_op(op->seq, token, s->v, s->n);
-	int action = learn_step(op->seq, token, op->sync, k);
+	int action = learn_step(op->seq, token, op->sync ? ITER_SYNC_OP : ITER_NOSYNC, k);
 	int timed = (learn == LEARN_SEARCH || learn == LEARN_FOUND) && action >= 0;
 	int plan_due = exec_plan_due();
 	pthread_mutex_unlock(&engine_lock);
@@ -801,7 +801,7 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 		ebb_line_end(&l);
 	}
 	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0);
-	int action = learn_step(seq, TOK_SYNC | (uint32_t)kind, 1, NULL);
+	int action = learn_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
 	exec_after_op(seq, NULL);
 	int plan_due = exec_plan_due();
 	pthread_mutex_unlock(&engine_lock);

@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "mover.h"
 #include "trace.h"
+#include "tracer.h"
 #include "vmm.h"
 
 /* Small allocations come from slabs of this size, in these classes. */
@@ -697,6 +698,8 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 		init_failed = 1;
 		return -1;
 	}
+	ebb_cupti_ignore_stream(ctx, d2h);
+	ebb_cupti_ignore_stream(ctx, h2d);
 	measure_bandwidth(conf);
 	int e = pthread_create(&worker, NULL, worker_main, NULL);
 	if (e != 0) {

@@ -124,8 +124,10 @@ END_TEST
 
 /*
  * The same loop after a warm-up that ends with a sync (torch.cuda.synchronize
- * before the loop): the micro-batch, which has no sync, is never taken for
- * the iteration, so there is no departure at the first optimizer step.
+ * before the loop), each micro-batch starting with a synchronous copy (its
+ * input from pageable memory): the micro-batch, which has no explicit sync,
+ * is never taken for the iteration, so there is no departure at the first
+ * optimizer step.
  */
 START_TEST(accumulation_never_takes_the_micro_batch)
 {
@@ -136,13 +138,13 @@ START_TEST(accumulation_never_takes_the_micro_batch)
 	ck_assert_int_eq(iter_init(&f, 100000, 2), 0);
 	size_t i = 0;
 	for (; i < 4; i++)
-		push(&f, &c, 5000 + (uint32_t)i, i == 3, i);
+		push(&f, &c, 5000 + (uint32_t)i, i == 3 ? ITER_SYNC : ITER_NOSYNC, i);
 	for (int it = 0; it < 8; it++) {
 		for (int m = 0; m < 8; m++)
 			for (size_t k = 0; k < mb; k++, i++)
-				push(&f, &c, 100 + (uint32_t)k, 0, i);
+				push(&f, &c, 100 + (uint32_t)k, k == 0 ? ITER_SYNC_OP : ITER_NOSYNC, i);
 		for (size_t k = 0; k < opt; k++, i++)
-			push(&f, &c, 300 + (uint32_t)k, k == opt - 1, i);
+			push(&f, &c, 300 + (uint32_t)k, k == opt - 1 ? ITER_SYNC : ITER_NOSYNC, i);
 	}
 	ck_assert_int_eq(c.found, 1);
 	ck_assert_int_eq(c.departed, 0);
