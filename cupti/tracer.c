@@ -448,18 +448,10 @@ ebb_cupti_pop(void)
 		cupti.ActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
 }
 
-uint64_t
-ebb_cupti_detach(void)
+/* Match the records kept so far and deliver their times; the records go. */
+static void
+match_kept(void)
 {
-	if (!atomic_exchange(&attached, 0))
-		return atomic_load(&delivered);
-	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	for (size_t i = 0; i < NKINDS; i++)
-		cupti.ActivityDisable(kinds[i]);
-	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	CUptiResult r = cupti.Finalize();
-	if (r != CUPTI_SUCCESS)
-		ebb_log(EBB_LOG_INFO, "cuptiFinalize: %s", result_string(r));
 	pthread_mutex_lock(&rec_lock);
 	struct records mine = recs;
 	memset(&recs, 0, sizeof recs);
@@ -475,6 +467,31 @@ ebb_cupti_detach(void)
 	free(mine.api);
 	free(mine.act);
 	free(mine.ops);
+}
+
+uint64_t
+ebb_cupti_flush(void)
+{
+	if (!atomic_load(&attached))
+		return atomic_load(&delivered);
+	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	match_kept();
+	return atomic_load(&delivered);
+}
+
+uint64_t
+ebb_cupti_detach(void)
+{
+	if (!atomic_exchange(&attached, 0))
+		return atomic_load(&delivered);
+	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	for (size_t i = 0; i < NKINDS; i++)
+		cupti.ActivityDisable(kinds[i]);
+	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	CUptiResult r = cupti.Finalize();
+	if (r != CUPTI_SUCCESS)
+		ebb_log(EBB_LOG_INFO, "cuptiFinalize: %s", result_string(r));
+	match_kept();
 	ebb_log(EBB_LOG_INFO, "CUPTI detached: %llu operations timed (%llu directly, %llu and %llu "
 	    "through libcudart's calls), %llu activities of others",
 	    (unsigned long long)atomic_load(&delivered), (unsigned long long)last_stats.direct,

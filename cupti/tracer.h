@@ -49,6 +49,14 @@ void ebb_cupti_pop(void);
  */
 uint64_t ebb_cupti_detach(void);
 
+/*
+ * Deliver the times of every operation whose activities CUPTI has recorded
+ * so far, staying attached (records of operations still running when it
+ * is called are dropped: call it when the device is idle). Returns
+ * operations timed in all.
+ */
+uint64_t ebb_cupti_flush(void);
+
 /* How the last detach matched CUPTI's activities (match.h). */
 void ebb_cupti_match_stats(uint64_t *direct, uint64_t *nested, uint64_t *stamped,
     uint64_t *unmatched);

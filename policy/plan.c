@@ -315,6 +315,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		const struct cand *x = &c[chosen[k]];
 		struct plan_move *mv = &s->mv[k];
 		memset(mv, 0, sizeof *mv);
+		mv->saved_first = 1;	/* none, until placed */
 		mv->buf = x->buf;
 		mv->after = x->kind == GAP_IDLE ? PROF_NONE : x->u;
 		mv->use = x->kind == GAP_BETWEEN || x->kind == GAP_WRAP ? x->v : PROF_NONE;
@@ -378,11 +379,15 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		const struct cand *x = &c[s->cidx[k]];
 		if (x->kind == GAP_IDLE) {
 			save_span(s, 0, n - 1, size);
+			mv->saved_first = 0;
+			mv->saved_last = n - 1;
 			continue;
 		}
 		int64_t r = first_start(s, mv->d2h_end);
 		if (x->kind == GAP_TAIL) {
 			save_span(s, r, b->free, size);
+			mv->saved_first = r;
+			mv->saved_last = b->free;
 			continue;
 		}
 		/* the restore's times in the frame of the offload's iteration */
@@ -400,6 +405,8 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		mv->at = (uint32_t)(a % n);
 		mv->h2d_start = ext_E(s, a);	/* when its issue operation ends, for now */
 		save_span(s, r, a, size);
+		mv->saved_first = r;
+		mv->saved_last = a;
 	}
 
 	/* H2D, as issued: in issue order; a copy that ends after its deadline stalls */
@@ -667,4 +674,51 @@ plan_bound(const struct prof *p, const struct plan_params *pp)
 	uint64_t peak = pl.peak;
 	plan_fini(&pl);
 	return peak;
+}
+
+/* Whether the extended span [first, last] holds operation op of some iteration. */
+static int
+span_holds(int64_t first, int64_t last, uint32_t op, uint32_t n)
+{
+	if (first > last)
+		return 0;
+	if (last - first + 1 >= (int64_t)n)
+		return 1;
+	for (int64_t k = first / n; k <= last / n; k++) {
+		int64_t e = (int64_t)op + k * n;
+		if (e >= first && e <= last)
+			return 1;
+	}
+	return 0;
+}
+
+void
+plan_explain(const struct prof *p, const struct plan_params *pp, const struct plan *pl,
+    uint32_t op, struct plan_explain *out)
+{
+	memset(out, 0, sizeof *out);
+	out->held = out->unmovable = p->fixed;
+	for (uint32_t k = 0; k < p->nbufs; k++) {
+		const struct prof_buf *b = &p->buf[k];
+		uint32_t first = b->alloc == PROF_NONE ? 0 : b->alloc;
+		uint32_t last = b->free == PROF_NONE ? p->nops - 1 : b->free;
+		if (op < first || op > last || b->size == 0)
+			continue;
+		out->held += b->size;
+		int moved = 0;
+		for (uint32_t m = 0; m < pl->n && !moved; m++)
+			moved = pl->mv[m].buf == k &&
+			    span_holds(pl->mv[m].saved_first, pl->mv[m].saved_last, op, p->nops);
+		int used = 0;
+		for (uint32_t u = 0; u < b->nuse && !used; u++)
+			used = b->use[u] == op;
+		if (moved)
+			out->moved += b->size;
+		else if (used)
+			out->used += b->size;
+		else if (!b->movable || b->size < pp->min_bytes)
+			out->unmovable += b->size;
+		else
+			out->kept += b->size;
+	}
 }

@@ -98,6 +98,8 @@ struct plan_move {
 	/* simulated, in seconds from the start of the iteration of the offload */
 	double d2h_start, d2h_end, h2d_start, h2d_end;
 	double stall_s;		/* how late the restore is */
+	int64_t saved_first, saved_last;	/* operations it frees the memory at, from the
+						 * offload's iteration on (first > last: none) */
 };
 
 struct plan {
@@ -125,5 +127,18 @@ void plan_fini(struct plan *pl);
 /* The lowest peak the planner reaches with no restore late (target 0, no
  * stalls allowed). Returns 0 when out of memory. */
 uint64_t plan_bound(const struct prof *p, const struct plan_params *pp);
+
+/* What holds the memory at one operation under a plan, in bytes. */
+struct plan_explain {
+	uint64_t held;		/* every buffer alive there, fixed included */
+	uint64_t moved;		/* of them, on the host by a move */
+	uint64_t used;		/* used by the operation itself */
+	uint64_t unmovable;	/* not movable, or under min_bytes, and fixed */
+	uint64_t kept;		/* movable, idle there, but no gap of theirs is bridged */
+};
+
+/* Explain the memory at operation op (the plan's peak_op, say). */
+void plan_explain(const struct prof *p, const struct plan_params *pp, const struct plan *pl,
+    uint32_t op, struct plan_explain *out);
 
 #endif

@@ -623,13 +623,20 @@ op_token(const struct ebb_op *op, const struct ebb_kinfo *k)
 
 static const char op_letter[EBB_OP_KINDS] = { 'L', 'C', 'M', 'R', 'N' };
 
-/* Plan once CUPTI has delivered the recorded iteration's times; called
- * without engine_lock. */
+/* Plan the recorded iteration, with CUPTI's times for it (CUPTI stays
+ * attached until the plan has run an iteration: a plan that departs at
+ * once, say of a micro-batch taken for the iteration, is learned again with
+ * GPU times). Called without engine_lock. */
 static void
 plan_now(void)
 {
-	if (ebb_cupti_attached())
-		return;
+	if (ebb_cupti_attached()) {
+		/* every activity of the recorded iteration has finished (once a plan) */
+		ebb_inside = 1;
+		ebb_real.cuCtxSynchronize();
+		ebb_cupti_flush();
+		ebb_inside = 0;
+	}
 	exec_plan_now(&engine_lock);
 }
 

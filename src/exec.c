@@ -426,7 +426,8 @@ exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end)
 int
 exec_learned(void)
 {
-	return state != X_ARMED && state != X_RECORDING;
+	/* planning: once a plan has run one whole iteration */
+	return state == X_OFF || state == X_WAIT || (state == X_RUNNING && xs.iterations_run >= 2);
 }
 
 int
@@ -679,8 +680,10 @@ exec_plan_now(pthread_mutex_t *lock)
 			pl = late;
 		}
 	}
+	struct plan_explain ex = { 0 };
 	if (ok) {
 		bound = plan_bound(&r.p, &pp);
+		plan_explain(&r.p, &pp, &pl, pl.peak_op, &ex);
 		x = build(&r.p, &pl, addr, naddr);
 		ok = x != NULL;
 	}
@@ -716,6 +719,11 @@ exec_plan_now(pthread_mutex_t *lock)
 		note_u64("plan-step-before-ns", (uint64_t)(pl.step_before_s * 1e9));
 		note_u64("plan-step-ns", (uint64_t)(pl.step_s * 1e9));
 		note_u64("plan-stall-ns", (uint64_t)(pl.stall_s * 1e9));
+		note_u64("plan-peak-seq", r.s0 + pl.peak_op);
+		note_u64("plan-peak-used-bytes", ex.used);
+		note_u64("plan-peak-unmovable-bytes", ex.unmovable);
+		note_u64("plan-peak-kept-bytes", ex.kept);
+		note_u64("plan-peak-moved-bytes", ex.moved);
 		snprintf(buf, sizeof buf, "%.2f", d2h / 1e9);
 		note("d2h-gbps", buf);
 		snprintf(buf, sizeof buf, "%.2f", h2d / 1e9);
@@ -726,6 +734,11 @@ exec_plan_now(pthread_mutex_t *lock)
 		    "moves)", pl.n, r.p.nops, source, gib(pl.bytes_d2h), gib(pl.bytes_h2d),
 		    gib(pl.peak_before), gib(pl.peak), gib(target), gib(bound), pl.step_s, pl.stall_s,
 		    pl.step_before_s);
+		ebb_log(EBB_LOG_INFO, "plan: at its peak (operation %llu of the recorded iteration, "
+		    "position %u) %.2f GiB are used by the operation, %.2f GiB cannot move (pinned, "
+		    "small, ebb's slabs, the driver's), %.2f GiB are idle in gaps too short to bridge, "
+		    "%.2f GiB are on the host", (unsigned long long)(r.s0 + pl.peak_op), pl.peak_op,
+		    gib(ex.used), gib(ex.unmovable), gib(ex.kept), gib(ex.moved));
 	}
 	pthread_mutex_unlock(lock);
 	if (have)

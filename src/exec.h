@@ -63,7 +63,8 @@ void exec_after_op(uint64_t seq, struct ebb_stream *st);
 /* The finder saw an operation other than the learned one at seq. */
 void exec_departed(uint64_t seq, const char *why);
 
-/* Whether the engine may stop learning (nothing is being recorded). */
+/* Whether the engine may stop learning (and detach CUPTI): planning is
+ * off, or a plan has run one whole iteration without departing. */
 int exec_learned(void);
 
 /* Whether a recorded iteration waits for its plan; when it does, the

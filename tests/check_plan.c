@@ -111,6 +111,17 @@ START_TEST(one_gap_bridged)
 	ck_assert_uint_eq(pl.bytes_d2h, GIB);
 	ck_assert_uint_eq(pl.bytes_h2d, GIB);
 	ck_assert_uint_eq(plan_bound(&pr, &pp), GIB);
+	/* in the middle: the bridged buffer is away, the activation cannot move */
+	struct plan_explain ex;
+	plan_explain(&pr, &pp, &pl, 50, &ex);
+	ck_assert_uint_eq(ex.held, 2 * GIB);
+	ck_assert_uint_eq(ex.moved, GIB);
+	ck_assert_uint_eq(ex.unmovable, GIB);
+	ck_assert_uint_eq(ex.used + ex.kept, 0);
+	/* at its own use it is there */
+	plan_explain(&pr, &pp, &pl, 99, &ex);
+	ck_assert_uint_eq(ex.used, GIB);
+	ck_assert_uint_eq(ex.moved, 0);
 }
 END_TEST
 
@@ -180,6 +191,15 @@ START_TEST(copy_engine_contention)
 	ck_assert_uint_eq(pl.peak, 3 * GIB);
 	ck_assert(pl.stall_s == 0);
 	ck_assert_uint_eq(plan_bound(&pr, &pp), 3 * GIB);
+	/* at the peak, the other buffer is idle but its gap cannot be bridged */
+	struct plan_explain ex;
+	ck_assert_uint_ge(pl.peak_op, 10);
+	ck_assert_uint_le(pl.peak_op, 14);
+	plan_explain(&pr, &pp, &pl, 12, &ex);
+	ck_assert_uint_eq(ex.held, 4 * GIB);
+	ck_assert_uint_eq(ex.moved, GIB);
+	ck_assert_uint_eq(ex.kept, GIB);
+	ck_assert_uint_eq(ex.unmovable, 2 * GIB);
 }
 END_TEST
 
