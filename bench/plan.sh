@@ -10,7 +10,8 @@
 #   ACCUM     micro-batches per optimizer step (8, or 1 for none)
 #   MODE      baseline       without ebb (always run; the reference)
 #             ckpt           HF gradient checkpointing, without ebb
-#             save_on_cpu    torch.autograd.graph.save_on_cpu(pin_memory=True)
+#             save_on_cpu    torch.autograd.graph.save_on_cpu(pin_memory=True), for
+#                            SLOW_STEPS steps (3) after SLOW_WARMUP (1): it is slow
 #             observe        under `ebb run --mode observe` (overhead; trace for `ebb plan`)
 #             ebb:LIMIT      under `ebb run --limit LIMIT` (the plan aims 1/64 under it)
 #             ebb:LIMIT:F    the same with EBB_TARGET=F
@@ -97,8 +98,9 @@ for m in "$@"; do
 	case $m in
 	baseline) ;;
 	ckpt) run ckpt "$OUT/$W-a$ACC-ckpt.log" $train --ckpt --label ckpt --json "$res" ;;
-	save_on_cpu)
+	save_on_cpu)	# slow: SLOW_STEPS steps (3), the first SLOW_WARMUP (1) left out
 		run save_on_cpu "$OUT/$W-a$ACC-save_on_cpu.log" $train --save-on-cpu \
+			--steps "${SLOW_STEPS:-3}" --warmup "${SLOW_WARMUP:-1}" \
 			--label save_on_cpu --json "$res" ;;
 	observe)
 		run ebb-observe "$OUT/$W-a$ACC-observe.log" "$EBB" run --mode observe -v 1 \

@@ -533,6 +533,10 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 				device_full = 0;
 				continue;
 			}
+			/* memory the job freed ahead of the device: wait for the
+			 * device to get there, as the plan assumed */
+			if (!capturing && reclaim_block(1, 0))
+				continue;
 			if (no_evict) {
 				*err = CUDA_ERROR_OUT_OF_MEMORY;
 				return NULL;
