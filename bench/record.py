@@ -9,7 +9,8 @@ merged: step_s is the median of all their steady-state steps, peak_gib the
 highest peak. The label --baseline (default "baseline") is the reference:
 every record gets ratio = step_s / baseline step_s and losses_identical =
 (the losses of all its runs equal the first baseline run's bit for bit). Prints a table and appends one record per run to
-FILE.jsonl with date, commit (BENCH_COMMIT), machine and command (BENCH_COMMAND).
+FILE.jsonl with date, commit (BENCH_COMMIT), machine (BENCH_MACHINE, else
+nvidia-smi's) and command (BENCH_COMMAND).
 """
 import argparse
 import datetime
@@ -66,7 +67,7 @@ def main():
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commit": os.environ.get("BENCH_COMMIT", "unknown"),
-        "machine": machine(),
+        "machine": os.environ.get("BENCH_MACHINE") or machine(),
         "command": os.environ.get("BENCH_COMMAND", ""),
     }
     print(f"{'mode':<22} {'step_s':>8} {'ratio':>7} {'peak_gib':>9} {'losses':>10}")
@@ -89,9 +90,13 @@ def main():
             if e.get("predicted_step_s"):
                 rec["predicted_error"] = round(e["predicted_step_s"] / r["step_s"] - 1, 4)
             out.write(json.dumps(rec) + "\n")
-            pred = (f" predicted {e['predicted_step_s']:.3f} s ({rec['predicted_error']:+.1%}),"
-                    f" plan peak {e['plan_peak_gib']:.2f} GiB, bound {e['plan_bound_gib']:.2f} GiB"
-                    if e.get("predicted_step_s") else "")
+            pred = ""
+            if e.get("predicted_step_s"):
+                pred = f" predicted {e['predicted_step_s']:.3f} s ({rec['predicted_error']:+.1%})"
+            if e.get("plan_peak_gib") is not None:
+                pred += f", plan peak {e['plan_peak_gib']:.2f} GiB"
+            if e.get("plan_bound_gib") is not None:
+                pred += f", bound {e['plan_bound_gib']:.2f} GiB"
             print(f"{rec['mode']:<22} {rec['step_s']:>8.4f} {rec['ratio']:>7.4f} "
                   f"{rec['peak_gib']:>9.2f} {str(rec['losses_identical']):>10}{pred}")
     return 0

@@ -114,9 +114,12 @@ check(struct iter_finder *f)
 			continue;
 		/* Found: choose the phase. */
 		size_t start = n - len;		/* first token of the periodic suffix */
+		/* the synchronisation at which the job holds least (the last of
+		 * those): there an optimizer step has freed the gradients, not a
+		 * micro-batch's input copy in between */
 		size_t last_sync = (size_t)-1;
 		for (size_t i = n - p; i < n; i++)
-			if (f->sync[i])
+			if (f->sync[i] && (last_sync == (size_t)-1 || f->live[i] <= f->live[last_sync]))
 				last_sync = i;
 		size_t first = start;
 		if (last_sync != (size_t)-1) {

@@ -22,9 +22,13 @@
  * device does so at least once an iteration (loss.item()), so a period
  * without a wait is a micro-batch, and would not survive the optimizer step.
  *
- * Phase: an iteration starts right after the last host synchronisation
- * within the period (loss.item(), an optimizer step that reads a flag), or
- * where the periodic suffix starts if the period has none.
+ * Phase: an iteration starts right after a host synchronisation of the
+ * period (loss.item(), an optimizer step that reads a flag): of those, the
+ * last at which the job holds the least memory, so that an iteration with
+ * several (each micro-batch's input copied from pageable memory) starts
+ * after the optimizer step, when the gradients are gone, and as few buffers
+ * as can be live across its start. Where the periodic suffix starts if the
+ * period has none.
  *
  * Pure C: no CUDA, no I/O, no globals.
  */

@@ -153,6 +153,43 @@ START_TEST(accumulation_never_takes_the_micro_batch)
 }
 END_TEST
 
+/*
+ * Every micro-batch starts with a synchronous copy and a stream sync (its
+ * input from pageable memory), the gradients live from the first
+ * micro-batch's backward pass to the optimizer step: the iteration starts
+ * where the job holds least (after the optimizer step's sync, or the first
+ * micro-batch's, before the gradients exist), not after one of the other
+ * micro-batches' syncs.
+ */
+START_TEST(phase_where_least_is_held)
+{
+	struct iter_finder f;
+	struct counts c = { 0 };
+	const size_t mb = 23, opt = 9, iter = 8 * mb + opt;
+	const uint64_t weights = 100 << 20, grads = 50 << 20;
+
+	ck_assert_int_eq(iter_init(&f, 100000, 2), 0);
+	size_t i = 0;
+	for (; i < 4; i++)
+		push_live(&f, &c, 5000 + (uint32_t)i, i == 3 ? ITER_SYNC : ITER_NOSYNC, i, weights);
+	for (int it = 0; it < 8; it++) {
+		for (int m = 0; m < 8; m++)
+			for (size_t k = 0; k < mb; k++, i++)
+				push_live(&f, &c, 100 + (uint32_t)k, k == 0 ? ITER_SYNC : ITER_NOSYNC, i,
+				    weights + (m > 0 || k > mb / 2 ? grads : 0));
+		for (size_t k = 0; k < opt; k++, i++)
+			push_live(&f, &c, 300 + (uint32_t)k, k == opt - 1 ? ITER_SYNC : ITER_NOSYNC, i,
+			    weights + (k < opt - 2 ? grads : 0));
+	}
+	ck_assert_uint_eq(iter_period(&f), iter);
+	/* iterations start after the optimizer step's sync or after the first
+	 * micro-batch's (where as little is held), never inside the others */
+	ck_assert_uint_le((c.last_start - 4) % iter, 1);
+	ck_assert_uint_le((f.found_first - 4) % iter, 1);
+	iter_fini(&f);
+}
+END_TEST
+
 START_TEST(departure_and_relearn)
 {
 	struct iter_finder f;
@@ -246,6 +283,7 @@ main(void)
 	tcase_add_test(tc, accumulation_finds_the_whole_iteration);
 	tcase_add_test(tc, departure_and_relearn);
 	tcase_add_test(tc, accumulation_never_takes_the_micro_batch);
+	tcase_add_test(tc, phase_where_least_is_held);
 	tcase_add_test(tc, gives_up_without_a_period);
 	tcase_add_test(tc, patterns_that_hold_memory_are_not_iterations);
 	suite_add_tcase(s, tc);
