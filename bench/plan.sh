@@ -127,3 +127,5 @@ done
 
 BENCH_COMMAND=${BENCH_COMMAND:-bench/plan.sh $W $ACC $*} $PY "$top/bench/record.py" \
 	--workload "$WL" --out "$OUT/results.jsonl" ${extra:+--extra "$extra"} "$res"
+$PY "$top/bench/plot.py" --title "$WL, micro-batch 4, seq 4096, accumulation $ACC" \
+	--out "$OUT/$W-a$ACC.svg" "$OUT/results.jsonl"

@@ -614,8 +614,10 @@ durations(struct rec *r, const uint32_t *tok, const uint64_t *host)
 	}
 	if (known > 0)
 		return "learned";
+	/* (an operation ebb issued itself, for NCCL's registration, has no time) */
 	for (uint32_t i = 0; i < n; i++)
-		r->p.dur[i] = host[i + 1] > host[i] ? (double)(host[i + 1] - host[i]) / 1e9 : 0;
+		r->p.dur[i] = host[i] != 0 && host[i + 1] > host[i] ?
+		    (double)(host[i + 1] - host[i]) / 1e9 : 0;
 	return "host";
 }
 
