@@ -158,6 +158,10 @@ struct cand {
 	uint8_t kind;
 	uint8_t state;		/* 0 open, 1 chosen, 2 tried and dropped */
 	int64_t r0, a0;		/* the operations it saves with idle engines (extended) */
+	int64_t last;		/* the last operation its restore may follow (extended) */
+	int64_t not_before;	/* a late restore: issued after this operation, not before
+				 * (-1: as late as the engine allows, and no later) */
+	uint32_t retried_at;	/* chosen: the peak at which making it late was tried */
 	double score;
 };
 
@@ -399,6 +403,8 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 			a = last_end(s, lb) + 1;	/* the host waits for the offload: late */
 		if (a < (int64_t)mv->after)
 			a = mv->after;
+		if (x->not_before >= 0 && a < x->not_before)
+			a = x->not_before;	/* a late restore, chosen to save memory at a peak */
 		int64_t use = (int64_t)mv->use + (mv->wrap ? (int64_t)n : 0);
 		if (a >= use)
 			a = use - 1;	/* issued by the operation before the use at the latest */
@@ -459,16 +465,37 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 	}
 }
 
-/* Whether candidate x, with idle engines, saves memory at operation i. */
+/* Whether the extended span [first, last] holds operation op of some iteration. */
 static int
-covers(const struct cand *x, uint32_t i, uint32_t n)
+span_holds(int64_t first, int64_t last, uint32_t op, uint32_t n)
 {
-	for (int64_t k = 0; k < 2; k++) {
-		int64_t e = (int64_t)i + k * n;
-		if (e >= x->r0 && e <= x->a0)
+	if (first > last)
+		return 0;
+	if (last - first + 1 >= (int64_t)n)
+		return 1;
+	for (int64_t k = first / n; k <= last / n; k++) {
+		int64_t e = (int64_t)op + k * n;
+		if (e >= first && e <= last)
 			return 1;
 	}
 	return 0;
+}
+
+/*
+ * Where candidate x saves memory at operation i: the extended index of i
+ * in its span with idle engines, or, with late, in the span it has when
+ * its restore waits until after i (a late restore: the use may stall); -1
+ * when it does not.
+ */
+static int64_t
+covers(const struct cand *x, uint32_t i, uint32_t n, int late)
+{
+	for (int64_t k = 0; k < 2; k++) {
+		int64_t e = (int64_t)i + k * n;
+		if (e >= x->r0 && e <= (late ? x->last : x->a0))
+			return e;
+	}
+	return -1;
 }
 
 /* The candidates: every gap of every movable buffer, with its idle-engine span. */
@@ -496,12 +523,16 @@ candidates(const struct sim *s, uint32_t *count)
 		if (b->nuse == 0) {
 			if (prof_persistent(b))
 				c[m++] = (struct cand){ .buf = k, .u = PROF_NONE, .v = PROF_NONE,
-					.kind = GAP_IDLE, .r0 = 0, .a0 = s->n - 1, .score = 2 * s->S };
+					.kind = GAP_IDLE, .r0 = 0, .a0 = s->n - 1, .last = s->n - 1,
+					.not_before = -1, .retried_at = PROF_NONE,
+					.score = 2 * s->S };
 			continue;
 		}
 		for (uint32_t j = 0; j <= b->nuse; j++) {
 			struct cand x = { .buf = k };
 			double dl;
+			x.not_before = -1;
+			x.retried_at = PROF_NONE;
 			if (j + 1 < b->nuse) {
 				x.kind = GAP_BETWEEN;
 				x.u = b->use[j];
@@ -523,6 +554,7 @@ candidates(const struct sim *s, uint32_t *count)
 			x.r0 = first_start(s, s->E[x.u] + cd);
 			x.a0 = x.kind == GAP_TAIL ? (int64_t)x.v : last_end(s, dl - ch);
 			int64_t v_ext = (int64_t)x.v + (x.kind == GAP_WRAP ? s->n : 0);
+			x.last = x.kind == GAP_TAIL ? x.a0 : v_ext - 1;
 			if (x.a0 < x.r0 && s->pp->allow_stall && x.kind != GAP_TAIL && x.r0 < v_ext)
 				x.a0 = x.r0;	/* restored as soon as it is on the host: late */
 			if (x.a0 < x.r0)
@@ -585,20 +617,79 @@ plan_run(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	while ((uint64_t)s.peak + p->fixed > pp->target) {
 		uint32_t at = s.peak_op;
 		int64_t before = s.mem[at], peak_before = s.peak;
-		/* the open candidate that covers the peak and saves the longest */
-		int64_t best = -1;
+		/*
+		 * The open candidate that covers the peak and saves the longest.
+		 * When stalls are allowed and none does: a late restore, of an
+		 * open candidate or of a move already chosen (whose restore the
+		 * copy engine brought back before the peak), held until after the
+		 * peak; of those, the one with the most time left before its use
+		 * (the least stall).
+		 */
+		int64_t best = -1, late = -1, late_at = -1;
+		int late_chosen = 0;
+		double late_left = -1;
 		for (uint32_t k = 0; k < nc; k++) {
-			if (c[k].state != 0 || !covers(&c[k], at, n))
+			if (c[k].state != 0)
 				continue;
-			if (best < 0 || c[k].score > c[best].score ||
-			    (c[k].score == c[best].score && p->buf[c[k].buf].size >
-			    p->buf[c[best].buf].size))
-				best = k;
+			if (covers(&c[k], at, n, 0) >= 0) {
+				if (best < 0 || c[k].score > c[best].score ||
+				    (c[k].score == c[best].score && p->buf[c[k].buf].size >
+				    p->buf[c[best].buf].size))
+					best = k;
+				continue;
+			}
+			int64_t e = pp->allow_stall ? covers(&c[k], at, n, 1) : -1;
+			if (e < 0)
+				continue;
+			double left = ext_T(&s, c[k].last + 1) - ext_E(&s, e);
+			if (late < 0 || left > late_left) {
+				late = k;
+				late_at = e;
+				late_left = left;
+				late_chosen = 0;
+			}
 		}
-		if (best < 0)
+		for (uint32_t j = 0; best < 0 && pp->allow_stall && j < m; j++) {
+			struct cand *x = &c[chosen[j]];
+			const struct plan_move *mv = &s.mv[j];
+			if (mv->use == PROF_NONE || x->retried_at == at ||
+			    span_holds(mv->saved_first, mv->saved_last, at, n))
+				continue;
+			for (int64_t k = 0; k < 2; k++) {
+				int64_t e = (int64_t)at + k * n;
+				if (e < mv->saved_first || e > x->last)
+					continue;
+				double left = ext_T(&s, x->last + 1) - ext_E(&s, e);
+				if (late < 0 || left > late_left) {
+					late = chosen[j];
+					late_at = e;
+					late_left = left;
+					late_chosen = 1;
+				}
+				break;
+			}
+		}
+		if (best < 0 && late < 0)
 			break;	/* nothing more can be moved at the peak */
-		chosen[m] = (uint32_t)best;
 		out->tried++;
+		if (best < 0 && late_chosen) {
+			/* hold a chosen restore until after the peak */
+			int64_t was = c[late].not_before;
+			c[late].not_before = late_at;
+			c[late].retried_at = at;
+			simulate(&s, c, chosen, m, tmp);
+			if (!(s.mem[at] < before && s.peak <= peak_before)) {
+				c[late].not_before = was;
+				simulate(&s, c, chosen, m, tmp);
+			}
+			stall = s.stall;
+			continue;
+		}
+		if (best < 0) {
+			best = late;
+			c[best].not_before = late_at;
+		}
+		chosen[m] = (uint32_t)best;
 		simulate(&s, c, chosen, m + 1, tmp);
 		int better = s.mem[at] < before && s.peak <= peak_before;
 		int on_time = pp->allow_stall || s.stall <= stall + 1e-9;
@@ -608,6 +699,7 @@ plan_run(const struct prof *p, const struct plan_params *pp, struct plan *out)
 			stall = s.stall;
 		} else {
 			c[best].state = 2;
+			c[best].not_before = -1;
 			simulate(&s, c, chosen, m, tmp);
 		}
 	}
@@ -674,22 +766,6 @@ plan_bound(const struct prof *p, const struct plan_params *pp)
 	uint64_t peak = pl.peak;
 	plan_fini(&pl);
 	return peak;
-}
-
-/* Whether the extended span [first, last] holds operation op of some iteration. */
-static int
-span_holds(int64_t first, int64_t last, uint32_t op, uint32_t n)
-{
-	if (first > last)
-		return 0;
-	if (last - first + 1 >= (int64_t)n)
-		return 1;
-	for (int64_t k = first / n; k <= last / n; k++) {
-		int64_t e = (int64_t)op + k * n;
-		if (e >= first && e <= last)
-			return 1;
-	}
-	return 0;
 }
 
 void
