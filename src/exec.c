@@ -584,16 +584,15 @@ fail:
 /* The durations of the recording: CUPTI's, else each token's mean from an
  * earlier timed recording, else the host's issue times. */
 static const char *
-durations(struct rec *r, const uint32_t *tok, const uint64_t *host)
+durations(struct rec *r, const uint32_t *tok, const uint64_t *host, const double *gpu,
+    uint64_t ngpu)
 {
 	uint32_t n = r->p.nops;
 	const char *source = "cupti";
 
-	pthread_mutex_lock(&times_lock);
-	for (uint32_t i = 0; times != NULL && i < n && i < times_n; i++)
-		if (times[i] > 0)
-			rec_time(r, r->s0 + i, times[i]);
-	pthread_mutex_unlock(&times_lock);
+	for (uint32_t i = 0; gpu != NULL && i < n && i < ngpu; i++)
+		if (gpu[i] > 0)
+			rec_time(r, r->s0 + i, gpu[i]);
 	if (r->timed > 0) {
 		for (uint32_t i = 0; i < n; i++) {
 			struct tokdur *t = r->p.dur[i] > 0 ? tok_slot(tok[i], 1) : NULL;
@@ -646,14 +645,18 @@ exec_plan_now(pthread_mutex_t *lock)
 	rec_host = NULL;
 	rec_naddr = rec_addr_cap = 0;
 	uint64_t fixed = mover_fixed_held(), limit = mover_limit();
-	pthread_mutex_unlock(lock);
-
-	const char *source = durations(&r, tok, host);
+	/* the GPU times are in (CUPTI was flushed): take them with the rest,
+	 * before a departure lets another recording start */
 	pthread_mutex_lock(&times_lock);
-	free(times);
+	double *t = times;
+	uint64_t tn = times_n;
 	times = NULL;
 	times_n = 0;
 	pthread_mutex_unlock(&times_lock);
+	pthread_mutex_unlock(lock);
+
+	const char *source = durations(&r, tok, host, t, tn);
+	free(t);
 	rec_end(&r);
 	r.p.fixed = fixed;
 
