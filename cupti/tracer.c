@@ -456,13 +456,21 @@ match_kept(void)
 	struct records mine = recs;
 	memset(&recs, 0, sizeof recs);
 	pthread_mutex_unlock(&rec_lock);
+	struct cm_stats now;
 	if (cupti_match(mine.ext, mine.next, mine.api, mine.napi, mine.act, mine.nact, mine.ops,
-	    mine.nops, deliver, NULL, &last_stats) < 0)
+	    mine.nops, deliver, NULL, &now) < 0)
 		ebb_log(EBB_LOG_WARN, "out of memory matching %zu CUPTI records; no GPU times",
 		    mine.nact);
 	if (mine.dropped > 0)
 		ebb_log(EBB_LOG_WARN, "%llu CUPTI records were not kept (memory or the %u-record cap)",
 		    (unsigned long long)mine.dropped, RECORDS_MAX);
+	else {
+		/* over every flush and the detach */
+		last_stats.direct += now.direct;
+		last_stats.nested += now.nested;
+		last_stats.timed += now.timed;
+		last_stats.unmatched += now.unmatched;
+	}
 	free(mine.ext);
 	free(mine.api);
 	free(mine.act);

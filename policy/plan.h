@@ -81,6 +81,10 @@ uint64_t prof_peak(const struct prof *p, uint32_t *at);
 /* The sum of the durations: the iteration's time with nothing moved. */
 double prof_time(const struct prof *p);
 
+/* The fixed cost of one copy the planner counts by default: its launch, and
+ * mapping or unmapping a handle (device-facts.md). */
+#define PLAN_COPY_LATENCY_S 30e-6
+
 struct plan_params {
 	uint64_t target;	/* bytes, fixed included */
 	double d2h_bps, h2d_bps;	/* bytes a second of each copy direction */

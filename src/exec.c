@@ -18,9 +18,6 @@
 #include "trace.h"
 #include "tracer.h"
 
-/* Fixed cost the planner counts for each copy: the launch, and mapping or
- * unmapping a handle (device-facts.md). */
-#define COPY_LATENCY_S 30e-6
 /* A restore takes its memory when the device has this much work left
  * before the restore's copy may start (the host runs ahead). */
 #define GATE_LEAD_S 1e-3
@@ -88,6 +85,7 @@ static uint32_t tokcap, tokn;
 static struct xplan *ready, *running, *retired;
 static uint64_t run_s0;
 static uint32_t run_ord;
+static uint64_t run_done;	/* whole iterations the running plan has run */
 
 static void
 note(const char *key, const char *value)
@@ -342,12 +340,16 @@ exec_boundary(uint64_t next_seq, uint64_t period)
 		state = X_RUNNING;
 		mover_set_planned(1);
 		note_u64("plan-started", next_seq);
+		run_done = 0;
+		run_s0 = 0;
 		/* fall through */
 	case X_RUNNING:
 		if (period != running->period) {
 			depart(next_seq, "the iteration's length changed", X_ARMED);
 			break;
 		}
+		if (run_s0 != 0)
+			run_done++;
 		run_s0 = next_seq;
 		run_ord = 0;
 		memset(running->slot, 0, running->nord * sizeof *running->slot);
@@ -426,8 +428,12 @@ exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end)
 int
 exec_learned(void)
 {
-	/* planning: once a plan has run one whole iteration */
-	return state == X_OFF || state == X_WAIT || (state == X_RUNNING && xs.iterations_run >= 2);
+	/*
+	 * Planning: once the plan has run two whole iterations. (A micro-batch
+	 * taken for the iteration runs one or two before the optimizer step
+	 * departs from it; CUPTI is still there for the iteration learned then.)
+	 */
+	return state == X_OFF || state == X_WAIT || (state == X_RUNNING && run_done >= 2);
 }
 
 int
@@ -668,7 +674,7 @@ exec_plan_now(pthread_mutex_t *lock)
 		target = (uint64_t)(conf->target * (double)learned);
 	struct plan_params pp = {
 		.target = target, .d2h_bps = d2h, .h2d_bps = h2d,
-		.copy_latency_s = COPY_LATENCY_S, .min_bytes = conf->min_offload_bytes,
+		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = conf->min_offload_bytes,
 		.allow_stall = 0,
 	};
 	struct plan pl;
@@ -733,7 +739,7 @@ exec_plan_now(pthread_mutex_t *lock)
 		note("d2h-gbps", buf);
 		snprintf(buf, sizeof buf, "%.2f", h2d / 1e9);
 		note("h2d-gbps", buf);
-		ebb_log(EBB_LOG_INFO, "plan: %u moves a iteration of %u operations (%s times), %.1f GiB "
+		ebb_log(EBB_LOG_INFO, "plan: %u moves an iteration of %u operations (%s times), %.1f GiB "
 		    "to the host and %.1f GiB back; peak %.2f -> %.2f GiB (target %.2f, lowest without "
 		    "stalls %.2f); %.3f s an iteration predicted, %.3f s of it stalls (%.3f s without "
 		    "moves)", pl.n, r.p.nops, source, gib(pl.bytes_d2h), gib(pl.bytes_h2d),

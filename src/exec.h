@@ -7,8 +7,8 @@
  *   ARMED      found: the next iteration is recorded from its start
  *   RECORDING  every movable buffer alive at the start, every allocation,
  *              use and free of the iteration, and each operation's time
- *   RECORDED   waiting for the GPU times (CUPTI delivers them when it
- *              detaches), then policy/plan.c plans
+ *   RECORDED   the GPU times are delivered (a CUPTI flush), then
+ *              policy/plan.c plans
  *   READY      planned; the plan starts at the next iteration's start
  *   RUNNING    after each operation, the plan's offloads and restores for
  *              that position in the iteration are issued
@@ -64,12 +64,12 @@ void exec_after_op(uint64_t seq, struct ebb_stream *st);
 void exec_departed(uint64_t seq, const char *why);
 
 /* Whether the engine may stop learning (and detach CUPTI): planning is
- * off, or a plan has run one whole iteration without departing. */
+ * off, or the plan has run two whole iterations without departing. */
 int exec_learned(void);
 
 /* Whether a recorded iteration waits for its plan; when it does, the
- * caller calls exec_plan_now without the engine mutex once CUPTI has
- * detached (and so delivered the iteration's GPU times). */
+ * caller flushes CUPTI (which delivers the iteration's GPU times) and
+ * calls exec_plan_now without the engine mutex. */
 int exec_plan_due(void);
 
 /* GPU times of operation seq (CUPTI clock, ns). Takes its own lock. */

@@ -24,7 +24,6 @@
 #define MIB (1024.0 * 1024.0)
 #define GRANULE ((uint64_t)2 << 20)	/* VMM granularity: what a moved buffer takes */
 #define ASSUMED_GBPS 50.0
-#define COPY_LATENCY_S 20e-6
 
 /* The trace being read, and where its errors are reported. */
 struct src {
@@ -784,7 +783,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	}
 	struct plan_params pp = {
 		.d2h_bps = gbps[0] * 1e9, .h2d_bps = gbps[1] * 1e9,
-		.copy_latency_s = COPY_LATENCY_S, .min_bytes = o->min_bytes,
+		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = o->min_bytes,
 		.allow_stall = o->allow_stall
 	};
 	uint64_t bound = plan_bound(p, &pp);
