@@ -848,6 +848,16 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 		    (double)pl.bytes_d2h / GIB, (double)pl.bytes_h2d / GIB, pl.step_s, pl.stall_s,
 		    pl.step_before_s > 0 ? pl.step_s / pl.step_before_s : 1.0);
 	}
+	if (nt > 0) {
+		/* what holds the memory where the last target's plan peaks */
+		struct plan_explain ex;
+		plan_explain(p, &pp, &pl, pl.peak_op, &ex);
+		fprintf(out, "\nat the peak of the plan for %.2f GiB (operation %llu): %.2f GiB used by "
+		    "it, %.2f GiB that cannot move, %.2f GiB idle in gaps too short to bridge, %.2f GiB "
+		    "on the host\n", (double)target / GIB, (unsigned long long)(s0 + pl.peak_op),
+		    (double)ex.used / GIB, (double)ex.unmovable / GIB, (double)ex.kept / GIB,
+		    (double)ex.moved / GIB);
+	}
 	if (o->moves)
 		print_moves(out, &b, &pl, s0, target);
 	rc = 0;
