@@ -657,7 +657,8 @@ plan_run(const struct prof *p, const struct plan_params *pp, struct plan *out)
 				continue;
 			for (int64_t k = 0; k < 2; k++) {
 				int64_t e = (int64_t)at + k * n;
-				if (e < mv->saved_first || e > x->last)
+				/* only ever later (so the search ends) */
+				if (e < mv->saved_first || e > x->last || e <= x->not_before)
 					continue;
 				double left = ext_T(&s, x->last + 1) - ext_E(&s, e);
 				if (late < 0 || left > late_left) {

@@ -624,9 +624,9 @@ op_token(const struct ebb_op *op, const struct ebb_kinfo *k)
 static const char op_letter[EBB_OP_KINDS] = { 'L', 'C', 'M', 'R', 'N' };
 
 /* Plan the recorded iteration, with CUPTI's times for it (CUPTI stays
- * attached until the plan has run an iteration: a plan that departs at
- * once, say of a micro-batch taken for the iteration, is learned again with
- * GPU times). Called without engine_lock. */
+ * attached until the plan has run two whole iterations: a plan that departs
+ * at once, say of a micro-batch taken for the iteration, is learned again
+ * with GPU times). Called without engine_lock. */
 static void
 plan_now(void)
 {
