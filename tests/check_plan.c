@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "record.h"
 #include "testutil.h"
 
 #define GIB ((uint64_t)1 << 30)
@@ -369,6 +370,65 @@ START_TEST(accumulation_trades_stalls_for_memory)
 }
 END_TEST
 
+/*
+ * The profile from events: buffers alive at the start keep their id as
+ * key, those allocated in the iteration their ordinal; uses and frees land
+ * on positions; one that crosses only one end is not movable; times add up
+ * per operation; events outside the iteration are ignored.
+ */
+START_TEST(record_builds_the_profile)
+{
+	struct rec r;
+
+	ck_assert_int_eq(rec_begin(&r, 100, 10), 0);
+	rec_live(&r, 7, GIB, 1);		/* a weight */
+	rec_live(&r, 8, GIB, 1);		/* freed in the iteration: crosses its start */
+	rec_alloc(&r, 20, 2 * GIB, 1, 101);	/* ordinal 0, exists from position 1 */
+	rec_alloc(&r, 21, GIB, 0, 103);		/* ordinal 1, not movable */
+	rec_alloc(&r, 22, GIB, 1, 105);		/* ordinal 2, alive at the end */
+	rec_alloc(&r, 23, GIB, 1, 120);		/* after the iteration: ignored */
+	rec_use(&r, 100, 7);
+	rec_use(&r, 101, 20);
+	rec_use(&r, 101, 20);			/* once per operation */
+	rec_use(&r, 104, 8);
+	rec_use(&r, 108, 20);
+	rec_use(&r, 109, 7);
+	rec_use(&r, 109, 99);			/* unknown: ignored */
+	rec_free(&r, 8, 104);
+	rec_free(&r, 20, 108);
+	rec_free(&r, 21, 103);
+	rec_time(&r, 101, 0.25);
+	rec_time(&r, 101, 0.25);		/* a second activity of the same operation */
+	rec_time(&r, 130, 1.0);			/* outside */
+	rec_end(&r);
+
+	ck_assert_uint_eq(r.p.nbufs, 5);
+	const struct prof_buf *w = &r.p.buf[0], *x = &r.p.buf[1], *a = &r.p.buf[2];
+	ck_assert_uint_eq(w->key, 7);
+	ck_assert(prof_persistent(w) && w->movable);
+	ck_assert_uint_eq(w->nuse, 2);
+	ck_assert_uint_eq(w->use[0], 0);
+	ck_assert_uint_eq(w->use[1], 9);
+	ck_assert(!x->movable);
+	ck_assert_uint_eq(x->free, 4);
+	ck_assert_uint_eq(a->key, REC_KEY_ORDINAL | 0);
+	ck_assert_uint_eq(a->alloc, 1);
+	ck_assert_uint_eq(a->free, 8);
+	ck_assert_uint_eq(a->nuse, 2);
+	ck_assert(a->movable);
+	ck_assert_uint_eq(r.p.buf[3].key, REC_KEY_ORDINAL | 1);
+	ck_assert(!r.p.buf[3].movable);
+	ck_assert_uint_eq(r.p.buf[4].key, REC_KEY_ORDINAL | 2);
+	ck_assert(!r.p.buf[4].movable);	/* alive at the end */
+	ck_assert(r.p.dur[1] == 0.5);
+	ck_assert_uint_eq(r.timed, 1);
+	ck_assert_int_eq(r.oom, 0);
+	/* weight + x at 0; + a from 1; + ordinal 1 at 3; x gone after 4 */
+	ck_assert_uint_eq(prof_peak(&r.p, NULL), 5 * GIB);
+	rec_fini(&r);
+}
+END_TEST
+
 /* Without times nothing can be planned, and that is not an error. */
 START_TEST(no_times_no_plan)
 {
@@ -442,6 +502,7 @@ main(void)
 	tcase_add_test(tc, late_restore_predicts_stall);
 	tcase_add_test(tc, no_times_no_plan);
 	tcase_add_test(tc, accumulation_trades_stalls_for_memory);
+	tcase_add_test(tc, record_builds_the_profile);
 	tcase_add_test(tc, random_profiles_are_consistent);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
