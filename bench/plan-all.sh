@@ -19,8 +19,8 @@ for p in $passes; do
 	case $p in
 	w1-a8) args="w1 8 ckpt save_on_cpu ebb:60G ebb:56G ebb:50G" ;;
 	w1-a1) args="w1 1 ckpt save_on_cpu ebb:56G ebb:48G" ;;
-	w2-a8) args="w2 8 ckpt ebb:84G ebb:76G ebb:61952M" ;;
-	w2-a1) args="w2 1 ckpt ebb:76G ebb:66G" ;;
+	w2-a8) args="w2 8 ckpt save_on_cpu ebb:84G ebb:76G ebb:61952M" ;;
+	w2-a1) args="w2 1 ckpt save_on_cpu ebb:76G ebb:66G" ;;
 	*) echo "bench/plan-all.sh: unknown pass $p (w1-a8, w1-a1, w2-a8, w2-a1)" >&2; exit 2 ;;
 	esac
 	OUT=$OUT/$p "$here/plan.sh" $args
