@@ -118,29 +118,6 @@ gpu_times(uint64_t seq, uint64_t start, uint64_t end, void *ctx)
 	ebb_line_end(&l);
 }
 
-/* A note record: Q t key value. Caller may hold engine_lock. */
-static void
-note(const char *key, const char *value)
-{
-	struct ebb_line l;
-
-	if (!ebb_trace_on())
-		return;
-	ebb_line_begin(&l, 'Q');
-	ebb_line_u64(&l, ebb_now_ns());
-	ebb_line_str(&l, key);
-	ebb_line_str(&l, value[0] ? value : "-");
-	ebb_line_end(&l);
-}
-
-static void
-note_u64(const char *key, uint64_t v)
-{
-	char buf[24];
-	snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
-	note(key, buf);
-}
-
 /* Attach CUPTI; called without engine_lock (CUPTI may call back). */
 static void
 cupti_start(void)
@@ -154,8 +131,8 @@ cupti_start(void)
 		pthread_mutex_unlock(&engine_lock);
 		return;
 	}
-	note("cupti", ebb_cupti_path());
-	note_u64("cupti-clock", ebb_cupti_timestamp());
+	ebb_trace_note("cupti", ebb_cupti_path());
+	ebb_trace_note_u64("cupti-clock", ebb_cupti_timestamp());
 }
 
 /* Detach CUPTI; called without engine_lock (the flush calls gpu_times). */
@@ -167,12 +144,12 @@ cupti_stop(const char *why)
 	ebb_inside = 0;
 	uint64_t direct, nested, stamped, others;
 	ebb_cupti_match_stats(&direct, &nested, &stamped, &others);
-	note("cupti-detached", why);
-	note_u64("cupti-timed", n);
-	note_u64("cupti-timed-direct", direct);
-	note_u64("cupti-timed-nested", nested);
-	note_u64("cupti-timed-stamped", stamped);
-	note_u64("cupti-activities-of-others", others);
+	ebb_trace_note("cupti-detached", why);
+	ebb_trace_note_u64("cupti-timed", n);
+	ebb_trace_note_u64("cupti-timed-direct", direct);
+	ebb_trace_note_u64("cupti-timed-nested", nested);
+	ebb_trace_note_u64("cupti-timed-stamped", stamped);
+	ebb_trace_note_u64("cupti-activities-of-others", others);
 }
 
 /* ---- initialisation ---- */

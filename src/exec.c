@@ -87,28 +87,6 @@ static uint64_t run_s0;
 static uint32_t run_ord;
 static uint64_t run_done;	/* whole iterations the running plan has run */
 
-static void
-note(const char *key, const char *value)
-{
-	struct ebb_line l;
-
-	if (!ebb_trace_on())
-		return;
-	ebb_line_begin(&l, 'Q');
-	ebb_line_u64(&l, ebb_now_ns());
-	ebb_line_str(&l, key);
-	ebb_line_str(&l, value);
-	ebb_line_end(&l);
-}
-
-static void
-note_u64(const char *key, uint64_t v)
-{
-	char buf[24];
-	snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
-	note(key, buf);
-}
-
 static double
 gib(uint64_t b)
 {
@@ -227,7 +205,7 @@ depart(uint64_t seq, const char *why, enum xstate next)
 	char buf[256];
 
 	snprintf(buf, sizeof buf, "seq=%llu:%s", (unsigned long long)seq, why);
-	note("plan-departed", buf);
+	ebb_trace_note("plan-departed", buf);
 	if (state == X_RUNNING || state == X_READY) {
 		retire(running);
 		retire(ready);
@@ -319,7 +297,7 @@ start_recording(uint64_t s0, uint64_t period)
 	times_n = period;
 	pthread_mutex_unlock(&times_lock);
 	state = X_RECORDING;
-	note_u64("plan-recording", s0);
+	ebb_trace_note_u64("plan-recording", s0);
 }
 
 void
@@ -339,7 +317,7 @@ exec_boundary(uint64_t next_seq, uint64_t period)
 		ready = NULL;
 		state = X_RUNNING;
 		mover_set_planned(1);
-		note_u64("plan-started", next_seq);
+		ebb_trace_note_u64("plan-started", next_seq);
 		run_done = 0;
 		run_s0 = 0;
 		/* fall through */
@@ -717,28 +695,28 @@ exec_plan_now(pthread_mutex_t *lock)
 		xs.bound = bound;
 		xs.predicted_step_ns = (uint64_t)(pl.step_s * 1e9);
 		xs.gpu_step_ns = (uint64_t)(pl.step_before_s * 1e9);
-		note("plan-times", source);
-		note_u64("plan-operations", r.p.nops);
-		note_u64("plan-buffers", r.p.nbufs);
-		note_u64("plan-moves", pl.n);
-		note_u64("plan-target-bytes", target);
-		note_u64("plan-peak-before-bytes", pl.peak_before);
-		note_u64("plan-peak-bytes", pl.peak);
-		note_u64("plan-bound-bytes", bound);
-		note_u64("plan-bytes-to-host", pl.bytes_d2h);
-		note_u64("plan-bytes-to-device", pl.bytes_h2d);
-		note_u64("plan-step-before-ns", (uint64_t)(pl.step_before_s * 1e9));
-		note_u64("plan-step-ns", (uint64_t)(pl.step_s * 1e9));
-		note_u64("plan-stall-ns", (uint64_t)(pl.stall_s * 1e9));
-		note_u64("plan-peak-seq", r.s0 + pl.peak_op);
-		note_u64("plan-peak-used-bytes", ex.used);
-		note_u64("plan-peak-unmovable-bytes", ex.unmovable);
-		note_u64("plan-peak-kept-bytes", ex.kept);
-		note_u64("plan-peak-moved-bytes", ex.moved);
+		ebb_trace_note("plan-times", source);
+		ebb_trace_note_u64("plan-operations", r.p.nops);
+		ebb_trace_note_u64("plan-buffers", r.p.nbufs);
+		ebb_trace_note_u64("plan-moves", pl.n);
+		ebb_trace_note_u64("plan-target-bytes", target);
+		ebb_trace_note_u64("plan-peak-before-bytes", pl.peak_before);
+		ebb_trace_note_u64("plan-peak-bytes", pl.peak);
+		ebb_trace_note_u64("plan-bound-bytes", bound);
+		ebb_trace_note_u64("plan-bytes-to-host", pl.bytes_d2h);
+		ebb_trace_note_u64("plan-bytes-to-device", pl.bytes_h2d);
+		ebb_trace_note_u64("plan-step-before-ns", (uint64_t)(pl.step_before_s * 1e9));
+		ebb_trace_note_u64("plan-step-ns", (uint64_t)(pl.step_s * 1e9));
+		ebb_trace_note_u64("plan-stall-ns", (uint64_t)(pl.stall_s * 1e9));
+		ebb_trace_note_u64("plan-peak-seq", r.s0 + pl.peak_op);
+		ebb_trace_note_u64("plan-peak-used-bytes", ex.used);
+		ebb_trace_note_u64("plan-peak-unmovable-bytes", ex.unmovable);
+		ebb_trace_note_u64("plan-peak-kept-bytes", ex.kept);
+		ebb_trace_note_u64("plan-peak-moved-bytes", ex.moved);
 		snprintf(buf, sizeof buf, "%.2f", d2h / 1e9);
-		note("d2h-gbps", buf);
+		ebb_trace_note("d2h-gbps", buf);
 		snprintf(buf, sizeof buf, "%.2f", h2d / 1e9);
-		note("h2d-gbps", buf);
+		ebb_trace_note("h2d-gbps", buf);
 		ebb_log(EBB_LOG_INFO, "plan: %u moves an iteration of %u operations (%s times), %.1f GiB "
 		    "to the host and %.1f GiB back; peak %.2f -> %.2f GiB (target %.2f, lowest without "
 		    "stalls %.2f); %.3f s an iteration predicted, %.3f s of it stalls (%.3f s without "

@@ -518,31 +518,10 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 			pthread_cond_wait(&room_cond, lock);
 			continue;
 		}
-		if (planned || no_evict) {
-			/* the plan's offloads in flight make room: wait for them
-			 * before evicting what the plan keeps */
-			if ((h = vmm_pool_any()) != NULL) {
-				vmm_release(h);
-				device_full = 0;
-				continue;
-			}
-			if (reclaim_block(0, 0))
-				continue;
-			if (inflight > 0 && !capturing) {
-				pthread_cond_wait(&room_cond, lock);
-				device_full = 0;
-				continue;
-			}
-			/* memory the job freed ahead of the device: wait for the
-			 * device to get there, as the plan assumed */
-			if (!capturing && reclaim_block(1, 0))
-				continue;
-			if (no_evict) {
-				*err = CUDA_ERROR_OUT_OF_MEMORY;
-				return NULL;
-			}
-		}
-		if (!capturing && evict_one(seq, rsize))
+		/* under a plan, its offloads in flight and the job's frees make the
+		 * room: nothing the plan keeps is evicted before they are waited for */
+		int plan = planned || no_evict;
+		if (!plan && !capturing && evict_one(seq, rsize))
 			continue;
 		if ((h = vmm_pool_any()) != NULL) {
 			vmm_release(h);
@@ -555,6 +534,14 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 			pthread_cond_wait(&room_cond, lock);
 			device_full = 0;
 			continue;
+		}
+		/* memory the job freed ahead of the device: wait for the device to
+		 * get there, as the plan assumed */
+		if (plan && !capturing && reclaim_block(1, 0))
+			continue;
+		if (no_evict) {
+			*err = CUDA_ERROR_OUT_OF_MEMORY;
+			return NULL;
 		}
 		if (!capturing && evict_one(seq, 0))
 			continue;

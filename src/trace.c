@@ -303,3 +303,26 @@ ebb_trace_atfork_child(void)
 	tlen = 0;
 	pthread_mutex_unlock(&trace_lock);
 }
+
+void
+ebb_trace_note(const char *key, const char *value)
+{
+	struct ebb_line l;
+
+	if (!ebb_trace_on())
+		return;
+	ebb_line_begin(&l, 'Q');
+	ebb_line_u64(&l, ebb_now_ns());
+	ebb_line_str(&l, key);
+	ebb_line_str(&l, value[0] ? value : "-");
+	ebb_line_end(&l);
+}
+
+void
+ebb_trace_note_u64(const char *key, uint64_t value)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof buf, "%llu", (unsigned long long)value);
+	ebb_trace_note(key, buf);
+}

@@ -37,6 +37,10 @@ void ebb_line_str(struct ebb_line *l, const char *s);
 /* End the record and hand it to the writer. */
 void ebb_line_end(struct ebb_line *l);
 
+/* A note record: Q t key value (an empty value is written as "-"). */
+void ebb_trace_note(const char *key, const char *value);
+void ebb_trace_note_u64(const char *key, uint64_t value);
+
 /* Write what is buffered to the file. */
 void ebb_trace_flush(void);
 
