@@ -22,6 +22,9 @@
 # plan (its predicted peak, bound and step time) comes from its trace.
 # Writes OUT/results.jsonl (bench/record.py) and OUT/*.log.
 # env: STEPS (9), WARMUP (5), OUT, BUILD, PYTHON, BENCH_COMMIT, BENCH_COMMAND, RUN_TIMEOUT (400)
+# BENCH_COMMIT: give it from the checkout the build was made in (git rev-parse
+# --short HEAD there): on the GPU machine the copy's git metadata was found
+# to name an older commit.
 set -u
 [ $# -ge 2 ] || { sed -n 2,24p "$0"; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
