@@ -64,15 +64,26 @@ plan_json() {	# label trace
 import json, sys
 label, path = sys.argv[1], sys.argv[2]
 q, z, g = {}, {}, {}
+planned, iters, faults, evictions = False, 0, {}, {}	# the last plan's iterations
 with open(path, errors="replace") as f:
     for line in f:
         p = line.split()
         if len(p) >= 4 and p[0] == "Q" and (p[2].startswith("plan-") or p[2].endswith("-gbps")):
             q[p[2]] = p[3]	# the last plan's
+            if p[2] == "plan-started":
+                planned, iters, faults, evictions = True, 0, {}, {}
+            elif p[2] == "plan-departed":
+                planned = False
         elif len(p) >= 4 and p[0] == "Z":
             z[p[2]] = int(p[3])
         elif len(p) == 4 and p[0] == "G":
             g.setdefault(int(p[1]), []).append((int(p[2]), int(p[3])))
+        elif planned and p[0] == "I":
+            iters += 1
+        elif planned and len(p) >= 6 and p[0] == "B" and p[5] == "fault":
+            faults[iters] = faults.get(iters, 0) + 1
+        elif planned and len(p) >= 6 and p[0] == "O" and p[5] == "limit":
+            evictions[iters] = evictions.get(iters, 0) + 1
 # the recorded iteration's GPU times as CUPTI gave them (if it ran with CUPTI)
 s0, n = int(q.get("plan-recording", 0)), int(q.get("plan-operations", 0))
 acts = [a for s in range(s0, s0 + n) for a in g.get(s, [])]
@@ -92,7 +103,13 @@ print(json.dumps({"label": label, "predicted_step_s": s("plan-step-ns"),
     "plans": z.get("plans"), "plan_departures": z.get("plan-departures"),
     "planned_offloads": z.get("planned-offloads"), "prefetches": z.get("prefetches"),
     "prefetches_skipped": z.get("prefetches-skipped"), "restores": z.get("restores"),
-    "offloads": z.get("offloads"), "held_peak_gib": z.get("held-peak-bytes", 0) / 2**30, **gpu}))
+    "offloads": z.get("offloads"), "held_peak_gib": z.get("held-peak-bytes", 0) / 2**30,
+    "host_wait_room_s": z.get("host-wait-room-ns", 0) / 1e9,
+    "host_wait_gate_s": z.get("host-wait-gate-ns", 0) / 1e9,
+    "host_wait_landing_s": z.get("host-wait-landing-ns", 0) / 1e9,
+    # restores on use and evictions in each iteration the last plan ran (1: its first)
+    "plan_faults_by_iteration": [faults.get(i, 0) for i in range(1, iters + 1)],
+    "plan_evictions_by_iteration": [evictions.get(i, 0) for i in range(1, iters + 1)], **gpu}))
 EOF
 }
 

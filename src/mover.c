@@ -226,6 +226,15 @@ static pthread_t worker;
 static int worker_started, stopping;
 static uint64_t inflight;	/* offload copies not yet retired */
 
+/* Wait for the worker to release memory; the time goes to *ns. */
+static void
+wait_room(uint64_t *ns)
+{
+	uint64_t t0 = ebb_now_ns();
+	pthread_cond_wait(&room_cond, lock);
+	*ns += ebb_now_ns() - t0;
+}
+
 static void
 enqueue(struct work *w)
 {
@@ -515,7 +524,7 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 		if (reclaim_block(0, rsize))
 			continue;
 		if (!capturing && inflight_sized(rsize)) {
-			pthread_cond_wait(&room_cond, lock);
+			wait_room(&st.wait_room_ns);
 			continue;
 		}
 		/* under a plan, its offloads in flight and the job's frees make the
@@ -531,13 +540,16 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 		if (reclaim_block(0, 0))
 			continue;
 		if (inflight > 0 && !capturing) {	/* the worker is paused while capturing */
-			pthread_cond_wait(&room_cond, lock);
+			wait_room(&st.wait_room_ns);
 			device_full = 0;
 			continue;
 		}
 		/* memory the job freed ahead of the device: wait for the device to
 		 * get there, as the plan assumed */
-		if (plan && !capturing && reclaim_block(1, 0))
+		uint64_t t0 = ebb_now_ns();
+		int got = plan && !capturing && reclaim_block(1, 0);
+		st.wait_room_ns += ebb_now_ns() - t0;
+		if (got)
 			continue;
 		if (no_evict) {
 			*err = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1134,14 +1146,16 @@ mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64
 	b->pending++;	/* b may be freed while the mutex is released */
 	if (gate_ev != NULL) {
 		/* the host is ahead of the device: take the memory when the device is near */
+		uint64_t t0 = ebb_now_ns();
 		pthread_mutex_unlock(lock);
 		ebb_real.cuEventSynchronize(gate_ev);
 		pthread_mutex_lock(lock);
+		st.wait_gate_ns += ebb_now_ns() - t0;
 		streams_done(after, gate);
 	}
 	/* and the offload must have landed */
 	while (b->state == EBB_OFFLOADING && !b->cancelled && !b->freed && !stopping)
-		pthread_cond_wait(&room_cond, lock);
+		wait_room(&st.wait_landing_ns);
 	if (--b->pending == 0 && b->freed) {
 		recycle(b);
 		return 0;

@@ -54,6 +54,9 @@ struct mover_stats {
 	uint64_t planned_offloads;	/* of offloads: issued by the plan */
 	uint64_t prefetches;		/* of restores: issued by the plan ahead of use */
 	uint64_t prefetches_skipped;	/* no room within the limit without evicting */
+	uint64_t wait_room_ns;		/* the host waited for room (copies landing, frees passed) */
+	uint64_t wait_gate_ns;		/* a restore waited for the device to near it */
+	uint64_t wait_landing_ns;	/* a restore waited for its buffer's offload to land */
 	uint64_t bytes_d2h, bytes_h2d;
 	uint64_t stall_ns, stalls_measured;
 	uint64_t held, held_peak;	/* device bytes ebb holds: handles, slabs, others */
