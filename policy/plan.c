@@ -179,7 +179,6 @@ struct sim {
 	struct plan_move *mv;
 	uint32_t *cidx;		/* candidate of each move */
 	double stall;
-	double d2h_busy, h2d_busy;
 	int64_t peak;
 	uint32_t peak_op;
 };
@@ -314,7 +313,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 	uint32_t n = s->n;
 	double S = s->S;
 
-	s->stall = s->d2h_busy = s->h2d_busy = 0;
+	s->stall = 0;
 	for (uint32_t k = 0; k < m; k++) {
 		const struct cand *x = &c[chosen[k]];
 		struct plan_move *mv = &s->mv[k];
@@ -348,8 +347,6 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		}
 		carry = t > S ? t - S : 0;
 	}
-	for (uint32_t j = 0; j < nd; j++)
-		s->d2h_busy += d2h_time(s, p->buf[s->mv[s->order[j]].buf].size);
 
 	/* H2D, planned: latest deadline first, each as late as the engine allows */
 	uint32_t nh = 0;
@@ -450,8 +447,6 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		}
 		carry = t > S ? t - S : 0;
 	}
-	for (uint32_t j = 0; j < nh; j++)
-		s->h2d_busy += h2d_time(s, p->buf[s->mv[s->order[j]].buf].size);
 
 	int64_t run = 0;
 	s->peak = INT64_MIN;
@@ -567,8 +562,8 @@ candidates(const struct sim *s, uint32_t *count)
 	return c;
 }
 
-static int
-plan_run(const struct prof *p, const struct plan_params *pp, struct plan *out)
+int
+plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 {
 	struct sim s = { .p = p, .pp = pp, .n = p->nops };
 	uint32_t n = p->nops;
@@ -672,7 +667,6 @@ plan_run(const struct prof *p, const struct plan_params *pp, struct plan *out)
 		}
 		if (best < 0 && late < 0)
 			break;	/* nothing more can be moved at the peak */
-		out->tried++;
 		if (best < 0 && late_chosen) {
 			/* hold a chosen restore until after the peak */
 			int64_t was = c[late].not_before;
@@ -710,13 +704,11 @@ plan_run(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	if (out->mv == NULL)
 		goto out;
 	memcpy(out->mv, s.mv, m * sizeof *out->mv);
-	out->n = out->cap = m;
+	out->n = m;
 	out->peak = (uint64_t)s.peak + p->fixed;
 	out->peak_op = s.peak_op;
 	out->stall_s = s.stall;
 	out->step_s = s.S + s.stall;
-	out->d2h_busy_s = s.d2h_busy;
-	out->h2d_busy_s = s.h2d_busy;
 	for (uint32_t k = 0; k < m; k++) {
 		uint64_t size = p->buf[out->mv[k].buf].size;
 		if (out->mv[k].after != PROF_NONE)
@@ -741,12 +733,6 @@ out:
 	return ret;
 }
 
-int
-plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
-{
-	return plan_run(p, pp, out);
-}
-
 void
 plan_fini(struct plan *pl)
 {
@@ -762,7 +748,7 @@ plan_bound(const struct prof *p, const struct plan_params *pp)
 
 	q.target = 0;
 	q.allow_stall = 0;
-	if (plan_run(p, &q, &pl) != 0)
+	if (plan_make(p, &q, &pl) != 0)
 		return 0;
 	uint64_t peak = pl.peak;
 	plan_fini(&pl);

@@ -108,17 +108,15 @@ struct plan_move {
 
 struct plan {
 	struct plan_move *mv;
-	uint32_t n, cap;
+	uint32_t n;
 	uint64_t peak_before;	/* bytes, nothing moved */
 	uint64_t peak;		/* bytes, with the moves */
 	uint32_t peak_op;
 	double step_before_s;	/* sum of the durations */
 	double step_s;		/* predicted: the durations plus the stalls */
 	double stall_s;
-	double d2h_busy_s, h2d_busy_s;	/* engine time per iteration */
 	uint64_t bytes_d2h, bytes_h2d;	/* per iteration, steady state */
 	int met;		/* peak <= target */
-	uint32_t tried;		/* gaps simulated */
 };
 
 /*

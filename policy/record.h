@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 
+#include "idmap.h"
 #include "plan.h"
 
 #define REC_KEY_ORDINAL ((uint64_t)1 << 63)
@@ -28,10 +29,7 @@ struct rec {
 	struct prof p;
 	uint64_t s0;
 	uint32_t nalloc;	/* allocations seen since the start */
-	/* allocation id -> profile index, open addressing */
-	uint64_t *hk;
-	uint32_t *hv;
-	uint32_t hcap, hn;
+	struct idmap ids;	/* allocation id -> profile index */
 	uint32_t timed;		/* operations given a time */
 	int oom;		/* an event was lost for want of memory */
 };

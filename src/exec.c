@@ -11,6 +11,7 @@
 #include "conf.h"
 #include "ebb.h"
 #include "exec.h"
+#include "idmap.h"
 #include "log.h"
 #include "mover.h"
 #include "plan.h"
@@ -74,12 +75,12 @@ static double *times;
 
 /* mean GPU time of each token, from the timed recordings */
 struct tokdur {
-	uint32_t tok;
 	uint32_t n;
 	double sum;
 };
-static struct tokdur *tokmap;
-static uint32_t tokcap, tokn;
+static struct tokdur *toks;
+static uint32_t ntoks, captoks;
+static struct idmap tokidx;	/* token -> index in toks */
 
 /* the plan */
 static struct xplan *ready, *running, *retired;
@@ -115,39 +116,28 @@ exec_enabled(void)
 
 /* ---- per-token times ---- */
 
+/* The times of token tok so far (added when add), or NULL. */
 static struct tokdur *
 tok_slot(uint32_t tok, int add)
 {
-	if (add && 2 * (tokn + 1) > tokcap) {
-		uint32_t cap = tokcap ? tokcap * 2 : 1024;
-		struct tokdur *m = calloc(cap, sizeof *m);
-		if (m == NULL)
-			return NULL;
-		for (uint32_t i = 0; i < tokcap; i++) {
-			if (tokmap[i].n == 0)
-				continue;
-			uint32_t s = (tokmap[i].tok * 2654435761u) & (cap - 1);
-			while (m[s].n != 0)
-				s = (s + 1) & (cap - 1);
-			m[s] = tokmap[i];
-		}
-		free(tokmap);
-		tokmap = m;
-		tokcap = cap;
-	}
-	if (tokcap == 0)
+	uint32_t i = idmap_get(&tokidx, tok);
+
+	if (i != IDMAP_NONE)
+		return &toks[i];
+	if (!add)
 		return NULL;
-	for (uint32_t s = (tok * 2654435761u) & (tokcap - 1);; s = (s + 1) & (tokcap - 1)) {
-		if (tokmap[s].n == 0) {
-			if (!add)
-				return NULL;
-			tokmap[s].tok = tok;
-			tokn++;
-			return &tokmap[s];
-		}
-		if (tokmap[s].tok == tok)
-			return &tokmap[s];
+	if (ntoks == captoks) {
+		uint32_t cap = captoks ? captoks * 2 : 1024;
+		struct tokdur *v = realloc(toks, cap * sizeof *v);
+		if (v == NULL)
+			return NULL;
+		toks = v;
+		captoks = cap;
 	}
+	if (idmap_put(&tokidx, tok, ntoks) < 0)
+		return NULL;
+	toks[ntoks] = (struct tokdur){ 0, 0 };
+	return &toks[ntoks++];
 }
 
 /* ---- the plan's life ---- */
@@ -310,7 +300,6 @@ exec_boundary(uint64_t next_seq, uint64_t period)
 	case X_RECORDING:
 		rec_host[rec.p.nops] = ebb_now_ns();
 		state = X_RECORDED;
-		xs.recorded++;
 		break;
 	case X_READY:
 		running = ready;
@@ -484,7 +473,6 @@ build(const struct prof *p, const struct plan *pl, const uint64_t *addr, uint32_
 {
 	struct xplan *x = calloc(1, sizeof *x);
 	int32_t *xb_of = malloc((p->nbufs ? p->nbufs : 1) * sizeof *xb_of);
-	uint32_t nact = 0;
 
 	if (x == NULL || xb_of == NULL)
 		goto fail;
@@ -547,13 +535,11 @@ build(const struct prof *p, const struct plan *pl, const uint64_t *addr, uint32_
 			if (pass == 0) {
 				uint32_t pos = mv->after == PROF_NONE ? 0 : mv->after;
 				x->act[fill[pos]++] = (struct xact){ (uint32_t)xb_of[mv->buf], PROF_NONE, 0 };
-				nact++;
 			} else if (mv->use != PROF_NONE) {
 				uint32_t gate = gate_of(p, mv->at);
 				if (gate != PROF_NONE)
 					x->gate_mark[gate] = 1;
 				x->act[fill[mv->at]++] = (struct xact){ (uint32_t)xb_of[mv->buf], gate, 1 };
-				nact++;
 			}
 		}
 	free(fill);
@@ -692,9 +678,7 @@ exec_plan_now(pthread_mutex_t *lock)
 		state = X_READY;
 		xs.plans++;
 		xs.planned_peak = pl.peak;
-		xs.bound = bound;
 		xs.predicted_step_ns = (uint64_t)(pl.step_s * 1e9);
-		xs.gpu_step_ns = (uint64_t)(pl.step_before_s * 1e9);
 		ebb_trace_note("plan-times", source);
 		ebb_trace_note_u64("plan-operations", r.p.nops);
 		ebb_trace_note_u64("plan-buffers", r.p.nbufs);

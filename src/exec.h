@@ -79,13 +79,12 @@ void exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end);
 void exec_plan_now(pthread_mutex_t *lock);
 
 struct exec_stats {
-	uint64_t recorded;	/* iterations recorded */
 	uint64_t plans;		/* plans made */
 	uint64_t departures;
 	uint64_t iterations_run;	/* iterations started under a plan */
 	uint64_t actions_missed;	/* a planned buffer was not there */
-	uint64_t planned_peak, bound;	/* bytes, of the last plan */
-	uint64_t predicted_step_ns, gpu_step_ns;
+	uint64_t planned_peak;	/* bytes, of the last plan */
+	uint64_t predicted_step_ns;
 };
 
 void exec_stats(struct exec_stats *out);

@@ -194,18 +194,25 @@ streams_done(struct ebb_stream *s, uint64_t seq)
 	return s->done >= seq;
 }
 
-/* The pending marker covering seq, recording one if none does yet; NULL if none can be. */
+/* The oldest pending marker that covers seq, or NULL. */
 static struct marker *
-covering(struct ebb_stream *s, uint64_t seq)
+pending(struct ebb_stream *s, uint64_t seq)
 {
-	if (s->marked < seq && mark(s) != CUDA_SUCCESS)
-		return NULL;
 	for (size_t i = 0; i < s->count; i++) {
 		struct marker *m = &s->ring[(s->head + i) % s->cap];
 		if (m->seq >= seq)
 			return m;
 	}
 	return NULL;
+}
+
+/* The pending marker covering seq, recording one if none does yet; NULL if none can be. */
+static struct marker *
+covering(struct ebb_stream *s, uint64_t seq)
+{
+	if (s->marked < seq && mark(s) != CUDA_SUCCESS)
+		return NULL;
+	return pending(s, seq);
 }
 
 CUresult
@@ -231,14 +238,8 @@ streams_mark_now(struct ebb_stream *s)
 CUevent
 streams_marker(struct ebb_stream *s, uint64_t seq)
 {
-	if (streams_done(s, seq))
-		return NULL;
-	for (size_t i = 0; i < s->count; i++) {
-		struct marker *m = &s->ring[(s->head + i) % s->cap];
-		if (m->seq >= seq)
-			return m->ev;
-	}
-	return NULL;
+	struct marker *m = streams_done(s, seq) ? NULL : pending(s, seq);
+	return m ? m->ev : NULL;
 }
 
 CUresult

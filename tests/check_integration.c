@@ -581,6 +581,20 @@ note_value(const struct trace *t, const char *key)
 	return NULL;
 }
 
+/* Run the plan scenario for iters iterations under EBB_LIMIT=56M with env
+ * added, expect its data right, and load its trace (path, to remove). */
+static void
+run_plan(const char *iters, const char *extra, const char *path, struct run_result *r,
+    struct trace *t)
+{
+	char *argv[] = { workload_path(0), "plan", (char *)iters, NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=56M", extra, NULL };
+
+	run_ebb(argv, env, path, r);
+	expect_ok(r);
+	trace_load(path, t);
+}
+
 /*
  * The planner's loop (weights, optimizer state used once an iteration,
  * activations kept from the forward pass to the backward, a sync an
@@ -592,17 +606,13 @@ note_value(const struct trace *t, const char *key)
 START_TEST(plan_moves_ahead_of_use)
 {
 	const char *path = tmp_file("plan");
-	char *argv[] = { workload_path(0), "plan", "30", NULL };
-	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=56M", NULL };
 	struct run_result r;
 	struct trace t;
 	unsigned long long frees, peak;
 
-	run_ebb(argv, env, path, &r);
-	expect_ok(&r);
+	run_plan("30", NULL, path, &r, &t);
 	driver_line(r.out, &frees, &peak);
 	ck_assert_uint_le(peak, 56ULL << 20);
-	trace_load(path, &t);
 	ck_assert_uint_eq(summary(&t, "plans"), 1);
 	ck_assert_uint_ge(summary(&t, "plan-iterations"), 20);
 	ck_assert_uint_gt(summary(&t, "prefetches"), 20);
@@ -631,17 +641,13 @@ END_TEST
 START_TEST(plan_departs_and_relearns)
 {
 	const char *path = tmp_file("plan");
-	char *argv[] = { workload_path(0), "plan", "40", NULL };
-	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=56M", "WORKLOAD_CHANGE_AT=15", NULL };
 	struct run_result r;
 	struct trace t;
 	unsigned long long frees, peak;
 
-	run_ebb(argv, env, path, &r);
-	expect_ok(&r);
+	run_plan("40", "WORKLOAD_CHANGE_AT=15", path, &r, &t);
 	driver_line(r.out, &frees, &peak);
 	ck_assert_uint_le(peak, 56ULL << 20);
-	trace_load(path, &t);
 	const char *why = note_value(&t, "plan-departed");
 	ck_assert_ptr_nonnull(why);
 	ck_assert_ptr_nonnull(strstr(why, "bytes"));
@@ -658,14 +664,10 @@ END_TEST
 START_TEST(plan_off)
 {
 	const char *path = tmp_file("plan");
-	char *argv[] = { workload_path(0), "plan", "12", NULL };
-	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=56M", "EBB_PLAN=0", NULL };
 	struct run_result r;
 	struct trace t;
 
-	run_ebb(argv, env, path, &r);
-	expect_ok(&r);
-	trace_load(path, &t);
+	run_plan("12", "EBB_PLAN=0", path, &r, &t);
 	ck_assert_uint_eq(summary(&t, "plans"), 0);
 	ck_assert_uint_eq(summary(&t, "prefetches"), 0);
 	ck_assert_uint_gt(summary(&t, "offloads"), 0);
