@@ -20,7 +20,8 @@
 # Step time is the median of the steps after WARMUP (default 5: ebb learns
 # in the first four), peak is NVML's for the whole device. Each ebb run's
 # plan (its predicted peak, bound and step time) comes from its trace.
-# Writes OUT/results.jsonl (bench/record.py) and OUT/*.log.
+# Writes OUT/results.jsonl (bench/record.py), OUT/*.log, and where the GPU sat
+# idle in the planned iterations (bench/gaps.py: OUT/*.gaps.txt).
 # env: STEPS (9), WARMUP (5), OUT, BUILD, PYTHON, BENCH_COMMIT, BENCH_COMMAND, RUN_TIMEOUT (400)
 # BENCH_COMMIT: give it from the checkout the build was made in (git rev-parse
 # --short HEAD there): on the GPU machine the copy's git metadata was found
@@ -137,6 +138,7 @@ for m in "$@"; do
 		grep -E "^Q [0-9]+ (plan-|d2h|h2d)|^[ZIDY] " "$trace" > "$OUT/$W-a$ACC-$label.notes"
 		plan_json "$label" "$trace"
 		"$EBB" plan "$trace" > "$OUT/$W-a$ACC-$label.ebb-plan.txt" 2>&1
+		$PY "$here/gaps.py" --json "$OUT/$W-a$ACC-gaps.jsonl" --label "$label" "$trace" > "$OUT/$W-a$ACC-$label.gaps.txt" 2>&1
 		rm -f "$trace" ;;
 	*) echo "bench/plan.sh: unknown mode $m" >&2 ;;
 	esac

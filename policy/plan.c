@@ -22,7 +22,12 @@ prof_init(struct prof *p, uint32_t nops)
 	memset(p, 0, sizeof *p);
 	p->nops = nops;
 	p->dur = calloc(nops ? nops : 1, sizeof *p->dur);
-	return p->dur ? 0 : -1;
+	p->xfer = calloc(nops ? nops : 1, 1);
+	if (p->dur == NULL || p->xfer == NULL) {
+		prof_fini(p);
+		return -1;
+	}
+	return 0;
 }
 
 void
@@ -32,7 +37,15 @@ prof_fini(struct prof *p)
 		free(p->buf[i].use);
 	free(p->buf);
 	free(p->dur);
+	free(p->xfer);
 	memset(p, 0, sizeof *p);
+}
+
+void
+prof_xfer(struct prof *p, uint32_t op, unsigned dir)
+{
+	if (op < p->nops && (dir == PROF_XFER_D2H || dir == PROF_XFER_H2D))
+		p->xfer[op] = (uint8_t)dir;
 }
 
 int64_t
@@ -171,6 +184,11 @@ struct sim {
 	uint32_t n;
 	double S;
 	double *T, *E;		/* start and end of each operation */
+	uint32_t *next_d2h;	/* the first copy of the job's to the host at or after
+				 * each operation (n: none), n + 1 entries */
+	uint32_t *next_h2d;	/* the same, to the device */
+	uint32_t *prev_h2d;	/* the last copy of the job's to the device at or before
+				 * each operation (PROF_NONE: none) */
 	int64_t *diff;
 	int64_t *mem;		/* memory held at each operation, fixed not included */
 	/* scratch for one simulation */
@@ -270,6 +288,37 @@ save_span(struct sim *s, int64_t first, int64_t last, int64_t size)
 	}
 }
 
+/*
+ * The latest start, on the extended timeline, of a copy of the job's to the
+ * device within (a, b): a copy of ebb's in flight then would delay it.
+ * -INFINITY when there is none.
+ */
+static double
+job_h2d_within(const struct sim *s, double a, double b)
+{
+	if (s->S <= 0 || !(b > a))
+		return -INFINITY;
+	for (int64_t k = (int64_t)floor(b / s->S); (double)(k + 1) * s->S > a; k--) {
+		double r = b - (double)k * s->S;
+		uint32_t lo = 0, hi = s->n;	/* smallest i with T[i] >= r */
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (s->T[mid] >= r)
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		if (lo == 0)
+			continue;
+		uint32_t c = s->prev_h2d[lo - 1];
+		if (c == PROF_NONE)
+			continue;
+		double t = s->T[c] + (double)k * s->S;
+		return t > a ? t : -INFINITY;
+	}
+	return -INFINITY;
+}
+
 static int
 cmp_key(const void *a, const void *b, void *ctx)
 {
@@ -327,24 +376,49 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		s->cidx[k] = chosen[k];
 	}
 
-	/* D2H: in issue order, that is by the end of the use before the gap */
+	/*
+	 * D2H: in issue order, that is by the end of the use before the gap.
+	 * An offload that would still be copying when a copy of the job's to
+	 * the host starts is issued after that copy; a copy of the job's that
+	 * finds the engine busy all the same (with what the last iteration
+	 * left queued) waits, and the job with it.
+	 */
 	uint32_t nd = 0;
-	for (uint32_t k = 0; k < m; k++)
+	for (uint32_t k = 0; k < m; k++) {
+		s->mv[k].issue = s->mv[k].after;
 		if (s->mv[k].after != PROF_NONE) {
 			s->order[nd++] = k;
 			s->key[k] = s->E[s->mv[k].after];
 		}
+	}
 	sort_by_key(s->order, nd, s->key, tmp);
-	double carry = 0;
+	double carry = 0, job_wait = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		double t = carry;
+		uint32_t jc = s->next_d2h[0];	/* the job's next copy to the host */
+		uint32_t floor_at = 0;	/* copies queue in this order: none is issued
+					 * before one deferred ahead of it */
+		job_wait = 0;
 		for (uint32_t j = 0; j < nd; j++) {
 			struct plan_move *mv = &s->mv[s->order[j]];
-			double issue = s->E[mv->after];
-			mv->d2h_start = issue > t ? issue : t;
-			mv->d2h_end = mv->d2h_start + d2h_time(s, p->buf[mv->buf].size);
-			t = mv->d2h_end;
+			uint32_t at = mv->after > floor_at ? mv->after : floor_at;
+			double st, en;
+			for (;;) {
+				for (; jc < n && jc <= at; jc = s->next_d2h[jc + 1])
+					job_wait += t > s->T[jc] ? t - s->T[jc] : 0;
+				st = s->E[at] > t ? s->E[at] : t;
+				en = st + d2h_time(s, p->buf[mv->buf].size);
+				if (jc >= n || en <= s->T[jc])
+					break;
+				at = jc;
+			}
+			mv->issue = floor_at = at;
+			mv->d2h_start = st;
+			mv->d2h_end = en;
+			t = en;
 		}
+		for (; jc < n; jc = s->next_d2h[jc + 1])
+			job_wait += t > s->T[jc] ? t - s->T[jc] : 0;
 		carry = t > S ? t - S : 0;
 	}
 
@@ -362,8 +436,17 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		for (uint32_t j = 0; j < nh; j++) {
 			struct plan_move *mv = &s->mv[s->order[j]];
 			double dl = s->T[mv->use];
-			double end = dl < latest ? dl : latest;
-			mv->h2d_start = end - h2d_time(s, p->buf[mv->buf].size);
+			double end = dl < latest ? dl : latest, d = h2d_time(s, p->buf[mv->buf].size);
+			/* done before a copy of the job's to the device starts (where
+			 * the job's copies leave no room within an iteration, it is not
+			 * moved, and the forward pass below predicts the wait) */
+			double want = end;
+			for (double tc; (tc = job_h2d_within(s, end - d, end)) > -INFINITY;)
+				if ((end = tc) < want - S) {
+					end = want;
+					break;
+				}
+			mv->h2d_start = end - d;
 			latest = mv->h2d_start;
 		}
 		earliest = latest;
@@ -427,11 +510,15 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 	carry = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		double t = carry;
+		uint32_t jc = s->next_h2d[0];	/* the job's next copy to the device */
 		s->stall = 0;
 		for (uint32_t j = 0; j < nh; j++) {
 			uint32_t k = s->order[j];
 			struct plan_move *mv = &s->mv[k];
 			double issue = s->key[k];
+			/* a copy of the job's issued before this restore waits for the queue */
+			for (; jc < n && s->T[jc] < issue; jc = s->next_h2d[jc + 1])
+				s->stall += t > s->T[jc] ? t - s->T[jc] : 0;
 			double st = issue > t ? issue : t;
 			double en = st + h2d_time(s, p->buf[mv->buf].size);
 			double dl = mv->h2d_end;	/* the deadline, until pass 1 writes the times */
@@ -445,8 +532,11 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 				mv->h2d_end = en + base;
 			}
 		}
+		for (; jc < n; jc = s->next_h2d[jc + 1])
+			s->stall += t > s->T[jc] ? t - s->T[jc] : 0;
 		carry = t > S ? t - S : 0;
 	}
+	s->stall += job_wait;
 
 	int64_t run = 0;
 	s->peak = INT64_MIN;
@@ -583,8 +673,18 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	s.E = malloc(n * sizeof *s.E);
 	s.diff = malloc((n + 1) * sizeof *s.diff);
 	s.mem = malloc(n * sizeof *s.mem);
-	if (!s.T || !s.E || !s.diff || !s.mem)
+	s.next_d2h = malloc((n + 1) * sizeof *s.next_d2h);
+	s.next_h2d = malloc((n + 1) * sizeof *s.next_h2d);
+	s.prev_h2d = malloc(n * sizeof *s.prev_h2d);
+	if (!s.T || !s.E || !s.diff || !s.mem || !s.next_d2h || !s.next_h2d || !s.prev_h2d)
 		goto out;
+	s.next_d2h[n] = s.next_h2d[n] = n;
+	for (uint32_t i = n; i-- > 0;) {
+		s.next_d2h[i] = p->xfer[i] == PROF_XFER_D2H ? i : s.next_d2h[i + 1];
+		s.next_h2d[i] = p->xfer[i] == PROF_XFER_H2D ? i : s.next_h2d[i + 1];
+	}
+	for (uint32_t i = 0; i < n; i++)
+		s.prev_h2d[i] = p->xfer[i] == PROF_XFER_H2D ? i : i > 0 ? s.prev_h2d[i - 1] : PROF_NONE;
 	double t = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		s.T[i] = t;
@@ -730,6 +830,9 @@ out:
 	free(s.E);
 	free(s.diff);
 	free(s.mem);
+	free(s.next_d2h);
+	free(s.next_h2d);
+	free(s.prev_h2d);
 	return ret;
 }
 

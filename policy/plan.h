@@ -25,7 +25,16 @@
  * allowed, every restore is still on time; otherwise never try it again.
  *
  * Time is seconds from the iteration's start on a device that runs the
- * operations one after another. Pure C: no CUDA, no I/O, no globals.
+ * operations one after another.
+ *
+ * The job's own copies between host and device share the copy engines:
+ * one queued behind ebb's copies of its direction waits for all of them
+ * (device-facts.md), and the job's stream with it. So an offload that would
+ * still be copying when a copy of the job's to the host starts is issued
+ * after that copy instead, and a restore is placed to end before a copy of
+ * the job's to the device starts; what still waits is predicted as a stall.
+ *
+ * Pure C: no CUDA, no I/O, no globals.
  */
 #ifndef EBB_PLAN_H
 #define EBB_PLAN_H
@@ -45,9 +54,14 @@ struct prof_buf {
 	uint32_t *use;		/* operations that use it, increasing */
 };
 
+/* The copy engine an operation of the job's uses (struct prof's xfer). */
+#define PROF_XFER_D2H 1		/* a copy from device to host memory */
+#define PROF_XFER_H2D 2		/* a copy from host to device memory */
+
 struct prof {
 	uint32_t nops;
 	double *dur;		/* seconds each operation keeps the device busy */
+	uint8_t *xfer;		/* PROF_XFER_* of each operation, or 0 */
 	struct prof_buf *buf;
 	uint32_t nbufs, cap;
 	uint64_t fixed;		/* bytes held throughout that never move */
@@ -63,6 +77,9 @@ int64_t prof_add(struct prof *p, uint64_t size, uint64_t key, uint32_t alloc, in
 
 /* Operation op uses buffer b (ops must not decrease). Returns 0 or -1. */
 int prof_use(struct prof *p, uint32_t b, uint32_t op);
+
+/* Operation op is a copy of the job's between host and device (PROF_XFER_*). */
+void prof_xfer(struct prof *p, uint32_t op, unsigned dir);
 
 /* Buffer b is freed after operation op. */
 void prof_free(struct prof *p, uint32_t b, uint32_t op);
@@ -95,7 +112,9 @@ struct plan_params {
 
 struct plan_move {
 	uint32_t buf;		/* index in the profile */
-	uint32_t after;		/* offload after this operation; PROF_NONE: kept on the host */
+	uint32_t after;		/* the use before the gap; PROF_NONE: kept on the host */
+	uint32_t issue;		/* offload after this operation: after, or a later copy of
+				 * the job's to the host it must not delay (PROF_NONE with after) */
 	uint32_t at;		/* issue the restore after this operation; PROF_NONE: none */
 	uint32_t use;		/* the use the restore is for; PROF_NONE: freed on the host */
 	uint8_t wrap;		/* the restore is in the next iteration */

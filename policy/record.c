@@ -78,6 +78,13 @@ rec_use(struct rec *r, uint64_t seq, uint64_t id)
 }
 
 void
+rec_xfer(struct rec *r, uint64_t seq, unsigned dir)
+{
+	if (seq >= r->s0 && seq - r->s0 < r->p.nops)
+		prof_xfer(&r->p, (uint32_t)(seq - r->s0), dir);
+}
+
+void
 rec_time(struct rec *r, uint64_t seq, double seconds)
 {
 	if (seq < r->s0 || seq - r->s0 >= r->p.nops || seconds < 0)

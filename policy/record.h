@@ -50,6 +50,9 @@ void rec_free(struct rec *r, uint64_t id, uint64_t last_seq);
 /* Operation seq used buffer id. */
 void rec_use(struct rec *r, uint64_t seq, uint64_t id);
 
+/* Operation seq is a copy of the job's between host and device (PROF_XFER_*). */
+void rec_xfer(struct rec *r, uint64_t seq, unsigned dir);
+
 /* Operation seq kept the device busy for seconds. */
 void rec_time(struct rec *r, uint64_t seq, double seconds);
 

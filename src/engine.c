@@ -20,6 +20,7 @@
 #include "kparam.h"
 #include "log.h"
 #include "mover.h"
+#include "plan.h"
 #include "streams.h"
 #include "trace.h"
 #include "trace_format.h"
@@ -440,6 +441,22 @@ resolve_op(struct ebb_op *op, const struct ebb_kinfo *k)
 	return r;
 }
 
+/*
+ * Which copy engine a copy of the job's uses: PROF_XFER_D2H when its source
+ * is in a buffer ebb tracks and its destination is not, PROF_XFER_H2D the
+ * other way round, 0 otherwise (device to device, or unknown). Device
+ * memory ebb does not track counts as host memory here.
+ */
+static unsigned
+copy_dir(const struct ebb_op *op)
+{
+	if (op->kind != EBB_OP_COPY || !op->copy_sides)
+		return 0;
+	int dst = op->copy_dst != 0 && buftab_find(&tab, op->copy_dst) != NULL;
+	int src = op->copy_src != 0 && buftab_find(&tab, op->copy_src) != NULL;
+	return src && !dst ? PROF_XFER_D2H : dst && !src ? PROF_XFER_H2D : 0;
+}
+
 /* Write the K record of a kernel the first time it is launched. */
 static void
 trace_kernel(struct ebb_kinfo *k)
@@ -726,7 +743,7 @@ ebb_engine_op_begin(struct ebb_op *op)
 		ebb_line_end(&l);
 	}
 	uint32_t token = op_token(op, k);
-	exec_op(op->seq, token, s->v, s->n);
+	exec_op(op->seq, token, s->v, s->n, copy_dir(op));
 	int action = learn_step(op->seq, token, op->sync ? ITER_SYNC_OP : ITER_NOSYNC, k);
 	int timed = (learn == LEARN_SEARCH || learn == LEARN_FOUND) && action >= 0;
 	int plan_due = exec_plan_due();
@@ -784,7 +801,7 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 		ebb_line_hex(&l, h);
 		ebb_line_end(&l);
 	}
-	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0);
+	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0);
 	int action = learn_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
 	exec_after_op(seq, NULL);
 	int plan_due = exec_plan_due();

@@ -40,6 +40,8 @@ struct xact {
 	uint32_t buf;
 	uint32_t gate;		/* prefetch: position the device must pass first; PROF_NONE: none */
 	uint8_t prefetch;
+	uint8_t after_op;	/* offload: not before the operation at its position is done
+				 * (a copy of the job's to the host it must not delay) */
 };
 
 struct xplan {
@@ -371,13 +373,14 @@ exec_free(struct ebb_buf *b, uint64_t last_seq)
 }
 
 void
-exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n)
+exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, unsigned xfer)
 {
 	if (state != X_RECORDING || seq < rec.s0 || seq - rec.s0 >= rec.p.nops)
 		return;
 	uint64_t i = seq - rec.s0;
 	rec_tok[i] = token;
 	rec_host[i] = ebb_now_ns();
+	rec_xfer(&rec, seq, xfer);
 	for (size_t k = 0; k < n; k++)
 		if (bufs[k]->managed == EBB_MANAGED_BIG)
 			rec_use(&rec, seq, bufs[k]->id);
@@ -446,7 +449,7 @@ exec_after_op(uint64_t seq, struct ebb_stream *st)
 		if (a->prefetch)
 			mover_prefetch(b, st, seq, a->gate < pos ? run_s0 + a->gate : 0);
 		else
-			mover_plan_offload(b, seq);
+			mover_plan_offload(b, a->after_op ? st : NULL, seq);
 	}
 }
 
@@ -516,7 +519,7 @@ build(const struct prof *p, const struct plan *pl, const uint64_t *addr, uint32_
 			}
 			xb_of[mv->buf] = (int32_t)x->nbuf++;
 		}
-		x->first[(mv->after == PROF_NONE ? 0 : mv->after) + 1]++;
+		x->first[(mv->issue == PROF_NONE ? 0 : mv->issue) + 1]++;
 		if (mv->use != PROF_NONE)
 			x->first[mv->at + 1]++;
 	}
@@ -533,13 +536,14 @@ build(const struct prof *p, const struct plan *pl, const uint64_t *addr, uint32_
 			if (xb_of[mv->buf] < 0)
 				continue;
 			if (pass == 0) {
-				uint32_t pos = mv->after == PROF_NONE ? 0 : mv->after;
-				x->act[fill[pos]++] = (struct xact){ (uint32_t)xb_of[mv->buf], PROF_NONE, 0 };
+				uint32_t pos = mv->issue == PROF_NONE ? 0 : mv->issue;
+				x->act[fill[pos]++] = (struct xact){ (uint32_t)xb_of[mv->buf], PROF_NONE, 0,
+				    mv->issue != mv->after };
 			} else if (mv->use != PROF_NONE) {
 				uint32_t gate = gate_of(p, mv->at);
 				if (gate != PROF_NONE)
 					x->gate_mark[gate] = 1;
-				x->act[fill[mv->at]++] = (struct xact){ (uint32_t)xb_of[mv->buf], gate, 1 };
+				x->act[fill[mv->at]++] = (struct xact){ (uint32_t)xb_of[mv->buf], gate, 1, 0 };
 			}
 		}
 	free(fill);

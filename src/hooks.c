@@ -49,10 +49,14 @@ op_copy2d(struct ebb_op *op, const CUDA_MEMCPY2D *p, CUstream s, int sync)
 	if (p == NULL)
 		return;
 	op->bytes = p->WidthInBytes * p->Height;
-	ebb_op_addr(op, copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY, 0,
-	    p->dstPitch, 0));
-	ebb_op_addr(op, copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY, 0,
-	    p->srcPitch, 0));
+	op->copy_dst = copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY, 0,
+	    p->dstPitch, 0);
+	op->copy_src = copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY, 0,
+	    p->srcPitch, 0);
+	op->copy_sides = p->dstMemoryType != CU_MEMORYTYPE_ARRAY &&
+	    p->srcMemoryType != CU_MEMORYTYPE_ARRAY;
+	ebb_op_addr(op, op->copy_dst);
+	ebb_op_addr(op, op->copy_src);
 }
 
 static void
@@ -64,10 +68,14 @@ op_copy3d(struct ebb_op *op, const CUDA_MEMCPY3D *p, CUstream s, int sync)
 	if (p == NULL)
 		return;
 	op->bytes = p->WidthInBytes * p->Height * p->Depth;
-	ebb_op_addr(op, copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY,
-	    p->dstZ, p->dstPitch, p->dstHeight));
-	ebb_op_addr(op, copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY,
-	    p->srcZ, p->srcPitch, p->srcHeight));
+	op->copy_dst = copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY,
+	    p->dstZ, p->dstPitch, p->dstHeight);
+	op->copy_src = copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY,
+	    p->srcZ, p->srcPitch, p->srcHeight);
+	op->copy_sides = p->dstMemoryType != CU_MEMORYTYPE_ARRAY &&
+	    p->srcMemoryType != CU_MEMORYTYPE_ARRAY;
+	ebb_op_addr(op, op->copy_dst);
+	ebb_op_addr(op, op->copy_src);
 }
 
 static void
@@ -79,10 +87,14 @@ op_copy3dpeer(struct ebb_op *op, const CUDA_MEMCPY3D_PEER *p, CUstream s, int sy
 	if (p == NULL)
 		return;
 	op->bytes = p->WidthInBytes * p->Height * p->Depth;
-	ebb_op_addr(op, copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY,
-	    p->dstZ, p->dstPitch, p->dstHeight));
-	ebb_op_addr(op, copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY,
-	    p->srcZ, p->srcPitch, p->srcHeight));
+	op->copy_dst = copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY,
+	    p->dstZ, p->dstPitch, p->dstHeight);
+	op->copy_src = copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY,
+	    p->srcZ, p->srcPitch, p->srcHeight);
+	op->copy_sides = p->dstMemoryType != CU_MEMORYTYPE_ARRAY &&
+	    p->srcMemoryType != CU_MEMORYTYPE_ARRAY;
+	ebb_op_addr(op, op->copy_dst);
+	ebb_op_addr(op, op->copy_src);
 }
 
 static void
@@ -129,6 +141,9 @@ op_copy3dbatch(struct ebb_op *op, const CUDA_MEMCPY3D_BATCH_OP *ops, size_t n, C
 		op_.stream = (s);					\
 		op_.sync = (issync);					\
 		op_.bytes = (n);					\
+		op_.copy_dst = (dst);					\
+		op_.copy_src = (src);					\
+		op_.copy_sides = 1;					\
 		ebb_op_addr(&op_, (dst));				\
 		ebb_op_addr(&op_, (src));				\
 	} while (0)

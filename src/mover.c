@@ -1125,10 +1125,13 @@ restore(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq)
 }
 
 int
-mover_plan_offload(struct ebb_buf *b, uint64_t seq)
+mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq)
 {
 	if (!on || capturing || b->managed != EBB_MANAGED_BIG || b->state != EBB_RESIDENT ||
 	    b->pinned || b->cancelled || in_flight(b))
+		return 0;
+	/* the d2h stream is in order: later copies wait too, as the plan has them */
+	if (after != NULL && streams_wait(after, seq, d2h) != CUDA_SUCCESS)
 		return 0;
 	if (!offload(b, seq, "plan"))
 		return 0;

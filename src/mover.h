@@ -111,8 +111,10 @@ CUresult mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consum
 void mover_set_planned(int on);
 
 /* Offload b now, behind every use of it (the plan's offload after a last
- * use). Returns 1 when issued, 0 when b cannot move now. */
-int mover_plan_offload(struct ebb_buf *b, uint64_t seq);
+ * use), and, when after is not NULL, behind operation seq of stream after
+ * (a copy of the job's to the host, which the offload would delay if it
+ * were queued first). Returns 1 when issued, 0 when b cannot move now. */
+int mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq);
 
 /*
  * Restore b ahead of its use: an H2D copy on ebb's stream that starts once

@@ -571,6 +571,24 @@ count_under_plan(const struct trace *t, char type, size_t what, const char *valu
 	return n;
 }
 
+/* The plan's offloads issued after a copy of the job's (C record), not
+ * after a use: held back so as not to queue ahead of that copy. */
+static size_t
+offloads_after_copies(const struct trace *t)
+{
+	size_t n = 0;
+	uint64_t copy = 0;	/* the last C record's operation */
+	for (size_t i = 0; i < t->n; i++) {
+		const struct rec *r = &t->r[i];
+		if (r->type == 'C')
+			copy = num(r, 1);
+		else if (r->type == 'O' && r->n > 4 && strcmp(r->f[4], "plan") == 0 &&
+		    num(r, 1) == copy)
+			n++;
+	}
+	return n;
+}
+
 /* The value of the first Q note key, or NULL. */
 static const char *
 note_value(const struct trace *t, const char *key)
@@ -629,6 +647,9 @@ START_TEST(plan_moves_ahead_of_use)
 	    "the plan", faults, evictions);
 	ck_assert_uint_gt(count_under_plan(&t, 'B', 4, "prefetch"), 20);
 	ck_assert_uint_gt(count_under_plan(&t, 'O', 4, "plan"), 20);
+	/* the optimizer state, offloaded after its update, would still be
+	 * copying when the job copies its results to the host: after that */
+	ck_assert_uint_gt(offloads_after_copies(&t), 20);
 	ck_assert_ptr_nonnull(strstr(r.err, "plan: 1 made"));
 	trace_free(&t);
 	run_free(&r);

@@ -126,6 +126,103 @@ START_TEST(one_gap_bridged)
 }
 END_TEST
 
+/*
+ * A copy of the job's to the host queues behind ebb's offloads on the copy
+ * engine: the offload that would still be copying when the job's copy at
+ * operation 3 starts is issued after it, and, still copying at the next one
+ * (10), after that one.
+ */
+START_TEST(offload_waits_for_job_copy_to_host)
+{
+	int u[] = { 0, 99, -1 };
+	buf(GIB, 0, 99, 1, u);
+	hump(GIB, 40, 60);
+	prof_xfer(&pr, 3, PROF_XFER_D2H);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].after, 0);
+	ck_assert_uint_eq(pl.mv[0].issue, 3);
+	ck_assert(pl.mv[0].d2h_start == 4 * OP && pl.mv[0].d2h_end == 12 * OP);
+	ck_assert(pl.stall_s == 0);
+	plan_fini(&pl);
+
+	prof_xfer(&pr, 10, PROF_XFER_D2H);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.mv[0].issue, 10);
+	ck_assert(pl.mv[0].d2h_start == 11 * OP && pl.mv[0].d2h_end == 19 * OP);
+	ck_assert(pl.stall_s == 0);
+	/* a copy to the device does not share the engine */
+	plan_fini(&pl);
+	prof_fini(&pr);
+	setup();
+	buf(GIB, 0, 99, 1, u);
+	hump(GIB, 40, 60);
+	prof_xfer(&pr, 3, PROF_XFER_H2D);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_uint_eq(pl.mv[0].issue, 0);
+	ck_assert(pl.mv[0].d2h_start == 1 * OP);
+}
+END_TEST
+
+/* A restore is done before a copy of the job's to the device starts, not
+ * in flight over it: it ends at operation 95 instead of 99. */
+START_TEST(restore_clears_job_copy_to_device)
+{
+	int u[] = { 0, 99, -1 };
+	buf(GIB, 0, 99, 1, u);
+	hump(GIB, 40, 60);
+	prof_xfer(&pr, 95, PROF_XFER_H2D);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].at, 86);
+	ck_assert(pl.mv[0].h2d_start == 87 * OP && pl.mv[0].h2d_end == 95 * OP);
+	ck_assert(pl.stall_s == 0);
+	ck_assert(pl.step_s == N * OP);
+	/* a copy to the host does not move it */
+	plan_fini(&pl);
+	prof_fini(&pr);
+	setup();
+	buf(GIB, 0, 99, 1, u);
+	hump(GIB, 40, 60);
+	prof_xfer(&pr, 95, PROF_XFER_D2H);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_uint_eq(pl.mv[0].at, 90);
+}
+END_TEST
+
+/*
+ * An offload after the last use (95) of a persistent buffer runs into the
+ * next iteration, where the job copies to the host at operation 2: that
+ * copy waits 2 operations for it. Without stalls the move is not made;
+ * with them, the wait is the predicted stall.
+ */
+START_TEST(job_copy_wait_is_a_stall)
+{
+	int u[] = { 60, 95, -1 };
+	buf(GIB, PROF_NONE, PROF_NONE, 1, u);
+	hump(GIB, 10, 30);
+	prof_xfer(&pr, 2, PROF_XFER_D2H);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(!pl.met);
+	ck_assert_uint_eq(pl.n, 0);
+	plan_fini(&pl);
+	pp.allow_stall = 1;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].issue, 95);
+	ck_assert(pl.mv[0].d2h_start == 96 * OP && pl.mv[0].d2h_end == 104 * OP);
+	ck_assert(pl.stall_s == 2 * OP);
+	ck_assert(pl.step_s == (N + 2) * OP);
+}
+END_TEST
+
 /* The link is too slow for the gap: nothing moves, and the bound says so. */
 START_TEST(too_slow_to_bridge)
 {
@@ -451,7 +548,7 @@ END_TEST
  */
 START_TEST(random_profiles_are_consistent)
 {
-	unsigned seed = 11;
+	unsigned seed = 11, deferred = 0;
 	for (int round = 0; round < 30; round++) {
 		prof_fini(&pr);
 		uint32_t n = 200;
@@ -466,6 +563,12 @@ START_TEST(random_profiles_are_consistent)
 				u[1] = -1;
 			buf(GIB / 8 * (1 + rand_r(&seed) % 8), a, f, rand_r(&seed) % 4 != 0, u);
 		}
+		/* and copies of the job's between host and device, in half the rounds */
+		for (int k = 0; round % 2 && k < 8; k++)
+			prof_xfer(&pr, (uint32_t)(rand_r(&seed) % n), 1 + (unsigned)(k % 2));
+		double T[200], S = prof_time(&pr);
+		for (uint32_t i = 0, t = 0; i < n; t += (uint32_t)(pr.dur[i] / OP), i++)
+			T[i] = t * OP;
 		struct plan_params pp = params((uint64_t)(rand_r(&seed) % 8) * GIB, 2 + rand_r(&seed) % 30, 0);
 		ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
 		ck_assert_uint_le(pl.peak, pl.peak_before);
@@ -476,10 +579,27 @@ START_TEST(random_profiles_are_consistent)
 			ck_assert(pr.buf[m->buf].movable);
 			ck_assert(m->d2h_end <= m->h2d_start + 1e-12 || m->use == PROF_NONE);
 			ck_assert(m->use == PROF_NONE || m->h2d_end <= prof_time(&pr) * 2);
+			ck_assert(m->after == PROF_NONE || m->issue >= m->after);
+			deferred += m->issue != m->after;
+			/* no stall: no copy of the job's started while one of ebb's of
+			 * its direction, queued before it, was still copying */
+			for (uint32_t c = 0; c < n; c++)
+				for (int f = 0; f < 2; f++) {
+					double tc = T[c] + f * S;
+					if (pr.xfer[c] == PROF_XFER_D2H && m->after != PROF_NONE &&
+					    (f == 1 || c > m->issue))
+						ck_assert_msg(m->d2h_end <= tc + 1e-12,
+						    "round %d: offload issued after %u ends at %g, "
+						    "the job's copy %u (%d iterations on) starts at %g",
+						    round, m->issue, m->d2h_end / OP, c, f, tc / OP);
+					if (pr.xfer[c] == PROF_XFER_H2D && m->use != PROF_NONE)
+						ck_assert(!(m->h2d_start < tc - 1e-12 && m->h2d_end > tc + 1e-12));
+				}
 		}
 		ck_assert_uint_le(plan_bound(&pr, &pp), pl.peak_before);
 		plan_fini(&pl);
 	}
+	ck_assert_uint_gt(deferred, 0);	/* the job's copies did move some offloads */
 }
 END_TEST
 
@@ -504,6 +624,9 @@ main(void)
 	tcase_add_test(tc, accumulation_trades_stalls_for_memory);
 	tcase_add_test(tc, record_builds_the_profile);
 	tcase_add_test(tc, random_profiles_are_consistent);
+	tcase_add_test(tc, offload_waits_for_job_copy_to_host);
+	tcase_add_test(tc, restore_clears_job_copy_to_device);
+	tcase_add_test(tc, job_copy_wait_is_a_stall);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
