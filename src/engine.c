@@ -666,6 +666,7 @@ ebb_engine_op_begin(struct ebb_op *op)
 		}
 	}
 	int unresolved = (op->kind == EBB_OP_LAUNCH && k == NULL) || resolve_op(op, k) < 0;
+	unsigned xfer = copy_dir(op);
 	struct bufset *s = &tl_set;
 	/*
 	 * The uses are noted first: a use not yet submitted to the driver keeps
@@ -717,6 +718,11 @@ ebb_engine_op_begin(struct ebb_op *op)
 			ebb_line_u64(&l, k ? k->id : 0);
 			break;
 		case EBB_OP_COPY:
+			ebb_line_u64(&l, op->bytes);
+			ebb_line_u64(&l, op->sync);
+			ebb_line_str(&l, xfer == PROF_XFER_D2H ? "d2h" : xfer == PROF_XFER_H2D ? "h2d" :
+			    "other");
+			break;
 		case EBB_OP_SET:
 			ebb_line_u64(&l, op->bytes);
 			ebb_line_u64(&l, op->sync);
@@ -743,7 +749,7 @@ ebb_engine_op_begin(struct ebb_op *op)
 		ebb_line_end(&l);
 	}
 	uint32_t token = op_token(op, k);
-	exec_op(op->seq, token, s->v, s->n, copy_dir(op));
+	exec_op(op->seq, token, s->v, s->n, xfer);
 	int action = learn_step(op->seq, token, op->sync ? ITER_SYNC_OP : ITER_NOSYNC, k);
 	int timed = (learn == LEARN_SEARCH || learn == LEARN_FOUND) && action >= 0;
 	int plan_due = exec_plan_due();

@@ -13,7 +13,7 @@
 #define EBB_TRACE_FORMAT_H
 
 #define EBB_TRACE_MAGIC "#ebb-trace"
-#define EBB_TRACE_VERSION 1
+#define EBB_TRACE_VERSION 2
 
 /*
  * One entry per record type: letter, name, fields. A field ending in "..."
@@ -24,7 +24,7 @@
 	X('A', alloc,     "t bid addr size stream kind site")		\
 	X('F', free,      "t bid stream kind")				\
 	X('L', launch,    "t seq stream kid bids...")			\
-	X('C', copy,      "t seq stream bytes sync bids...")		\
+	X('C', copy,      "t seq stream bytes sync dir bids...")		\
 	X('M', memset,    "t seq stream bytes sync bids...")		\
 	X('N', nccl,      "t seq stream op peer bytes bids...")		\
 	X('R', graph,     "t seq stream graph")				\

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "trace_format.h"
 #include "trace_read.h"
 
 /* ---- the trace, loaded ---- */
@@ -32,7 +33,7 @@ trace_load(const char *path, struct trace *t)
 	t->text = read_file(path);
 	ck_assert_msg(t->text != NULL, "no trace at %s", path);
 	char *save = NULL, *line = strtok_r(t->text, "\n", &save);
-	ck_assert_msg(line && ebb_trace_header(line) == 1, "bad trace header in %s", path);
+	ck_assert_msg(line && ebb_trace_header(line) == EBB_TRACE_VERSION, "bad trace header in %s", path);
 	t->r = NULL;
 	t->n = 0;
 	struct ebb_trace_rec rec = { 0 };
@@ -571,6 +572,16 @@ count_under_plan(const struct trace *t, char type, size_t what, const char *valu
 	return n;
 }
 
+/* Records of a type whose field what is value. */
+static size_t
+count_type_field(const struct trace *t, char type, size_t what, const char *value)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < t->n; i++)
+		n += t->r[i].type == type && t->r[i].n > what && strcmp(t->r[i].f[what], value) == 0;
+	return n;
+}
+
 /* The plan's offloads issued after a copy of the job's (C record), not
  * after a use: held back so as not to queue ahead of that copy. */
 static size_t
@@ -650,6 +661,7 @@ START_TEST(plan_moves_ahead_of_use)
 	/* the optimizer state, offloaded after its update, would still be
 	 * copying when the job copies its results to the host: after that */
 	ck_assert_uint_gt(offloads_after_copies(&t), 20);
+	ck_assert_uint_ge(count_type_field(&t, 'C', 5, "d2h"), 30);	/* one an iteration */
 	ck_assert_ptr_nonnull(strstr(r.err, "plan: 1 made"));
 	trace_free(&t);
 	run_free(&r);

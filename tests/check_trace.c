@@ -12,6 +12,7 @@
 
 #include "testutil.h"
 #include "trace.h"
+#include "trace_format.h"
 #include "trace_read.h"
 
 #define THREADS 8
@@ -64,7 +65,7 @@ START_TEST(threads_write_whole_lines)
 	char *line = NULL;
 	size_t cap = 0;
 	ck_assert_int_gt(getline(&line, &cap, f), 0);
-	ck_assert_int_eq(ebb_trace_header(line), 1);
+	ck_assert_int_eq(ebb_trace_header(line), EBB_TRACE_VERSION);
 	ck_assert_ptr_nonnull(strstr(line, "mode=observe"));
 	struct ebb_trace_rec r = { 0 };
 	char err[256];

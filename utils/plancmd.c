@@ -652,6 +652,12 @@ build_profile(struct src *s, const struct scan *sc, const struct choice *ch, str
 		if (!op)
 			continue;
 		if (started) {
+			/* a copy between host and device shares a copy engine with ebb's */
+			if (e.type == 'C') {
+				const char *dir = s->r.field[5];
+				rec_xfer(&b->r, e.seq, strcmp(dir, "d2h") == 0 ? PROF_XFER_D2H :
+				    strcmp(dir, "h2d") == 0 ? PROF_XFER_H2D : 0);
+			}
 			for (uint64_t k = 0; k < e.nlist; k++) {
 				uint64_t id;
 				if (ebb_trace_u64(&s->r, e.list + 1 + k, &id) == 0)
@@ -712,9 +718,9 @@ print_moves(FILE *out, const struct build *b, const struct plan *pl, uint64_t s0
 		if (mv->after == PROF_NONE)
 			snprintf(after, sizeof after, "host");
 		else
-			put_op(after, sizeof after, s0, p->nops, mv->after, 0);
+			put_op(after, sizeof after, s0, p->nops, mv->issue, 0);
 		/* a wrapping restore is issued in the next iteration when it comes before the offload */
-		put_op(at, sizeof at, s0, p->nops, mv->at, mv->wrap && mv->at < mv->after);
+		put_op(at, sizeof at, s0, p->nops, mv->at, mv->wrap && mv->at < mv->issue);
 		put_op(use, sizeof use, s0, p->nops, mv->use, mv->wrap);
 		fprintf(out, "%10llu  %12s  %10.2f  %13s  %13s  %10s  %4s\n",
 		    (unsigned long long)b->bid[mv->buf], key, (double)pb->size / MIB, after, at, use,
@@ -817,6 +823,13 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	fprintf(out, "%s time per iteration: %.6f s\n", ch.cupti ? "gpu" : "host", prof_time(p));
 	fprintf(out, "buffers: %u, movable: %u (of at least %.2f MiB)\n", p->nbufs, nmov,
 	    (double)o->min_bytes / MIB);
+	uint32_t jd = 0, jh = 0;
+	for (uint32_t i = 0; i < p->nops; i++) {
+		jd += p->xfer[i] == PROF_XFER_D2H;
+		jh += p->xfer[i] == PROF_XFER_H2D;
+	}
+	fprintf(out, "job's copies: %u to the host, %u to the device (the plan keeps clear of them)\n",
+	    jd, jh);
 	fprintf(out, "learned peak: %.2f GiB\n", (double)peak / GIB);
 	fprintf(out, "bandwidth: d2h %.2f GB/s (%s), h2d %.2f GB/s (%s)\n", gbps[0], from[0],
 	    gbps[1], from[1]);
