@@ -64,15 +64,15 @@ static const char body[] =
  * the lines whose type letter is in drop, then extra. Returns its path.
  */
 static const char *
-write_trace(const char *drop, const char *extra)
+write_body(int version, const char *text, const char *drop, const char *extra)
 {
 	const char *path = tmp_file("plan");
 	FILE *f = fopen(path, "w");
 
 	ck_assert_ptr_nonnull(f);
 	fprintf(f, "%s %d ebb=%s pid=%d mode=observe epoch=%lld.%09ld\n", EBB_TRACE_MAGIC,
-	    EBB_TRACE_VERSION, PACKAGE_VERSION, 4711, 1795952310LL, 511351266L);
-	for (const char *p = body; *p;) {
+	    version, PACKAGE_VERSION, 4711, 1795952310LL, 511351266L);
+	for (const char *p = text; *p;) {
 		const char *nl = strchr(p, '\n');
 		size_t len = (size_t)(nl - p) + 1;
 		if (strchr(drop, *p) == NULL)
@@ -82,6 +82,12 @@ write_trace(const char *drop, const char *extra)
 	fputs(extra, f);
 	ck_assert_int_eq(fclose(f), 0);
 	return path;
+}
+
+static const char *
+write_trace(const char *drop, const char *extra)
+{
+	return write_body(EBB_TRACE_VERSION, body, drop, extra);
 }
 
 /* Run ebb plan on path with up to 8 more arguments (NULL-terminated). */
@@ -306,6 +312,36 @@ START_TEST(malformed_lines_are_named)
 }
 END_TEST
 
+/* The job's own copies between host and device (C records' dir) are read;
+ * a trace of format version 1, whose C records have no dir, is refused. */
+START_TEST(job_copies_are_read)
+{
+	static const char *const args[] = { "--target", "1G", NULL };
+	char text[sizeof body + 64];
+	struct run_result r;
+	const char *l8 = "L 900 8 0x1 1 0\n", *l11 = "L 1200 11 0x1 1 0\n";
+	const char *p8 = strstr(body, l8), *p11 = strstr(body, l11);
+
+	ck_assert(p8 != NULL && p11 != NULL && p8 < p11);
+	snprintf(text, sizeof text, "%.*sC 900 8 0x1 4 0 d2h 0\n%.*sC 1200 11 0x1 4 0 h2d 0\n%s",
+	    (int)(p8 - body), body, (int)(p11 - p8 - strlen(l8)), p8 + strlen(l8),
+	    p11 + strlen(l11));
+	plan(&r, write_body(EBB_TRACE_VERSION, text, "", ""), args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "job's copies: 1 to the host, 1 to the device"));
+	run_free(&r);
+
+	plan(&r, write_trace("", ""), args);
+	ck_assert_ptr_nonnull(strstr(r.out, "job's copies: 0 to the host, 0 to the device"));
+	run_free(&r);
+
+	plan(&r, write_body(1, body, "", ""), args);
+	ck_assert_int_ne(r.status, 0);
+	ck_assert_ptr_nonnull(strstr(r.err, "trace format version 1; this ebb reads version 2"));
+	run_free(&r);
+}
+END_TEST
+
 START_TEST(usage_errors)
 {
 	static const char *const bad_target[] = { "--target", "lots", NULL };
@@ -345,6 +381,7 @@ main(void)
 	tcase_add_test(tc, no_iteration_records);
 	tcase_add_test(tc, malformed_lines_are_named);
 	tcase_add_test(tc, usage_errors);
+	tcase_add_test(tc, job_copies_are_read);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
