@@ -199,6 +199,8 @@ struct sim {
 	double stall;
 	int64_t peak;
 	uint32_t peak_op;
+	int infeasible;		/* an offload could not be issued before the buffer's next
+				 * use or free without delaying a copy of the job's */
 };
 
 static double
@@ -399,9 +401,13 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		uint32_t floor_at = 0;	/* copies queue in this order: none is issued
 					 * before one deferred ahead of it */
 		job_wait = 0;
+		s->infeasible = 0;
 		for (uint32_t j = 0; j < nd; j++) {
 			struct plan_move *mv = &s->mv[s->order[j]];
 			uint32_t at = mv->after > floor_at ? mv->after : floor_at;
+			/* it must be issued before the buffer's next use in the iteration, or its free */
+			uint32_t lim = mv->use != PROF_NONE ? (mv->wrap ? n : mv->use) :
+			    p->buf[mv->buf].free != PROF_NONE ? p->buf[mv->buf].free : n;
 			double st, en;
 			for (;;) {
 				for (; jc < n && jc <= at; jc = s->next_d2h[jc + 1])
@@ -412,6 +418,8 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 					break;
 				at = jc;
 			}
+			if (at >= lim)
+				s->infeasible = 1;
 			mv->issue = floor_at = at;
 			mv->d2h_start = st;
 			mv->d2h_end = en;
@@ -481,8 +489,8 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		int64_t a = last_end(s, start);
 		if (start < lb)
 			a = last_end(s, lb) + 1;	/* the host waits for the offload: late */
-		if (a < (int64_t)mv->after)
-			a = mv->after;
+		if (a < (int64_t)mv->issue)
+			a = mv->issue;
 		if (x->not_before >= 0 && a < x->not_before)
 			a = x->not_before;	/* a late restore, chosen to save memory at a peak */
 		int64_t use = (int64_t)mv->use + (mv->wrap ? (int64_t)n : 0);
@@ -773,7 +781,7 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 			c[late].not_before = late_at;
 			c[late].retried_at = at;
 			simulate(&s, c, chosen, m, tmp);
-			if (!(s.mem[at] < before && s.peak <= peak_before)) {
+			if (!(s.mem[at] < before && s.peak <= peak_before) || s.infeasible) {
 				c[late].not_before = was;
 				simulate(&s, c, chosen, m, tmp);
 			}
@@ -787,7 +795,7 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 		chosen[m] = (uint32_t)best;
 		simulate(&s, c, chosen, m + 1, tmp);
 		int better = s.mem[at] < before && s.peak <= peak_before;
-		int on_time = pp->allow_stall || s.stall <= stall + 1e-9;
+		int on_time = (pp->allow_stall || s.stall <= stall + 1e-9) && !s.infeasible;
 		if (better && on_time) {
 			c[best].state = 1;
 			m++;

@@ -223,6 +223,82 @@ START_TEST(job_copy_wait_is_a_stall)
 }
 END_TEST
 
+/*
+ * Held back past the job's copies to the host at 5, 10, 15 and then 20,
+ * the offload of a buffer used again at 20 would come after that use: even
+ * with stalls allowed, that gap is not bridged.
+ */
+START_TEST(no_offload_after_the_next_use)
+{
+	int u[] = { 0, 20, -1 };
+	uint32_t a = buf(GIB, 0, 99, 1, u);
+	hump(GIB, 12, 16);
+	struct plan_params pp = params(GIB, 8, 1);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);	/* without the job's copies: a late restore */
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].buf, a);
+	ck_assert(pl.stall_s > 0);
+	plan_fini(&pl);
+	for (uint32_t c = 5; c <= 20; c += 5)
+		prof_xfer(&pr, c, PROF_XFER_D2H);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(!pl.met);
+	ck_assert_uint_eq(pl.n, 0);
+}
+END_TEST
+
+/*
+ * Random profiles with copies of the job's to the host, stalls allowed in
+ * half of them: no offload is ever issued at or after the use it is for, or
+ * the free of its buffer. (Holding one offload back past a copy of the
+ * job's holds back those queued after it; this once put one past its use,
+ * in round 3753 of these 5000.)
+ */
+START_TEST(offloads_never_follow_their_next_use)
+{
+	unsigned seed = 1;
+	for (int round = 0; round < 5000; round++) {
+		prof_fini(&pr);
+		uint32_t n = 100;
+		ck_assert_int_eq(prof_init(&pr, n), 0);
+		for (uint32_t i = 0; i < n; i++)
+			pr.dur[i] = OP * (1 + rand_r(&seed) % 4);
+		int nb = 5 + rand_r(&seed) % 20;
+		for (int k = 0; k < nb; k++) {
+			uint32_t a = (uint32_t)(rand_r(&seed) % 50), f = 99 - a - (uint32_t)(rand_r(&seed) % 3);
+			int64_t b = prof_add(&pr, GIB / 8 * (1 + rand_r(&seed) % 8), (uint64_t)k, a,
+			    rand_r(&seed) % 4 != 0);
+			ck_assert_int_ge(b, 0);
+			uint32_t u2 = a + 1 + (uint32_t)(rand_r(&seed) % 30);
+			if (u2 >= f)
+				u2 = f;
+			ck_assert_int_eq(prof_use(&pr, (uint32_t)b, a), 0);
+			if (u2 > a)
+				ck_assert_int_eq(prof_use(&pr, (uint32_t)b, u2), 0);
+			if (f > u2)
+				ck_assert_int_eq(prof_use(&pr, (uint32_t)b, f), 0);
+			prof_free(&pr, (uint32_t)b, f);
+		}
+		for (int k = 0, nx = rand_r(&seed) % 20; k < nx; k++)
+			prof_xfer(&pr, (uint32_t)(rand_r(&seed) % n), PROF_XFER_D2H);
+		struct plan_params pp = params((uint64_t)(rand_r(&seed) % 6) * GIB, 0, 0);
+		pp.d2h_bps = (double)GIB / ((2 + rand_r(&seed) % 20) * OP);
+		pp.h2d_bps = (double)GIB / (8 * OP);
+		pp.allow_stall = rand_r(&seed) % 2;
+		ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+		for (uint32_t k = 0; k < pl.n; k++) {
+			const struct plan_move *m = &pl.mv[k];
+			uint32_t lim = m->use != PROF_NONE ? (m->wrap ? n : m->use) : pr.buf[m->buf].free;
+			ck_assert_msg(m->after == PROF_NONE || m->issue < lim,
+			    "round %d: an offload issued after %u, for use or free at %u", round,
+			    m->issue, lim);
+		}
+		plan_fini(&pl);
+	}
+}
+END_TEST
+
 /* The link is too slow for the gap: nothing moves, and the bound says so. */
 START_TEST(too_slow_to_bridge)
 {
@@ -569,21 +645,25 @@ START_TEST(random_profiles_are_consistent)
 		double T[200], S = prof_time(&pr);
 		for (uint32_t i = 0, t = 0; i < n; t += (uint32_t)(pr.dur[i] / OP), i++)
 			T[i] = t * OP;
-		struct plan_params pp = params((uint64_t)(rand_r(&seed) % 8) * GIB, 2 + rand_r(&seed) % 30, 0);
+		/* stalls allowed in every third round */
+		int stalls = round % 3 == 2;
+		struct plan_params pp = params((uint64_t)(rand_r(&seed) % 8) * GIB, 2 + rand_r(&seed) % 30,
+		    stalls);
 		ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
 		ck_assert_uint_le(pl.peak, pl.peak_before);
-		ck_assert(pl.stall_s == 0);
-		ck_assert(fabs(pl.step_s - pl.step_before_s) < 1e-12);
+		ck_assert(stalls || pl.stall_s == 0);
+		ck_assert(fabs(pl.step_s - pl.step_before_s - pl.stall_s) < 1e-9);
 		for (uint32_t k = 0; k < pl.n; k++) {
 			const struct plan_move *m = &pl.mv[k];
 			ck_assert(pr.buf[m->buf].movable);
 			ck_assert(m->d2h_end <= m->h2d_start + 1e-12 || m->use == PROF_NONE);
 			ck_assert(m->use == PROF_NONE || m->h2d_end <= prof_time(&pr) * 2);
 			ck_assert(m->after == PROF_NONE || m->issue >= m->after);
+			ck_assert(m->use == PROF_NONE || m->wrap || m->issue < m->use);
 			deferred += m->issue != m->after;
 			/* no stall: no copy of the job's started while one of ebb's of
 			 * its direction, queued before it, was still copying */
-			for (uint32_t c = 0; c < n; c++)
+			for (uint32_t c = 0; !stalls && c < n; c++)
 				for (int f = 0; f < 2; f++) {
 					double tc = T[c] + f * S;
 					if (pr.xfer[c] == PROF_XFER_D2H && m->after != PROF_NONE &&
@@ -627,6 +707,8 @@ main(void)
 	tcase_add_test(tc, offload_waits_for_job_copy_to_host);
 	tcase_add_test(tc, restore_clears_job_copy_to_device);
 	tcase_add_test(tc, job_copy_wait_is_a_stall);
+	tcase_add_test(tc, no_offload_after_the_next_use);
+	tcase_add_test(tc, offloads_never_follow_their_next_use);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
