@@ -29,7 +29,7 @@
  *
  * The job's own copies between host and device share the copy engines:
  * one queued behind ebb's copies of its direction waits for all of them
- * (device-facts.md), and the job's stream with it. So an offload that would
+ * (bench/copyqueue.py measures it), and the job's stream with it. So an offload that would
  * still be copying when a copy of the job's to the host starts is issued
  * after that copy instead, and a restore is placed to end before a copy of
  * the job's to the device starts; what still waits is predicted as a stall.

@@ -309,6 +309,14 @@ START_TEST(malformed_lines_are_named)
 	snprintf(want, sizeof want, "%s:%d: operation 12 after operation 13", path, line);
 	ck_assert_ptr_nonnull(strstr(r.err, want));
 	run_free(&r);
+
+	path = write_trace("", "C 1700 14 0x1 4 0 sideways 0\n");
+	plan(&r, path, args);
+	ck_assert_int_eq(r.status, 1);
+	snprintf(want, sizeof want, "ebb plan: %s:%d: copy direction 'sideways': d2h, h2d or "
+	    "other\n", path, line);
+	ck_assert_str_eq(r.err, want);
+	run_free(&r);
 }
 END_TEST
 

@@ -38,6 +38,7 @@ struct src {
 /* The numbers of one record that ebb plan uses, checked. */
 struct ev {
 	char type;
+	unsigned xfer;		/* C: PROF_XFER_* of its dir, or 0 */
 	uint64_t t, seq, id, size;
 	uint64_t a, b, c;	/* G: seq start end; I: iter seq period */
 	size_t list;		/* field of the list count; 0: no list */
@@ -228,6 +229,17 @@ decode(struct src *s, struct ev *e)
 	if (is_op(r->type)) {
 		if (num(s, 0, &e->t) < 0 || num(s, 1, &e->seq) < 0)
 			return -1;
+		if (r->type == 'C') {
+			const char *dir = r->field[5];
+			if (strcmp(dir, "d2h") == 0)
+				e->xfer = PROF_XFER_D2H;
+			else if (strcmp(dir, "h2d") == 0)
+				e->xfer = PROF_XFER_H2D;
+			else if (strcmp(dir, "other") != 0) {
+				bad(s, "copy direction '%s': d2h, h2d or other", dir);
+				return -1;
+			}
+		}
 		e->list = list_field(r->type);
 		if (e->list == 0 || strcmp(r->field[e->list], "?") == 0)
 			return 0;
@@ -653,11 +665,7 @@ build_profile(struct src *s, const struct scan *sc, const struct choice *ch, str
 			continue;
 		if (started) {
 			/* a copy between host and device shares a copy engine with ebb's */
-			if (e.type == 'C') {
-				const char *dir = s->r.field[5];
-				rec_xfer(&b->r, e.seq, strcmp(dir, "d2h") == 0 ? PROF_XFER_D2H :
-				    strcmp(dir, "h2d") == 0 ? PROF_XFER_H2D : 0);
-			}
+			rec_xfer(&b->r, e.seq, e.xfer);
 			for (uint64_t k = 0; k < e.nlist; k++) {
 				uint64_t id;
 				if (ebb_trace_u64(&s->r, e.list + 1 + k, &id) == 0)
