@@ -299,6 +299,92 @@ START_TEST(offloads_never_follow_their_next_use)
 }
 END_TEST
 
+/*
+ * A step of W1's shape (24 layers: fp32 weights, optimizer state, gradients;
+ * 8 micro-batches of 1.8 GiB activations a layer; 55 GB/s each way), with
+ * the job's copies of a real step: its input to the device at each
+ * micro-batch and loss.item() to the host after the optimizer. Planning
+ * around them costs no traffic: the same moves, no stall. With a copy to
+ * the host in every forward layer as well, big offloads have no room.
+ */
+static void
+w1_step(int input_and_item, int per_layer)
+{
+	enum { NL = 24, NM = 8 };
+	const uint64_t mib = 1 << 20;
+	uint32_t fwd[NM][NL], bwd[NM][NL], opt[NL], op = 0, sync;
+
+	prof_fini(&pr);
+	ck_assert_int_eq(prof_init(&pr, NM * (1 + 2 * NL) + NL + 2), 0);
+	for (int m = 0; m < NM; m++) {
+		if (input_and_item)
+			prof_xfer(&pr, op, PROF_XFER_H2D);
+		pr.dur[op++] = 20e-6;
+		for (int l = 0; l < NL; l++) {
+			if (per_layer)
+				prof_xfer(&pr, op, PROF_XFER_D2H);
+			pr.dur[fwd[m][l] = op++] = 5e-3;
+		}
+		for (int l = NL - 1; l >= 0; l--)
+			pr.dur[bwd[m][l] = op++] = 10e-3;
+	}
+	for (int l = 0; l < NL; l++)
+		pr.dur[opt[l] = op++] = 2.5e-3;
+	if (input_and_item)
+		prof_xfer(&pr, op, PROF_XFER_D2H);
+	pr.dur[op++] = 10e-6;
+	sync = op++;
+	for (int l = 0; l < NL; l++) {
+		int64_t w = prof_add(&pr, 200 * mib, pr.nbufs, PROF_NONE, 1);
+		int64_t st = prof_add(&pr, 400 * mib, pr.nbufs, PROF_NONE, 1);
+		int64_t g = prof_add(&pr, 200 * mib, pr.nbufs, bwd[0][l], 1);
+		for (int m = 0; m < NM; m++) {
+			prof_use(&pr, (uint32_t)w, fwd[m][l]);
+			prof_use(&pr, (uint32_t)w, bwd[m][l]);
+			prof_use(&pr, (uint32_t)g, bwd[m][l]);
+		}
+		prof_use(&pr, (uint32_t)w, opt[l]);
+		prof_use(&pr, (uint32_t)st, opt[l]);
+		prof_use(&pr, (uint32_t)g, opt[l]);
+		prof_free(&pr, (uint32_t)g, sync);
+	}
+	for (int m = 0; m < NM; m++)
+		for (int l = 0; l < NL; l++) {
+			int u[] = { (int)fwd[m][l], (int)bwd[m][l], -1 };
+			buf(1800 * mib, fwd[m][l], bwd[m][l], 1, u);
+		}
+}
+
+START_TEST(job_copies_of_a_training_step)
+{
+	struct plan_params pp = { .target = 54 * GIB, .d2h_bps = 55e9, .h2d_bps = 55e9,
+		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = 2 << 20 };
+	struct plan without, with;
+
+	w1_step(0, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &without), 0);
+	ck_assert(without.met);
+	w1_step(1, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &with), 0);
+	ck_assert(with.met);
+	ck_assert_uint_eq(with.n, without.n);
+	ck_assert_uint_eq(with.bytes_d2h, without.bytes_d2h);
+	ck_assert(with.stall_s == 0);
+	uint32_t deferred = 0;
+	for (uint32_t k = 0; k < with.n; k++)
+		deferred += with.mv[k].issue != with.mv[k].after;
+	ck_assert_uint_gt(deferred, 0);	/* the optimizer state leaves after loss.item() */
+	plan_fini(&with);
+	/* a copy to the host in every forward layer: the target is out of reach */
+	w1_step(1, 1);
+	ck_assert_int_eq(plan_make(&pr, &pp, &with), 0);
+	ck_assert(!with.met);
+	ck_assert_uint_gt(with.bytes_d2h, 2 * without.bytes_d2h);
+	plan_fini(&with);
+	plan_fini(&without);
+}
+END_TEST
+
 /* The link is too slow for the gap: nothing moves, and the bound says so. */
 START_TEST(too_slow_to_bridge)
 {
@@ -709,6 +795,7 @@ main(void)
 	tcase_add_test(tc, job_copy_wait_is_a_stall);
 	tcase_add_test(tc, no_offload_after_the_next_use);
 	tcase_add_test(tc, offloads_never_follow_their_next_use);
+	tcase_add_test(tc, job_copies_of_a_training_step);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
