@@ -381,9 +381,10 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 	/*
 	 * D2H: in issue order, that is by the end of the use before the gap.
 	 * An offload that would still be copying when a copy of the job's to
-	 * the host starts is issued after that copy; a copy of the job's that
-	 * finds the engine busy all the same (with what the last iteration
-	 * left queued) waits, and the job with it.
+	 * the host starts is issued after that copy, unless stalls are allowed
+	 * (a plan that could not meet its target otherwise: there, as where the
+	 * engine is busy all the same with what the last iteration left queued,
+	 * the job's copy waits, and the job with it).
 	 */
 	uint32_t nd = 0;
 	for (uint32_t k = 0; k < m; k++) {
@@ -414,7 +415,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 					job_wait += t > s->T[jc] ? t - s->T[jc] : 0;
 				st = s->E[at] > t ? s->E[at] : t;
 				en = st + d2h_time(s, p->buf[mv->buf].size);
-				if (jc >= n || en <= s->T[jc])
+				if (s->pp->allow_stall || jc >= n || en <= s->T[jc])
 					break;
 				at = jc;
 			}

@@ -31,8 +31,9 @@
  * one queued behind ebb's copies of its direction waits for all of them
  * (bench/copyqueue.py measures it), and the job's stream with it. So an offload that would
  * still be copying when a copy of the job's to the host starts is issued
- * after that copy instead, and a restore is placed to end before a copy of
- * the job's to the device starts; what still waits is predicted as a stall.
+ * after that copy instead (not when stalls are allowed: there the job's
+ * copy waits), and a restore is placed to end before a copy of the job's to
+ * the device starts; what still waits is predicted as a stall.
  *
  * Pure C: no CUDA, no I/O, no globals.
  */

@@ -225,8 +225,9 @@ END_TEST
 
 /*
  * Held back past the job's copies to the host at 5, 10, 15 and then 20,
- * the offload of a buffer used again at 20 would come after that use: even
- * with stalls allowed, that gap is not bridged.
+ * the offload of a buffer used again at 20 would come after that use: that
+ * gap is not bridged. Allowing stalls, the offload is not held back; the
+ * job's copies wait behind it.
  */
 START_TEST(no_offload_after_the_next_use)
 {
@@ -239,12 +240,21 @@ START_TEST(no_offload_after_the_next_use)
 	ck_assert_uint_eq(pl.n, 1);
 	ck_assert_uint_eq(pl.mv[0].buf, a);
 	ck_assert(pl.stall_s > 0);
+	double stall = pl.stall_s;
 	plan_fini(&pl);
 	for (uint32_t c = 5; c <= 20; c += 5)
 		prof_xfer(&pr, c, PROF_XFER_D2H);
+	pp.allow_stall = 0;
 	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
 	ck_assert(!pl.met);
 	ck_assert_uint_eq(pl.n, 0);
+	plan_fini(&pl);
+	pp.allow_stall = 1;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].issue, 0);
+	ck_assert(pl.stall_s > stall);	/* the copy at 5 waits for the offload */
 }
 END_TEST
 
@@ -375,11 +385,19 @@ START_TEST(job_copies_of_a_training_step)
 		deferred += with.mv[k].issue != with.mv[k].after;
 	ck_assert_uint_gt(deferred, 0);	/* the optimizer state leaves after loss.item() */
 	plan_fini(&with);
-	/* a copy to the host in every forward layer: the target is out of reach */
+	/* a copy to the host in every forward layer: the target is out of reach
+	 * without stalls; with them, the copies wait behind the offloads */
 	w1_step(1, 1);
 	ck_assert_int_eq(plan_make(&pr, &pp, &with), 0);
 	ck_assert(!with.met);
 	ck_assert_uint_gt(with.bytes_d2h, 2 * without.bytes_d2h);
+	plan_fini(&with);
+	pp.allow_stall = 1;
+	ck_assert_int_eq(plan_make(&pr, &pp, &with), 0);
+	ck_assert(with.met);
+	ck_assert(with.stall_s > 0);
+	for (uint32_t k = 0; k < with.n; k++)
+		ck_assert_uint_eq(with.mv[k].issue, with.mv[k].after);
 	plan_fini(&with);
 	plan_fini(&without);
 }
