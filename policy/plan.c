@@ -217,18 +217,12 @@ ext_E(const struct sim *s, int64_t x)
 	return s->E[x - k * s->n] + (double)k * s->S;
 }
 
-/* The first operation (extended) that starts at or after t (t >= 0). */
-static int64_t
-first_start(const struct sim *s, double t)
+/* The first operation of the iteration that starts at or after r (n: none). */
+static uint32_t
+first_from(const struct sim *s, double r)
 {
-	int64_t k = s->S > 0 ? (int64_t)floor(t / s->S) : 0;
-	double r = t - (double)k * s->S;
-	uint32_t lo = 0, hi = s->n;	/* smallest i with T[i] >= r */
+	uint32_t lo = 0, hi = s->n;
 
-	if (k < 0) {
-		k = 0;
-		r = 0;
-	}
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		if (s->T[mid] >= r)
@@ -236,7 +230,21 @@ first_start(const struct sim *s, double t)
 		else
 			lo = mid + 1;
 	}
-	return k * s->n + lo;
+	return lo;
+}
+
+/* The first operation (extended) that starts at or after t (t >= 0). */
+static int64_t
+first_start(const struct sim *s, double t)
+{
+	int64_t k = s->S > 0 ? (int64_t)floor(t / s->S) : 0;
+	double r = t - (double)k * s->S;
+
+	if (k < 0) {
+		k = 0;
+		r = 0;
+	}
+	return k * s->n + first_from(s, r);
 }
 
 /* The last operation (extended) that ends at or before t. */
@@ -301,15 +309,7 @@ job_h2d_within(const struct sim *s, double a, double b)
 	if (s->S <= 0 || !(b > a))
 		return -INFINITY;
 	for (int64_t k = (int64_t)floor(b / s->S); (double)(k + 1) * s->S > a; k--) {
-		double r = b - (double)k * s->S;
-		uint32_t lo = 0, hi = s->n;	/* smallest i with T[i] >= r */
-		while (lo < hi) {
-			uint32_t mid = lo + (hi - lo) / 2;
-			if (s->T[mid] >= r)
-				hi = mid;
-			else
-				lo = mid + 1;
-		}
+		uint32_t lo = first_from(s, b - (double)k * s->S);
 		if (lo == 0)
 			continue;
 		uint32_t c = s->prev_h2d[lo - 1];

@@ -40,6 +40,18 @@ copy_side(CUmemorytype type, CUdeviceptr dev, size_t x, size_t y, size_t z, size
 	return dev + x + y * pitch + z * height * pitch;
 }
 
+/* Set both sides of a 2D or 3D copy (from copy_side) and their addresses. */
+static void
+op_sides(struct ebb_op *op, CUmemorytype dst_type, CUdeviceptr dst, CUmemorytype src_type,
+    CUdeviceptr src)
+{
+	op->copy_dst = dst;
+	op->copy_src = src;
+	op->copy_sides = dst_type != CU_MEMORYTYPE_ARRAY && src_type != CU_MEMORYTYPE_ARRAY;
+	ebb_op_addr(op, dst);
+	ebb_op_addr(op, src);
+}
+
 static void
 op_copy2d(struct ebb_op *op, const CUDA_MEMCPY2D *p, CUstream s, int sync)
 {
@@ -49,14 +61,9 @@ op_copy2d(struct ebb_op *op, const CUDA_MEMCPY2D *p, CUstream s, int sync)
 	if (p == NULL)
 		return;
 	op->bytes = p->WidthInBytes * p->Height;
-	op->copy_dst = copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY, 0,
-	    p->dstPitch, 0);
-	op->copy_src = copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY, 0,
-	    p->srcPitch, 0);
-	op->copy_sides = p->dstMemoryType != CU_MEMORYTYPE_ARRAY &&
-	    p->srcMemoryType != CU_MEMORYTYPE_ARRAY;
-	ebb_op_addr(op, op->copy_dst);
-	ebb_op_addr(op, op->copy_src);
+	op_sides(op, p->dstMemoryType, copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes,
+	    p->dstY, 0, p->dstPitch, 0), p->srcMemoryType, copy_side(p->srcMemoryType,
+	    p->srcDevice, p->srcXInBytes, p->srcY, 0, p->srcPitch, 0));
 }
 
 static void
@@ -68,14 +75,10 @@ op_copy3d(struct ebb_op *op, const CUDA_MEMCPY3D *p, CUstream s, int sync)
 	if (p == NULL)
 		return;
 	op->bytes = p->WidthInBytes * p->Height * p->Depth;
-	op->copy_dst = copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY,
-	    p->dstZ, p->dstPitch, p->dstHeight);
-	op->copy_src = copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY,
-	    p->srcZ, p->srcPitch, p->srcHeight);
-	op->copy_sides = p->dstMemoryType != CU_MEMORYTYPE_ARRAY &&
-	    p->srcMemoryType != CU_MEMORYTYPE_ARRAY;
-	ebb_op_addr(op, op->copy_dst);
-	ebb_op_addr(op, op->copy_src);
+	op_sides(op, p->dstMemoryType, copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes,
+	    p->dstY, p->dstZ, p->dstPitch, p->dstHeight), p->srcMemoryType,
+	    copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ,
+	    p->srcPitch, p->srcHeight));
 }
 
 static void
@@ -87,14 +90,10 @@ op_copy3dpeer(struct ebb_op *op, const CUDA_MEMCPY3D_PEER *p, CUstream s, int sy
 	if (p == NULL)
 		return;
 	op->bytes = p->WidthInBytes * p->Height * p->Depth;
-	op->copy_dst = copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes, p->dstY,
-	    p->dstZ, p->dstPitch, p->dstHeight);
-	op->copy_src = copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY,
-	    p->srcZ, p->srcPitch, p->srcHeight);
-	op->copy_sides = p->dstMemoryType != CU_MEMORYTYPE_ARRAY &&
-	    p->srcMemoryType != CU_MEMORYTYPE_ARRAY;
-	ebb_op_addr(op, op->copy_dst);
-	ebb_op_addr(op, op->copy_src);
+	op_sides(op, p->dstMemoryType, copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes,
+	    p->dstY, p->dstZ, p->dstPitch, p->dstHeight), p->srcMemoryType,
+	    copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ,
+	    p->srcPitch, p->srcHeight));
 }
 
 static void

@@ -75,6 +75,21 @@ hump(uint64_t size, uint32_t first, uint32_t last)
 	buf(size, first, last, 0, uses);
 }
 
+/* Start again with one buffer used at 0 and 99, over a GiB activation alive
+ * over [40, 60]. Returns the buffer. */
+static uint32_t
+one_gap(void)
+{
+	int u[] = { 0, 99, -1 };
+
+	plan_fini(&pl);
+	prof_fini(&pr);
+	setup();
+	uint32_t a = buf(GIB, 0, 99, 1, u);
+	hump(GIB, 40, 60);
+	return a;
+}
+
 START_TEST(profile_peak_and_time)
 {
 	int u[] = { 0, 99, -1 };
@@ -91,9 +106,7 @@ END_TEST
 /* One long gap over the peak: bridged, with the restore as late as it can be. */
 START_TEST(one_gap_bridged)
 {
-	int u[] = { 0, 99, -1 };
-	uint32_t a = buf(GIB, 0, 99, 1, u);
-	hump(GIB, 40, 60);
+	uint32_t a = one_gap();
 	struct plan_params pp = params(GIB, 8, 0);
 	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
 	ck_assert_uint_eq(pl.peak_before, 2 * GIB);
@@ -134,9 +147,7 @@ END_TEST
  */
 START_TEST(offload_waits_for_job_copy_to_host)
 {
-	int u[] = { 0, 99, -1 };
-	buf(GIB, 0, 99, 1, u);
-	hump(GIB, 40, 60);
+	one_gap();
 	prof_xfer(&pr, 3, PROF_XFER_D2H);
 	struct plan_params pp = params(GIB, 8, 0);
 	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
@@ -155,11 +166,7 @@ START_TEST(offload_waits_for_job_copy_to_host)
 	ck_assert(pl.mv[0].d2h_start == 11 * OP && pl.mv[0].d2h_end == 19 * OP);
 	ck_assert(pl.stall_s == 0);
 	/* a copy to the device does not share the engine */
-	plan_fini(&pl);
-	prof_fini(&pr);
-	setup();
-	buf(GIB, 0, 99, 1, u);
-	hump(GIB, 40, 60);
+	one_gap();
 	prof_xfer(&pr, 3, PROF_XFER_H2D);
 	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
 	ck_assert_uint_eq(pl.mv[0].issue, 0);
@@ -171,9 +178,7 @@ END_TEST
  * in flight over it: it ends at operation 95 instead of 99. */
 START_TEST(restore_clears_job_copy_to_device)
 {
-	int u[] = { 0, 99, -1 };
-	buf(GIB, 0, 99, 1, u);
-	hump(GIB, 40, 60);
+	one_gap();
 	prof_xfer(&pr, 95, PROF_XFER_H2D);
 	struct plan_params pp = params(GIB, 8, 0);
 	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
@@ -184,11 +189,7 @@ START_TEST(restore_clears_job_copy_to_device)
 	ck_assert(pl.stall_s == 0);
 	ck_assert(pl.step_s == N * OP);
 	/* a copy to the host does not move it */
-	plan_fini(&pl);
-	prof_fini(&pr);
-	setup();
-	buf(GIB, 0, 99, 1, u);
-	hump(GIB, 40, 60);
+	one_gap();
 	prof_xfer(&pr, 95, PROF_XFER_D2H);
 	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
 	ck_assert_uint_eq(pl.mv[0].at, 90);
