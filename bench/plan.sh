@@ -22,12 +22,13 @@
 # plan (its predicted peak, bound and step time) comes from its trace.
 # Writes OUT/results.jsonl (bench/record.py), OUT/*.log, and where the GPU sat
 # idle in the planned iterations (bench/gaps.py: OUT/*.gaps.txt).
-# env: STEPS (9), WARMUP (5), OUT, BUILD, PYTHON, BENCH_COMMIT, BENCH_COMMAND, RUN_TIMEOUT (400)
+# env: STEPS (9), WARMUP (5), OUT, BUILD, PYTHON, BENCH_COMMIT, BENCH_COMMAND, RUN_TIMEOUT (400),
+# KEEP_TRACE (set: keep each ebb run's trace as OUT/*.trace.gz, tens of MB for W1)
 # BENCH_COMMIT: give it from the checkout the build was made in (git rev-parse
 # --short HEAD there): on the GPU machine the copy's git metadata was found
 # to name an older commit.
 set -u
-[ $# -ge 2 ] || { sed -n 2,24p "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 BUILD=${BUILD:-$top/build}
@@ -139,6 +140,8 @@ for m in "$@"; do
 		plan_json "$label" "$trace"
 		"$EBB" plan "$trace" > "$OUT/$W-a$ACC-$label.ebb-plan.txt" 2>&1
 		$PY "$here/gaps.py" --json "$OUT/$W-a$ACC-gaps.jsonl" --label "$label" "$trace" > "$OUT/$W-a$ACC-$label.gaps.txt" 2>&1
+		# KEEP_TRACE: keep it, compressed, for ebb plan and bench/gaps.py later
+		[ -n "${KEEP_TRACE:-}" ] && gzip -c "$trace" > "$OUT/$W-a$ACC-$label.trace.gz"
 		rm -f "$trace" ;;
 	*) echo "bench/plan.sh: unknown mode $m" >&2 ;;
 	esac
