@@ -968,6 +968,7 @@ ebb_engine_shutdown(void)
 			summary_record("planned-offloads", ms.planned_offloads);
 			summary_record("prefetches", ms.prefetches);
 			summary_record("prefetches-skipped", ms.prefetches_skipped);
+			summary_record("prefetches-early", ms.prefetches_early);
 			summary_record("host-wait-room-ns", ms.wait_room_ns);
 			summary_record("host-wait-gate-ns", ms.wait_gate_ns);
 			summary_record("host-wait-landing-ns", ms.wait_landing_ns);

@@ -564,6 +564,26 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 	}
 }
 
+/* A handle of rsize bytes within the limit if one is to be had without
+ * waiting or moving anything (a pooled one, a new one, a freed block the
+ * device has passed), else NULL. */
+static struct vmm_handle *
+try_handle(size_t rsize)
+{
+	for (;;) {
+		struct vmm_handle *h = vmm_pool_take(rsize);
+		if (h != NULL)
+			return h;
+		if (held_total() + rsize <= limit && vmm_create(rsize, &h) == CUDA_SUCCESS) {
+			st.handles_created++;
+			note_held();
+			return h;
+		}
+		if (!reclaim_block(0, rsize))
+			return NULL;
+	}
+}
+
 /* Explain an allocation ebb must refuse (EBB_VERBOSE>=1). */
 static void
 refuse(size_t size, const char *why)
@@ -1146,6 +1166,18 @@ mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64
 	    b->state == EBB_RESIDENT)
 		return 0;
 	CUevent gate_ev = gate != 0 && after != NULL ? streams_marker(after, gate) : NULL;
+	struct vmm_handle *h = NULL;
+	/*
+	 * The buffer is on the host and there is room now: the copy is ordered
+	 * after operation seq on the device all the same, and the memory it
+	 * takes is within the limit, so the host need not wait for the device
+	 * to near it (which would leave the device little queued work).
+	 */
+	if (gate_ev != NULL && b->state == EBB_ON_HOST && !b->cancelled && !b->freed &&
+	    (h = try_handle(b->rsize)) != NULL) {
+		gate_ev = NULL;
+		st.prefetches_early++;
+	}
 	b->pending++;	/* b may be freed while the mutex is released */
 	if (gate_ev != NULL) {
 		/* the host is ahead of the device: take the memory when the device is near */
@@ -1160,15 +1192,19 @@ mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64
 	while (b->state == EBB_OFFLOADING && !b->cancelled && !b->freed && !stopping)
 		wait_room(&st.wait_landing_ns);
 	if (--b->pending == 0 && b->freed) {
+		if (h != NULL)
+			vmm_pool_put(h);
 		recycle(b);
 		return 0;
 	}
-	if (b->freed || capturing)
+	if (b->freed || capturing || b->state != EBB_ON_HOST) {
+		if (h != NULL)
+			vmm_pool_put(h);
 		return 0;
-	if (b->state != EBB_ON_HOST)
-		return 0;
+	}
 	CUresult err;
-	struct vmm_handle *h = get_handle(b->rsize, seq, 1, &err);
+	if (h == NULL)
+		h = get_handle(b->rsize, seq, 1, &err);
 	if (h == NULL) {
 		st.prefetches_skipped++;
 		trace_move('J', seq, b, b->size, "prefetch-no-room");

@@ -54,6 +54,8 @@ struct mover_stats {
 	uint64_t planned_offloads;	/* of offloads: issued by the plan */
 	uint64_t prefetches;		/* of restores: issued by the plan ahead of use */
 	uint64_t prefetches_skipped;	/* no room within the limit without evicting */
+	uint64_t prefetches_early;	/* of prefetches: issued at once, there being room,
+					 * without waiting for the device to near them */
 	uint64_t wait_room_ns;		/* the host waited for room (copies landing, frees passed) */
 	uint64_t wait_gate_ns;		/* a restore waited for the device to near it */
 	uint64_t wait_landing_ns;	/* a restore waited for its buffer's offload to land */

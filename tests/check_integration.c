@@ -647,6 +647,9 @@ START_TEST(plan_moves_ahead_of_use)
 	ck_assert_uint_gt(summary(&t, "prefetches"), 20);
 	ck_assert_uint_gt(summary(&t, "planned-offloads"), 20);
 	ck_assert_uint_eq(summary(&t, "prefetches-skipped"), 0);
+	/* where there was room, a restore did not wait for the device to near it */
+	ck_assert_uint_gt(summary(&t, "prefetches-early"), 0);
+	ck_assert_uint_le(summary(&t, "prefetches-early"), summary(&t, "prefetches"));
 	ck_assert_uint_eq(summary(&t, "plan-actions-missed"), 0);
 	ck_assert_str_eq(note_value(&t, "plan-times"), "host");
 	ck_assert_uint_le(strtoull(note_value(&t, "plan-peak-bytes"), NULL, 10), 56ULL << 20);
