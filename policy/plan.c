@@ -175,7 +175,15 @@ struct cand {
 	int64_t not_before;	/* a late restore: issued after this operation, not before
 				 * (-1: as late as the engine allows, and no later) */
 	uint32_t retried_at;	/* chosen: the peak at which making it late was tried */
+	uint32_t waited_at;	/* chosen: the peak at which waiting for it was tried */
 	double score;
+};
+
+/* The device waits before operation op (extended) for the offload of a
+ * chosen candidate to land: a stall the plan allows for memory at op. */
+struct wait {
+	int64_t op;
+	uint32_t cand;
 };
 
 struct sim {
@@ -196,6 +204,9 @@ struct sim {
 	double *key;
 	struct plan_move *mv;
 	uint32_t *cidx;		/* candidate of each move */
+	int32_t *move_of;	/* move of each candidate, -1: not chosen */
+	struct wait *waits;	/* by op */
+	uint32_t nwaits;
 	double stall;
 	int64_t peak;
 	uint32_t peak_op;
@@ -351,6 +362,30 @@ sort_by_key(uint32_t *idx, uint32_t m, const double *key, uint32_t *tmp)
 	}
 }
 
+/* The move of candidate ci among the first m, or NULL. */
+static const struct plan_move *
+move_of(const struct sim *s, uint32_t ci, uint32_t m)
+{
+	int32_t k = s->move_of[ci];
+	return k >= 0 && (uint32_t)k < m && s->cidx[k] == ci ? &s->mv[k] : NULL;
+}
+
+/*
+ * The first operation (extended) from which mv's memory is free: r, where
+ * its copy to the host lands, or an operation between its use and r where
+ * the device waits (a wait of the plan's) for a copy that lands no sooner.
+ */
+static int64_t
+landed_from(const struct sim *s, const struct plan_move *mv, int64_t r, uint32_t m)
+{
+	for (uint32_t w = 0; w < s->nwaits && s->waits[w].op < r; w++) {
+		const struct plan_move *o = move_of(s, s->waits[w].cand, m);
+		if (s->waits[w].op > (int64_t)mv->issue && o != NULL && mv->d2h_end <= o->d2h_end)
+			return s->waits[w].op;
+	}
+	return r;
+}
+
 /*
  * Simulate the moves of the chosen candidates: both copy engines in the
  * steady state (each run twice, so what one iteration leaves queued delays
@@ -376,6 +411,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		mv->at = PROF_NONE;
 		mv->wrap = x->kind == GAP_WRAP;
 		s->cidx[k] = chosen[k];
+		s->move_of[chosen[k]] = (int32_t)k;
 	}
 
 	/*
@@ -476,7 +512,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 			mv->saved_last = n - 1;
 			continue;
 		}
-		int64_t r = first_start(s, mv->d2h_end);
+		int64_t r = landed_from(s, mv, first_start(s, mv->d2h_end), m);
 		if (x->kind == GAP_TAIL) {
 			save_span(s, r, b->free, size);
 			mv->saved_first = r;
@@ -498,7 +534,9 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		if (a >= use)
 			a = use - 1;	/* issued by the operation before the use at the latest */
 		mv->at = (uint32_t)(a % n);
-		mv->h2d_start = ext_E(s, a);	/* when its issue operation ends, for now */
+		/* when its issue operation ends, for now, or, with the device
+		 * waiting for it, when the copy to the host lands */
+		mv->h2d_start = fmax(ext_E(s, a), mv->d2h_end);
 		save_span(s, r, a, size);
 		mv->saved_first = r;
 		mv->saved_last = a;
@@ -546,6 +584,18 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		carry = t > S ? t - S : 0;
 	}
 	s->stall += job_wait;
+	/* the plan's waits: at each operation, until the last copy waited for lands */
+	for (uint32_t w = 0; w < s->nwaits;) {
+		int64_t op = s->waits[w].op;
+		double until = -INFINITY;
+		for (; w < s->nwaits && s->waits[w].op == op; w++) {
+			const struct plan_move *o = move_of(s, s->waits[w].cand, m);
+			if (o != NULL && o->d2h_end > until)
+				until = o->d2h_end;
+		}
+		if (until > ext_T(s, op))
+			s->stall += until - ext_T(s, op);
+	}
 
 	int64_t run = 0;
 	s->peak = INT64_MIN;
@@ -713,8 +763,15 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	s.key = malloc((nc + 1) * sizeof *s.key);
 	s.mv = malloc((nc + 1) * sizeof *s.mv);
 	s.cidx = malloc((nc + 1) * sizeof *s.cidx);
-	if (!c || !chosen || !tmp || !s.order || !s.key || !s.mv || !s.cidx)
+	s.move_of = malloc((nc + 1) * sizeof *s.move_of);
+	uint32_t wcap = 2 * (nc + 1);
+	s.waits = malloc(wcap * sizeof *s.waits);
+	if (!c || !chosen || !tmp || !s.order || !s.key || !s.mv || !s.cidx || !s.move_of ||
+	    !s.waits)
 		goto out;
+	memset(s.move_of, 0xff, (nc + 1) * sizeof *s.move_of);
+	for (uint32_t k = 0; k < nc; k++)
+		c[k].waited_at = PROF_NONE;
 
 	simulate(&s, c, chosen, 0, tmp);
 	double stall = 0;
@@ -772,6 +829,73 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 					late_chosen = 1;
 				}
 				break;
+			}
+		}
+		if (best < 0 && late < 0 && pp->allow_stall && s.nwaits < wcap) {
+			/*
+			 * Nothing frees memory at the peak in time: the device waits
+			 * there for an offload that lands after it, of a move (the
+			 * one that lands first) or of an open candidate (the one
+			 * issued first), and every copy ahead of it.
+			 */
+			int64_t w = -1, we = -1;
+			double wend = INFINITY;
+			for (uint32_t j = 0; j < m; j++) {
+				const struct cand *x = &c[chosen[j]];
+				const struct plan_move *mv = &s.mv[j];
+				if (mv->after == PROF_NONE || x->waited_at == at)
+					continue;
+				for (int64_t k = 0; k < 2; k++) {
+					int64_t e = (int64_t)at + k * n;
+					if (e > (int64_t)mv->issue && e < mv->saved_first && e <= x->last) {
+						if (mv->d2h_end < wend) {
+							wend = mv->d2h_end;
+							w = chosen[j];
+							we = e;
+						}
+						break;
+					}
+				}
+			}
+			int open = w < 0;
+			for (uint32_t k = 0; open && k < nc; k++) {
+				if (c[k].state != 0 || c[k].kind == GAP_IDLE)
+					continue;
+				for (int64_t kk = 0; kk < 2; kk++) {
+					int64_t e = (int64_t)at + kk * n;
+					if (e > (int64_t)c[k].u && e <= c[k].last && c[k].r0 <= c[k].last) {
+						if (w < 0 || c[k].u < c[w].u || (c[k].u == c[w].u &&
+						    p->buf[c[k].buf].size > p->buf[c[w].buf].size)) {
+							w = k;
+							we = e;
+						}
+						break;
+					}
+				}
+			}
+			if (w >= 0) {
+				uint32_t i = s.nwaits++;	/* kept in the order of op */
+				for (; i > 0 && s.waits[i - 1].op > we; i--)
+					s.waits[i] = s.waits[i - 1];
+				s.waits[i] = (struct wait){ we, (uint32_t)w };
+				c[w].waited_at = at;
+				if (open)
+					chosen[m] = (uint32_t)w;
+				simulate(&s, c, chosen, m + (uint32_t)open, tmp);
+				if (s.mem[at] < before && s.peak <= peak_before && !s.infeasible) {
+					if (open) {
+						c[w].state = 1;
+						m++;
+					}
+				} else {
+					memmove(&s.waits[i], &s.waits[i + 1],
+					    (--s.nwaits - i) * sizeof *s.waits);
+					if (open)
+						c[w].state = 2;
+					simulate(&s, c, chosen, m, tmp);
+				}
+				stall = s.stall;
+				continue;
 			}
 		}
 		if (best < 0 && late < 0)
@@ -835,6 +959,8 @@ out:
 	free(s.key);
 	free(s.mv);
 	free(s.cidx);
+	free(s.move_of);
+	free(s.waits);
 	free(s.T);
 	free(s.E);
 	free(s.diff);

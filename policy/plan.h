@@ -23,6 +23,10 @@
  * gap with the most byte-seconds saved per second of copy time), keep it
  * if the simulation says the peak there fell and, unless stalls are
  * allowed, every restore is still on time; otherwise never try it again.
+ * With stalls allowed, when no gap covers the peak: a restore held until
+ * after the peak, else the device waiting at the peak for an offload that
+ * lands after it (the stall is the wait; the operations after it are not
+ * moved later, which leaves the copies less time than they would have).
  *
  * Time is seconds from the iteration's start on a device that runs the
  * operations one after another.

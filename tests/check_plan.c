@@ -404,6 +404,35 @@ START_TEST(job_copies_of_a_training_step)
 }
 END_TEST
 
+/*
+ * The peak starts at operation 3, before any copy to the host can land (8
+ * operations): no plan without stalls meets the target. Allowing stalls,
+ * the device waits at 3 until the copy lands at 9: a 6-operation stall.
+ */
+START_TEST(wait_at_the_peak_for_an_offload)
+{
+	int u[] = { 0, 99, -1 };
+	uint32_t a = buf(GIB, 0, 99, 1, u);
+	hump(GIB, 3, 60);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(!pl.met);
+	ck_assert_uint_eq(plan_bound(&pr, &pp), 2 * GIB);
+	plan_fini(&pl);
+	pp.allow_stall = 1;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.peak, GIB);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].buf, a);
+	ck_assert(pl.mv[0].d2h_start == 1 * OP && pl.mv[0].d2h_end == 9 * OP);
+	ck_assert_int_eq(pl.mv[0].saved_first, 3);
+	ck_assert_uint_eq(pl.mv[0].at, 90);
+	ck_assert(pl.stall_s == 6 * OP);
+	ck_assert(pl.step_s == (N + 6) * OP);
+}
+END_TEST
+
 /* The link is too slow for the gap: nothing moves, and the bound says so. */
 START_TEST(too_slow_to_bridge)
 {
@@ -815,6 +844,7 @@ main(void)
 	tcase_add_test(tc, no_offload_after_the_next_use);
 	tcase_add_test(tc, offloads_never_follow_their_next_use);
 	tcase_add_test(tc, job_copies_of_a_training_step);
+	tcase_add_test(tc, wait_at_the_peak_for_an_offload);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
