@@ -672,6 +672,34 @@ START_TEST(plan_moves_ahead_of_use)
 }
 END_TEST
 
+/* Under the plan's bound (the lowest peak without stalls, 28 MiB here):
+ * the plan meets its target by having the device wait for offloads at its
+ * peaks, a predicted stall, and in steady state nothing is restored on use
+ * or evicted. */
+START_TEST(plan_below_its_bound_waits)
+{
+	const char *path = tmp_file("plan");
+	struct run_result r;
+	struct trace t;
+	unsigned long long frees, peak;
+
+	run_plan("30", "EBB_LIMIT=24M", path, &r, &t);
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_le(peak, 24ULL << 20);
+	uint64_t target = strtoull(note_value(&t, "plan-target-bytes"), NULL, 10);
+	ck_assert_uint_gt(strtoull(note_value(&t, "plan-bound-bytes"), NULL, 10), target);
+	ck_assert_uint_le(strtoull(note_value(&t, "plan-peak-bytes"), NULL, 10), target);
+	ck_assert_uint_gt(strtoull(note_value(&t, "plan-stall-ns"), NULL, 10), 0);
+	size_t faults = count_under_plan(&t, 'B', 4, "fault");
+	size_t evictions = count_under_plan(&t, 'O', 4, "limit");
+	ck_assert_msg(faults == 0 && evictions == 0, "%zu restores on use, %zu evictions under "
+	    "the plan", faults, evictions);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /* The activations change size: the plan stops where the allocation differs,
  * the iteration is learned again and a second plan runs; values survive. */
 START_TEST(plan_departs_and_relearns)
@@ -844,6 +872,7 @@ main(void)
 	tcase_add_test(tc, offload_data_survives_3);
 	tcase_add_test(tc, offload_threads);
 	tcase_add_test(tc, plan_moves_ahead_of_use);
+	tcase_add_test(tc, plan_below_its_bound_waits);
 	tcase_add_test(tc, plan_departs_and_relearns);
 	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);
