@@ -584,17 +584,23 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		carry = t > S ? t - S : 0;
 	}
 	s->stall += job_wait;
-	/* the plan's waits: at each operation, until the last copy waited for lands */
-	for (uint32_t w = 0; w < s->nwaits;) {
+	/* the plan's waits: at each operation (of any iteration: waits at op and
+	 * op + n are one), until the last copy waited for there lands */
+	for (uint32_t w = 0; w < s->nwaits; w++) {
 		int64_t op = s->waits[w].op;
-		double until = -INFINITY;
-		for (; w < s->nwaits && s->waits[w].op == op; w++) {
-			const struct plan_move *o = move_of(s, s->waits[w].cand, m);
-			if (o != NULL && o->d2h_end > until)
-				until = o->d2h_end;
+		int seen = 0;
+		for (uint32_t v = 0; v < w && !seen; v++)
+			seen = s->waits[v].op % n == op % n;
+		if (seen)
+			continue;
+		double late = 0;	/* how long after its operation's start the last lands */
+		for (uint32_t v = w; v < s->nwaits; v++) {
+			const struct plan_move *o = move_of(s, s->waits[v].cand, m);
+			if (s->waits[v].op % n == op % n && o != NULL &&
+			    o->d2h_end - ext_T(s, s->waits[v].op) > late)
+				late = o->d2h_end - ext_T(s, s->waits[v].op);
 		}
-		if (until > ext_T(s, op))
-			s->stall += until - ext_T(s, op);
+		s->stall += late;
 	}
 
 	int64_t run = 0;
