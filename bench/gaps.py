@@ -15,7 +15,9 @@ the cupti-clock note) with the start of the gap:
           restore's copy, or another stream's work
 The largest gaps are listed with the operation after each and the plan's
 records (O plan, B prefetch, J) the host wrote between that operation and
-the one before. Prints a table; --json appends one object per iteration.
+the one before, with the host's waits there (H records: for room, at a
+restore's gate, for an offload to land). Prints a table; --json appends one
+object per iteration.
 """
 import argparse
 import json
@@ -53,7 +55,9 @@ def main():
             elif t == "K" and len(p) >= 5:
                 kname[int(p[1])] = p[4]
             elif t in "OBJ" and len(p) >= 6 and int(p[2]) != 0:
-                moves.append((int(p[1]), t + " " + p[5]))
+                moves.append((int(p[1]), t + " " + p[5], 0))
+            elif t == "H" and len(p) >= 5:
+                moves.append((int(p[1]), "H " + p[4], int(p[3])))
             elif t == "I" and len(p) >= 4:
                 iters.append((int(p[2]), int(p[3])))
             elif t == "Q" and len(p) >= 4:
@@ -103,14 +107,17 @@ def main():
             tp = issue.get(s, (0, "?", 0))
             prev = max((q for q in range(s - 1, s0 - 1, -1) if q in issue), default=None)
             t_prev = issue[prev][0] if prev is not None else tp[0]
-            between = {}
-            for mt, what in moves:  # few: a linear scan is fine
+            between, waited = {}, {}
+            for mt, what, ns in moves:  # few: a linear scan is fine
                 if t_prev <= mt <= tp[0]:
                     between[what] = between.get(what, 0) + 1
+                    if ns:
+                        waited[what[2:]] = waited.get(what[2:], 0) + ns
             top.append({"gap_us": round(g / 1e3, 1), "seq": s, "cause": cause,
                         "op": tp[1] + (" " + kname.get(tp[2], "?")[:60] if tp[1] == "L" else ""),
                         "host_since_previous_op_us": round((tp[0] - t_prev) / 1e3, 1),
-                        "plan_records_between": between})
+                        "plan_records_between": between,
+                        "host_waited_us": {k: round(v / 1e3, 1) for k, v in waited.items()}})
         r = {"label": a.label, "first_seq": s0, "ops": s1 - s0, "gpu_span_s": span / 1e9, "gpu_busy_s": busy / 1e9,
              "idle_host_s": host_idle / 1e9, "idle_device_s": dev_idle / 1e9,
              "gaps": len(gaps), "top": top}
@@ -119,8 +126,9 @@ def main():
               "behind, %.3f s waiting on the device (%d gaps)" % (s0, s1 - s0, span / 1e9, busy / 1e9,
                                                                   host_idle / 1e9, dev_idle / 1e9, len(gaps)))
         for x in top:
-            print("  %9.1f us before seq %d (%s), %s; host spent %.1f us since the op before; %s" % (
+            print("  %9.1f us before seq %d (%s), %s; host spent %.1f us since the op before%s; %s" % (
                 x["gap_us"], x["seq"], x["op"], x["cause"], x["host_since_previous_op_us"],
+                "".join(", %.1f us waiting (%s)" % (v, k) for k, v in sorted(x["host_waited_us"].items())),
                 ", ".join("%d %s" % (n, w) for w, n in sorted(x["plan_records_between"].items())) or "-"))
     if not out:
         print("gaps.py: no planned iteration with CUPTI times in %s" % a.trace)

@@ -226,13 +226,32 @@ static pthread_t worker;
 static int worker_started, stopping;
 static uint64_t inflight;	/* offload copies not yet retired */
 
-/* Wait for the worker to release memory; the time goes to *ns. */
+/* The host waited since t0 (for what, serving operation seq, 0 for an
+ * allocation): add it to *ns and write an H record. */
 static void
-wait_room(uint64_t *ns)
+host_waited(uint64_t *ns, uint64_t t0, const char *what, uint64_t seq)
+{
+	uint64_t t = ebb_now_ns(), d = t - t0;
+	struct ebb_line l;
+
+	*ns += d;
+	if (!ebb_trace_on())
+		return;
+	ebb_line_begin(&l, 'H');
+	ebb_line_u64(&l, t);
+	ebb_line_u64(&l, seq);
+	ebb_line_u64(&l, d);
+	ebb_line_str(&l, what);
+	ebb_line_end(&l);
+}
+
+/* Wait for the worker to release memory; the time goes to *ns and an H record. */
+static void
+wait_room(uint64_t *ns, const char *what, uint64_t seq)
 {
 	uint64_t t0 = ebb_now_ns();
 	pthread_cond_wait(&room_cond, lock);
-	*ns += ebb_now_ns() - t0;
+	host_waited(ns, t0, what, seq);
 }
 
 static void
@@ -524,7 +543,7 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 		if (reclaim_block(0, rsize))
 			continue;
 		if (!capturing && inflight_sized(rsize)) {
-			wait_room(&st.wait_room_ns);
+			wait_room(&st.wait_room_ns, "room", seq);
 			continue;
 		}
 		/* under a plan, its offloads in flight and the job's frees make the
@@ -540,17 +559,19 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 		if (reclaim_block(0, 0))
 			continue;
 		if (inflight > 0 && !capturing) {	/* the worker is paused while capturing */
-			wait_room(&st.wait_room_ns);
+			wait_room(&st.wait_room_ns, "room", seq);
 			device_full = 0;
 			continue;
 		}
 		/* memory the job freed ahead of the device: wait for the device to
 		 * get there, as the plan assumed */
-		uint64_t t0 = ebb_now_ns();
-		int got = plan && !capturing && reclaim_block(1, 0);
-		st.wait_room_ns += ebb_now_ns() - t0;
-		if (got)
-			continue;
+		if (plan && !capturing) {
+			uint64_t t0 = ebb_now_ns();
+			int got = reclaim_block(1, 0);
+			host_waited(&st.wait_room_ns, t0, "frees", seq);
+			if (got)
+				continue;
+		}
 		if (no_evict) {
 			*err = CUDA_ERROR_OUT_OF_MEMORY;
 			return NULL;
@@ -1185,12 +1206,12 @@ mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64
 		pthread_mutex_unlock(lock);
 		ebb_real.cuEventSynchronize(gate_ev);
 		pthread_mutex_lock(lock);
-		st.wait_gate_ns += ebb_now_ns() - t0;
+		host_waited(&st.wait_gate_ns, t0, "gate", seq);
 		streams_done(after, gate);
 	}
 	/* and the offload must have landed */
 	while (b->state == EBB_OFFLOADING && !b->cancelled && !b->freed && !stopping)
-		wait_room(&st.wait_landing_ns);
+		wait_room(&st.wait_landing_ns, "landing", seq);
 	if (--b->pending == 0 && b->freed) {
 		if (h != NULL)
 			vmm_pool_put(h);

@@ -39,6 +39,7 @@
 	X('U', release,   "t seq bid bytes what")			\
 	X('W', stall,     "t seq bytes stall")				\
 	X('J', refusal,   "t seq bid bytes why")			\
+	X('H', hostwait,  "t seq ns what")				\
 	X('Q', note,      "t key value")				\
 	X('Z', summary,   "t key value")
 
