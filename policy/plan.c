@@ -707,8 +707,10 @@ candidates(const struct sim *s, uint32_t *count)
 			x.last = x.kind == GAP_TAIL ? x.a0 : v_ext - 1;
 			if (x.a0 < x.r0 && s->pp->allow_stall && x.kind != GAP_TAIL && x.r0 < v_ext)
 				x.a0 = x.r0;	/* restored as soon as it is on the host: late */
-			if (x.a0 < x.r0)
-				continue;	/* too short to save anything */
+			/* too short to save anything, unless the device waits for
+			 * the copy (stalls allowed: it must land by the use) */
+			if (x.a0 < x.r0 && !(s->pp->allow_stall && x.kind != GAP_TAIL && x.r0 <= v_ext))
+				continue;
 			x.score = ext_E(s, x.a0) - ext_T(s, x.r0);
 			c[m++] = x;
 		}
@@ -869,7 +871,9 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 					continue;
 				for (int64_t kk = 0; kk < 2; kk++) {
 					int64_t e = (int64_t)at + kk * n;
-					if (e > (int64_t)c[k].u && e <= c[k].last && c[k].r0 <= c[k].last) {
+					/* (whose copy lands by its use, with idle engines) */
+					if (e > (int64_t)c[k].u && e <= c[k].last &&
+					    c[k].r0 <= c[k].last + (c[k].kind != GAP_TAIL)) {
 						if (w < 0 || c[k].u < c[w].u || (c[k].u == c[w].u &&
 						    p->buf[c[k].buf].size > p->buf[c[w].buf].size)) {
 							w = k;

@@ -90,15 +90,17 @@ write_trace(const char *drop, const char *extra)
 	return write_body(EBB_TRACE_VERSION, body, drop, extra);
 }
 
-/* Run ebb plan on path with up to 8 more arguments (NULL-terminated). */
+/* Run ebb plan on path with up to 12 more arguments (NULL-terminated). */
 static void
 plan(struct run_result *r, const char *path, const char *const *args)
 {
-	char *argv[12] = { (char *)build_path("utils/ebb"), "plan", (char *)path };
+	char *argv[16] = { (char *)build_path("utils/ebb"), "plan", (char *)path };
 	int n = 3;
 
-	for (int i = 0; args[i] && n < 11; i++)
+	for (int i = 0; args[i]; i++) {
+		ck_assert_int_lt(n, 15);
 		argv[n++] = (char *)args[i];
+	}
 	argv[n] = NULL;
 	run_prog(argv, NULL, r);
 }
@@ -202,6 +204,44 @@ START_TEST(slow_link_moves_nothing_and_the_bound_is_the_peak)
 	ck_assert_str_eq(w.met, "no");
 	ck_assert_uint_eq(w.moves, 0);
 	ck_assert_double_eq_tol(w.step, 0.06, 1e-9);
+	run_free(&r);
+}
+END_TEST
+
+/*
+ * At 30 GB/s a GiB takes 36 ms each way, and buffer 1's gap (from operation
+ * 7 to 12) is 50 ms, its peak (operations 9 and 10) 10 ms after its last
+ * use: the 1 GiB target is missed without stalls, met with them (the device
+ * waits for the copy at the peak, and for the copy back at its use); the
+ * 2 GiB one needs no move, and gets no stall with --allow-stall.
+ */
+START_TEST(allow_stall_plans_under_the_bound)
+{
+	static const char *const args[] = { "-t", "2G", "-t", "1G", "--d2h", "30", "--h2d", "30",
+		NULL };
+	static const char *const stall_args[] = { "-t", "2G", "-t", "1G", "--d2h", "30", "--h2d",
+		"30", "--allow-stall", NULL };
+	struct run_result r;
+	struct row w;
+
+	plan(&r, write_trace("", ""), args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_int_eq(table_row(r.out, 1, &w), 0);
+	ck_assert_str_eq(w.met, "no");
+	ck_assert_double_eq_tol(w.stall, 0, 1e-9);
+	run_free(&r);
+
+	plan(&r, write_trace("", ""), stall_args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_int_eq(table_row(r.out, 0, &w), 0);
+	ck_assert_str_eq(w.met, "yes");
+	ck_assert_uint_eq(w.moves, 0);
+	ck_assert_double_eq_tol(w.stall, 0, 1e-9);
+	ck_assert_int_eq(table_row(r.out, 1, &w), 0);
+	ck_assert_str_eq(w.met, "yes");
+	ck_assert_double_eq_tol(w.peak, 1.0, 1e-9);
+	ck_assert(w.stall > 0);
+	ck_assert_double_eq_tol(w.step, 0.06 + w.stall, 1e-6);
 	run_free(&r);
 }
 END_TEST
@@ -390,6 +430,7 @@ main(void)
 	tcase_add_test(tc, malformed_lines_are_named);
 	tcase_add_test(tc, usage_errors);
 	tcase_add_test(tc, job_copies_are_read);
+	tcase_add_test(tc, allow_stall_plans_under_the_bound);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
