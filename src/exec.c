@@ -651,8 +651,13 @@ exec_plan_now(pthread_mutex_t *lock)
 	int have = !r.oom && d2h > 0 && h2d > 0 && plan_make(&r.p, &pp, &pl) == 0;
 	int ok = have;
 	if (ok && !pl.met) {
-		/* under the bound: plan with late restores rather than leave it to faults */
+		/*
+		 * Under the bound: the plan without stalls ran out of moves, so its
+		 * peak is the bound (plan_bound's own run would be the same). Plan
+		 * with stalls rather than leave the rest to faults.
+		 */
 		struct plan late;
+		bound = pl.peak;
 		pp.allow_stall = 1;
 		if (plan_make(&r.p, &pp, &late) == 0) {
 			plan_fini(&pl);
@@ -661,7 +666,8 @@ exec_plan_now(pthread_mutex_t *lock)
 	}
 	struct plan_explain ex = { 0 };
 	if (ok) {
-		bound = plan_bound(&r.p, &pp);
+		if (bound == 0)
+			bound = plan_bound(&r.p, &pp);
 		plan_explain(&r.p, &pp, &pl, pl.peak_op, &ex);
 		x = build(&r.p, &pl, addr, naddr);
 		ok = x != NULL;
