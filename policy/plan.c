@@ -48,6 +48,16 @@ prof_xfer(struct prof *p, uint32_t op, unsigned dir)
 		p->xfer[op] = (uint8_t)dir;
 }
 
+uint32_t
+prof_xfers(const struct prof *p, unsigned dir)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->nops; i++)
+		n += p->xfer[i] == dir;
+	return n;
+}
+
 int64_t
 prof_add(struct prof *p, uint64_t size, uint64_t key, uint32_t alloc, int movable)
 {

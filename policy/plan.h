@@ -86,6 +86,9 @@ int prof_use(struct prof *p, uint32_t b, uint32_t op);
 /* Operation op is a copy of the job's between host and device (PROF_XFER_*). */
 void prof_xfer(struct prof *p, uint32_t op, unsigned dir);
 
+/* How many of the operations are copies of the job's in direction dir. */
+uint32_t prof_xfers(const struct prof *p, unsigned dir);
+
 /* Buffer b is freed after operation op. */
 void prof_free(struct prof *p, uint32_t b, uint32_t op);
 

@@ -397,33 +397,47 @@ ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 
 /* ---- resolving an operation's buffers ---- */
 
-/* Add the buffer holding word to the thread's set, once per operation. */
-static void
-resolve_word(uint64_t word, void *ctx)
+/* Add the buffer holding word to the set s, once per operation. Returns
+ * whether a buffer holds it. */
+static int
+resolve_addr(uint64_t word, struct bufset *s)
 {
-	struct bufset *s = ctx;
-	struct ebb_buf *b = buftab_find(&tab, word);
+	struct ebb_buf *b = word != 0 ? buftab_find(&tab, word) : NULL;
 
 	if (b == NULL)
-		return;
+		return 0;
 	s->words++;
 	if (b->last_seq == s->seq)
-		return;	/* already in this operation's set */
+		return 1;	/* already in this operation's set */
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 64;
 		struct ebb_buf **v = realloc(s->v, cap * sizeof *v);
 		if (v == NULL)
-			return;	/* the buffer stays out of the record; nothing else depends on it yet */
+			return 1;	/* the buffer stays out of the record; nothing else depends on it yet */
 		s->v = v;
 		s->cap = cap;
 	}
 	s->v[s->n++] = b;
 	b->last_seq = s->seq;
+	return 1;
 }
 
-/* Fill tl_set with the operation's buffers. Returns -1 if the arguments could not be read. */
+static void
+resolve_word(uint64_t word, void *ctx)
+{
+	resolve_addr(word, ctx);
+}
+
+/*
+ * Fill tl_set with the operation's buffers, and *xfer with the copy engine a
+ * copy of the job's uses: PROF_XFER_D2H when its source is in a buffer ebb
+ * tracks and its destination is not, PROF_XFER_H2D the other way round, 0
+ * otherwise (device to device, unknown, not a copy). Device memory ebb does
+ * not track counts as host memory here. Returns -1 if the arguments could
+ * not be read.
+ */
 static int
-resolve_op(struct ebb_op *op, const struct ebb_kinfo *k)
+resolve_op(struct ebb_op *op, const struct ebb_kinfo *k, unsigned *xfer)
 {
 	struct bufset *s = &tl_set;
 	int r = 0;
@@ -431,30 +445,20 @@ resolve_op(struct ebb_op *op, const struct ebb_kinfo *k)
 	s->n = 0;
 	s->words = 0;
 	s->seq = op->seq;
+	*xfer = 0;
 	if (op->kind == EBB_OP_LAUNCH)
 		r = kparam_scan(k, op->params, op->extra, resolve_word, s);
+	if (op->kind == EBB_OP_COPY) {
+		int dst = resolve_addr(op->copy_dst, s), src = resolve_addr(op->copy_src, s);
+		if (op->copy_sides)
+			*xfer = src && !dst ? PROF_XFER_D2H : dst && !src ? PROF_XFER_H2D : 0;
+	}
 	for (unsigned i = 0; i < op->nptr; i++)
 		resolve_word(op->ptr[i], s);
 	for (int j = 0; j < 2; j++)
 		for (size_t i = 0; op->spill[j] != NULL && i < op->nspill; i++)
 			resolve_word(op->spill[j][i], s);
 	return r;
-}
-
-/*
- * Which copy engine a copy of the job's uses: PROF_XFER_D2H when its source
- * is in a buffer ebb tracks and its destination is not, PROF_XFER_H2D the
- * other way round, 0 otherwise (device to device, or unknown). Device
- * memory ebb does not track counts as host memory here.
- */
-static unsigned
-copy_dir(const struct ebb_op *op)
-{
-	if (op->kind != EBB_OP_COPY || !op->copy_sides)
-		return 0;
-	int dst = op->copy_dst != 0 && buftab_find(&tab, op->copy_dst) != NULL;
-	int src = op->copy_src != 0 && buftab_find(&tab, op->copy_src) != NULL;
-	return src && !dst ? PROF_XFER_D2H : dst && !src ? PROF_XFER_H2D : 0;
 }
 
 /* Write the K record of a kernel the first time it is launched. */
@@ -665,8 +669,8 @@ ebb_engine_op_begin(struct ebb_op *op)
 				k->iter_mark = 1;
 		}
 	}
-	int unresolved = (op->kind == EBB_OP_LAUNCH && k == NULL) || resolve_op(op, k) < 0;
-	unsigned xfer = copy_dir(op);
+	unsigned xfer = 0;
+	int unresolved = (op->kind == EBB_OP_LAUNCH && k == NULL) || resolve_op(op, k, &xfer) < 0;
 	struct bufset *s = &tl_set;
 	/*
 	 * The uses are noted first: a use not yet submitted to the driver keeps

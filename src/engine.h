@@ -70,8 +70,9 @@ struct ebb_op {
 	uint16_t nccl_op;	/* EBB_OP_NCCL: enum ebb_nccl_op */
 	int nccl_peer;		/* EBB_OP_NCCL: peer or root, -1 for none */
 	size_t bytes;		/* copy, memset and NCCL sizes */
-	/* EBB_OP_COPY: the device address of each side, 0 for host memory;
-	 * copy_sides: they are known (not for batched copies) */
+	/* EBB_OP_COPY: the address of each side, 0 where it is known to be
+	 * host memory or an array (resolved before ptr[]); copy_sides: both
+	 * are known, for the copy's direction (not for arrays or batched copies) */
 	CUdeviceptr copy_dst, copy_src;
 	uint8_t copy_sides;
 	/* addresses to resolve: inline, then the spill arrays */

@@ -693,15 +693,11 @@ exec_plan_now(pthread_mutex_t *lock)
 		ebb_trace_note_u64("plan-operations", r.p.nops);
 		ebb_trace_note_u64("plan-buffers", r.p.nbufs);
 		ebb_trace_note_u64("plan-moves", pl.n);
-		uint64_t jd = 0, jh = 0, deferred = 0;
-		for (uint32_t i = 0; i < r.p.nops; i++) {
-			jd += r.p.xfer[i] == PROF_XFER_D2H;
-			jh += r.p.xfer[i] == PROF_XFER_H2D;
-		}
+		uint64_t deferred = 0;
 		for (uint32_t m = 0; m < pl.n; m++)
 			deferred += pl.mv[m].issue != pl.mv[m].after;
-		ebb_trace_note_u64("plan-job-copies-to-host", jd);
-		ebb_trace_note_u64("plan-job-copies-to-device", jh);
+		ebb_trace_note_u64("plan-job-copies-to-host", prof_xfers(&r.p, PROF_XFER_D2H));
+		ebb_trace_note_u64("plan-job-copies-to-device", prof_xfers(&r.p, PROF_XFER_H2D));
 		ebb_trace_note_u64("plan-offloads-deferred", deferred);
 		ebb_trace_note_u64("plan-target-bytes", target);
 		ebb_trace_note_u64("plan-peak-before-bytes", pl.peak_before);

@@ -40,7 +40,7 @@ copy_side(CUmemorytype type, CUdeviceptr dev, size_t x, size_t y, size_t z, size
 	return dev + x + y * pitch + z * height * pitch;
 }
 
-/* Set both sides of a 2D or 3D copy (from copy_side) and their addresses. */
+/* Set both sides of a 2D or 3D copy (from copy_side); the engine resolves them. */
 static void
 op_sides(struct ebb_op *op, CUmemorytype dst_type, CUdeviceptr dst, CUmemorytype src_type,
     CUdeviceptr src)
@@ -48,8 +48,6 @@ op_sides(struct ebb_op *op, CUmemorytype dst_type, CUdeviceptr dst, CUmemorytype
 	op->copy_dst = dst;
 	op->copy_src = src;
 	op->copy_sides = dst_type != CU_MEMORYTYPE_ARRAY && src_type != CU_MEMORYTYPE_ARRAY;
-	ebb_op_addr(op, dst);
-	ebb_op_addr(op, src);
 }
 
 static void
@@ -143,8 +141,6 @@ op_copy3dbatch(struct ebb_op *op, const CUDA_MEMCPY3D_BATCH_OP *ops, size_t n, C
 		op_.copy_dst = (dst);					\
 		op_.copy_src = (src);					\
 		op_.copy_sides = 1;					\
-		ebb_op_addr(&op_, (dst));				\
-		ebb_op_addr(&op_, (src));				\
 	} while (0)
 #define OP_SET(dst, n, s, issync)					\
 	do {								\

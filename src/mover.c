@@ -518,16 +518,21 @@ inflight_sized(size_t rsize)
  * released. Returns the handle, or NULL with *err set
  * (CUDA_ERROR_OUT_OF_MEMORY when nothing more can be moved).
  */
+/*
+ * A handle of rsize bytes within the limit if one is to be had without
+ * waiting or moving anything: a pooled one, a new one (unless *device_full),
+ * a freed block of that size the device has passed. Else NULL, with *err
+ * set when creating one failed other than for want of memory, and
+ * *device_full set when the device itself is full.
+ */
 static struct vmm_handle *
-get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
+try_handle(size_t rsize, int *device_full, CUresult *err)
 {
-	int device_full = 0;
-
 	for (;;) {
 		struct vmm_handle *h = vmm_pool_take(rsize);
 		if (h != NULL)
 			return h;
-		if (!device_full && held_total() + rsize <= limit) {
+		if (!*device_full && held_total() + rsize <= limit) {
 			CUresult r = vmm_create(rsize, &h);
 			if (r == CUDA_SUCCESS) {
 				st.handles_created++;
@@ -538,10 +543,27 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 				*err = r;
 				return NULL;
 			}
-			device_full = 1;	/* the device itself is full: make room, then try again */
+			*device_full = 1;	/* the device itself is full: make room, then try again */
 		}
-		if (reclaim_block(0, rsize))
-			continue;
+		if (!reclaim_block(0, rsize))
+			return NULL;
+	}
+}
+
+static struct vmm_handle *
+get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
+{
+	int device_full = 0;
+
+	for (;;) {
+		CUresult r = CUDA_SUCCESS;
+		struct vmm_handle *h = try_handle(rsize, &device_full, &r);
+		if (h != NULL)
+			return h;
+		if (r != CUDA_SUCCESS) {
+			*err = r;
+			return NULL;
+		}
 		if (!capturing && inflight_sized(rsize)) {
 			wait_room(&st.wait_room_ns, "room", seq);
 			continue;
@@ -582,26 +604,6 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 			continue;
 		*err = CUDA_ERROR_OUT_OF_MEMORY;
 		return NULL;
-	}
-}
-
-/* A handle of rsize bytes within the limit if one is to be had without
- * waiting or moving anything (a pooled one, a new one, a freed block the
- * device has passed), else NULL. */
-static struct vmm_handle *
-try_handle(size_t rsize)
-{
-	for (;;) {
-		struct vmm_handle *h = vmm_pool_take(rsize);
-		if (h != NULL)
-			return h;
-		if (held_total() + rsize <= limit && vmm_create(rsize, &h) == CUDA_SUCCESS) {
-			st.handles_created++;
-			note_held();
-			return h;
-		}
-		if (!reclaim_block(0, rsize))
-			return NULL;
 	}
 }
 
@@ -1188,6 +1190,8 @@ mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64
 		return 0;
 	CUevent gate_ev = gate != 0 && after != NULL ? streams_marker(after, gate) : NULL;
 	struct vmm_handle *h = NULL;
+	int full = 0;
+	CUresult err = CUDA_SUCCESS;
 	/*
 	 * The buffer is on the host and there is room now: the copy is ordered
 	 * after operation seq on the device all the same, and the memory it
@@ -1195,7 +1199,7 @@ mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64
 	 * to near it (which would leave the device little queued work).
 	 */
 	if (gate_ev != NULL && b->state == EBB_ON_HOST && !b->cancelled && !b->freed &&
-	    (h = try_handle(b->rsize)) != NULL) {
+	    (h = try_handle(b->rsize, &full, &err)) != NULL) {
 		gate_ev = NULL;
 		st.prefetches_early++;
 	}
@@ -1223,7 +1227,6 @@ mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64
 			vmm_pool_put(h);
 		return 0;
 	}
-	CUresult err;
 	if (h == NULL)
 		h = get_handle(b->rsize, seq, 1, &err);
 	if (h == NULL) {

@@ -831,13 +831,8 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	fprintf(out, "%s time per iteration: %.6f s\n", ch.cupti ? "gpu" : "host", prof_time(p));
 	fprintf(out, "buffers: %u, movable: %u (of at least %.2f MiB)\n", p->nbufs, nmov,
 	    (double)o->min_bytes / MIB);
-	uint32_t jd = 0, jh = 0;
-	for (uint32_t i = 0; i < p->nops; i++) {
-		jd += p->xfer[i] == PROF_XFER_D2H;
-		jh += p->xfer[i] == PROF_XFER_H2D;
-	}
 	fprintf(out, "job's copies: %u to the host, %u to the device (the plan keeps clear of them)\n",
-	    jd, jh);
+	    prof_xfers(p, PROF_XFER_D2H), prof_xfers(p, PROF_XFER_H2D));
 	fprintf(out, "learned peak: %.2f GiB\n", (double)peak / GIB);
 	fprintf(out, "bandwidth: d2h %.2f GB/s (%s), h2d %.2f GB/s (%s)\n", gbps[0], from[0],
 	    gbps[1], from[1]);
