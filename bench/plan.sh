@@ -23,7 +23,9 @@
 # Writes OUT/results.jsonl (bench/record.py), OUT/*.log, and where the GPU sat
 # idle in the planned iterations (bench/gaps.py: OUT/*.gaps.txt).
 # env: STEPS (9), WARMUP (5), OUT, BUILD, PYTHON, BENCH_COMMIT, BENCH_COMMAND, RUN_TIMEOUT (400),
-# KEEP_TRACE (set: keep each ebb run's trace as OUT/*.trace.gz, tens of MB for W1)
+# KEEP_TRACE (set: keep each ebb run's trace as OUT/*.trace.gz, tens of MB for W1),
+# ANALYSE (1; 0: skip ebb plan and gaps.py on each ebb run's trace, about a
+# minute of CPU a W1 run, for short GPU leases)
 # BENCH_COMMIT: give it from the checkout the build was made in (git rev-parse
 # --short HEAD there): on the GPU machine the copy's git metadata was found
 # to name an older commit.
@@ -138,8 +140,11 @@ for m in "$@"; do
 			--trace "$trace" -- $train --label "$label" --json "$res"
 		grep -E "^Q [0-9]+ (plan-|d2h|h2d)|^[ZIDY] " "$trace" > "$OUT/$W-a$ACC-$label.notes"
 		plan_json "$label" "$trace"
-		"$EBB" plan "$trace" > "$OUT/$W-a$ACC-$label.ebb-plan.txt" 2>&1
-		$PY "$here/gaps.py" --json "$OUT/$W-a$ACC-gaps.jsonl" --label "$label" "$trace" > "$OUT/$W-a$ACC-$label.gaps.txt" 2>&1
+		if [ "${ANALYSE:-1}" != 0 ]; then
+			"$EBB" plan "$trace" > "$OUT/$W-a$ACC-$label.ebb-plan.txt" 2>&1
+			$PY "$here/gaps.py" --json "$OUT/$W-a$ACC-gaps.jsonl" --label "$label" "$trace" \
+				> "$OUT/$W-a$ACC-$label.gaps.txt" 2>&1
+		fi
 		# KEEP_TRACE: keep it, compressed, for ebb plan and bench/gaps.py later
 		[ -n "${KEEP_TRACE:-}" ] && gzip -c "$trace" > "$OUT/$W-a$ACC-$label.trace.gz"
 		rm -f "$trace" ;;

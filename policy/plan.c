@@ -185,7 +185,9 @@ struct cand {
 	int64_t not_before;	/* a late restore: issued after this operation, not before
 				 * (-1: as late as the engine allows, and no later) */
 	uint32_t retried_at;	/* chosen: the peak at which making it late was tried */
-	uint32_t waited_at;	/* chosen: the peak at which waiting for it was tried */
+	uint32_t waited_at;	/* the peak at which waiting for it was tried */
+	uint32_t tried_at;	/* open, stalls allowed: the peak at which choosing it
+				 * failed (it stays open there for a wait) */
 	double score;
 };
 
@@ -217,9 +219,14 @@ struct sim {
 	int32_t *move_of;	/* move of each candidate, -1: not chosen */
 	struct wait *waits;	/* by op */
 	uint32_t nwaits;
+	uint32_t *d2h_order;	/* moves with a copy to the host, in issue order */
+	uint32_t nd;
+	uint32_t *wait_order;	/* waits by operation within the iteration */
+	double *land;		/* the replay's landing of each move, in two iterations */
 	double stall;
 	int64_t peak;
 	uint32_t peak_op;
+	int stalling;		/* stalls allowed, and the plan without them is done */
 	int infeasible;		/* an offload could not be issued before the buffer's next
 				 * use or free without delaying a copy of the job's */
 };
@@ -397,6 +404,61 @@ landed_from(const struct sim *s, const struct plan_move *mv, int64_t r, uint32_t
 }
 
 /*
+ * The stall of the plan's waits: at each, the device waits until the copies
+ * waited for there have landed. A wait delays every later operation and the
+ * copies issued after it; the copies already queued on the engine go on.
+ * So waits in one stretch of a busy engine cost the longest of them, and
+ * waits in stretches the engine drains between add up. The engine is
+ * replayed over two iterations, in the order of the operations, with the
+ * delays; the second iteration's delay is the stall.
+ */
+static double
+wait_stall(struct sim *s, uint32_t m)
+{
+	uint32_t n = s->n, nw = 0;
+	double S = s->S;
+
+	for (uint32_t w = 0; w < s->nwaits; w++) {
+		if (move_of(s, s->waits[w].cand, m) == NULL)
+			continue;
+		uint32_t i = nw++;	/* insertion: few waits */
+		for (; i > 0 && s->waits[s->wait_order[i - 1]].op % n > s->waits[w].op % n; i--)
+			s->wait_order[i] = s->wait_order[i - 1];
+		s->wait_order[i] = w;
+	}
+	if (nw == 0)
+		return 0;
+	double shift = 0, shift0 = 0, t = 0;
+	for (int64_t k = 0; k < 2; k++) {
+		uint32_t w = 0;
+		for (uint32_t j = 0;; j++) {
+			/* a wait before operation e comes before a copy issued after e */
+			int64_t issue = j < s->nd ? (int64_t)s->mv[s->d2h_order[j]].issue : (int64_t)n;
+			for (; w < nw && s->waits[s->wait_order[w]].op % n <= issue; w++) {
+				const struct wait *x = &s->waits[s->wait_order[w]];
+				int32_t mk = s->move_of[x->cand];
+				int64_t frame = k - x->op / n;	/* of the copy waited for */
+				double land = frame >= 0 ? s->land[frame * m + (uint32_t)mk] :
+				    s->mv[mk].d2h_end - S;
+				double need = land - (s->T[x->op % n] + (double)k * S + shift);
+				if (need > 0)
+					shift += need;
+			}
+			if (j >= s->nd)
+				break;
+			uint32_t mk = s->d2h_order[j];
+			const struct plan_move *mv = &s->mv[mk];
+			double st = s->E[mv->issue] + (double)k * S + shift;
+			t = (st > t ? st : t) + d2h_time(s, s->p->buf[mv->buf].size);
+			s->land[k * m + mk] = t;
+		}
+		if (k == 0)
+			shift0 = shift;
+	}
+	return shift - shift0;
+}
+
+/*
  * Simulate the moves of the chosen candidates: both copy engines in the
  * steady state (each run twice, so what one iteration leaves queued delays
  * the next), then the memory at every operation. Fills s->mv[0..m).
@@ -441,6 +503,8 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		}
 	}
 	sort_by_key(s->order, nd, s->key, tmp);
+	memcpy(s->d2h_order, s->order, nd * sizeof *s->order);
+	s->nd = nd;
 	double carry = 0, job_wait = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		double t = carry;
@@ -461,7 +525,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 					job_wait += t > s->T[jc] ? t - s->T[jc] : 0;
 				st = s->E[at] > t ? s->E[at] : t;
 				en = st + d2h_time(s, p->buf[mv->buf].size);
-				if (s->pp->allow_stall || jc >= n || en <= s->T[jc])
+				if (s->stalling || jc >= n || en <= s->T[jc])
 					break;
 				at = jc;
 			}
@@ -594,24 +658,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		carry = t > S ? t - S : 0;
 	}
 	s->stall += job_wait;
-	/* the plan's waits: at each operation (of any iteration: waits at op and
-	 * op + n are one), until the last copy waited for there lands */
-	for (uint32_t w = 0; w < s->nwaits; w++) {
-		int64_t op = s->waits[w].op;
-		int seen = 0;
-		for (uint32_t v = 0; v < w && !seen; v++)
-			seen = s->waits[v].op % n == op % n;
-		if (seen)
-			continue;
-		double late = 0;	/* how long after its operation's start the last lands */
-		for (uint32_t v = w; v < s->nwaits; v++) {
-			const struct plan_move *o = move_of(s, s->waits[v].cand, m);
-			if (s->waits[v].op % n == op % n && o != NULL &&
-			    o->d2h_end - ext_T(s, s->waits[v].op) > late)
-				late = o->d2h_end - ext_T(s, s->waits[v].op);
-		}
-		s->stall += late;
-	}
+	s->stall += wait_stall(s, m);
 
 	int64_t run = 0;
 	s->peak = INT64_MIN;
@@ -656,6 +703,29 @@ covers(const struct cand *x, uint32_t i, uint32_t n, int late)
 			return e;
 	}
 	return -1;
+}
+
+/*
+ * The earliest its copy to the host can land behind the copies of the
+ * current moves queued before it (on the extended timeline of its use).
+ */
+static double
+queued_landing(const struct sim *s, const struct cand *x)
+{
+	double issue = s->E[x->u];
+	uint32_t lo = 0, hi = s->nd;	/* the first move issued after x */
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (s->E[s->mv[s->d2h_order[mid]].issue] <= issue)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	double t = issue;
+	if (lo > 0 && s->mv[s->d2h_order[lo - 1]].d2h_end > t)
+		t = s->mv[s->d2h_order[lo - 1]].d2h_end;
+	return t + d2h_time(s, s->p->buf[x->buf].size);
 }
 
 /* The candidates: every gap of every movable buffer, with its idle-engine span. */
@@ -715,8 +785,6 @@ candidates(const struct sim *s, uint32_t *count)
 			x.a0 = x.kind == GAP_TAIL ? (int64_t)x.v : last_end(s, dl - ch);
 			int64_t v_ext = (int64_t)x.v + (x.kind == GAP_WRAP ? s->n : 0);
 			x.last = x.kind == GAP_TAIL ? x.a0 : v_ext - 1;
-			if (x.a0 < x.r0 && s->pp->allow_stall && x.kind != GAP_TAIL && x.r0 < v_ext)
-				x.a0 = x.r0;	/* restored as soon as it is on the host: late */
 			/* too short to save anything, unless the device waits for
 			 * the copy (stalls allowed: it must land by the use) */
 			if (x.a0 < x.r0 && !(s->pp->allow_stall && x.kind != GAP_TAIL && x.r0 <= v_ext))
@@ -784,12 +852,15 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	s.move_of = malloc((nc + 1) * sizeof *s.move_of);
 	uint32_t wcap = 2 * (nc + 1);
 	s.waits = malloc(wcap * sizeof *s.waits);
+	s.wait_order = malloc(wcap * sizeof *s.wait_order);
+	s.d2h_order = malloc((nc + 1) * sizeof *s.d2h_order);
+	s.land = malloc(2 * (nc + 1) * sizeof *s.land);
 	if (!c || !chosen || !tmp || !s.order || !s.key || !s.mv || !s.cidx || !s.move_of ||
-	    !s.waits)
+	    !s.waits || !s.wait_order || !s.d2h_order || !s.land)
 		goto out;
 	memset(s.move_of, 0xff, (nc + 1) * sizeof *s.move_of);
 	for (uint32_t k = 0; k < nc; k++)
-		c[k].waited_at = PROF_NONE;
+		c[k].waited_at = c[k].tried_at = PROF_NONE;
 
 	simulate(&s, c, chosen, 0, tmp);
 	double stall = 0;
@@ -808,8 +879,15 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 		int late_chosen = 0;
 		double late_left = -1;
 		for (uint32_t k = 0; k < nc; k++) {
-			if (c[k].state != 0)
+			if (c[k].state != 0 || c[k].tried_at == at)
 				continue;
+			/* with stalls: one whose copy would land after the peak
+			 * is for a wait there (below) */
+			if (s.stalling && c[k].kind != GAP_IDLE) {
+				int64_t e = covers(&c[k], at, n, 1);
+				if (e >= 0 && queued_landing(&s, &c[k]) > ext_T(&s, e))
+					continue;
+			}
 			if (covers(&c[k], at, n, 0) >= 0) {
 				if (best < 0 || c[k].score > c[best].score ||
 				    (c[k].score == c[best].score && p->buf[c[k].buf].size >
@@ -817,7 +895,7 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 					best = k;
 				continue;
 			}
-			int64_t e = pp->allow_stall ? covers(&c[k], at, n, 1) : -1;
+			int64_t e = s.stalling ? covers(&c[k], at, n, 1) : -1;
 			if (e < 0)
 				continue;
 			double left = ext_T(&s, c[k].last + 1) - ext_E(&s, e);
@@ -828,7 +906,7 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 				late_chosen = 0;
 			}
 		}
-		for (uint32_t j = 0; best < 0 && pp->allow_stall && j < m; j++) {
+		for (uint32_t j = 0; best < 0 && s.stalling && j < m; j++) {
 			struct cand *x = &c[chosen[j]];
 			const struct plan_move *mv = &s.mv[j];
 			if (mv->use == PROF_NONE || x->retried_at == at ||
@@ -849,12 +927,13 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 				break;
 			}
 		}
-		if (best < 0 && late < 0 && pp->allow_stall && s.nwaits < wcap) {
+		if (best < 0 && late < 0 && s.stalling && s.nwaits < wcap) {
 			/*
 			 * Nothing frees memory at the peak in time: the device waits
 			 * there for an offload that lands after it, of a move (the
 			 * one that lands first) or of an open candidate (the one
-			 * issued first), and every copy ahead of it.
+			 * issued first), and every copy ahead of it. Its restore
+			 * is held until after the peak.
 			 */
 			int64_t w = -1, we = -1;
 			double wend = INFINITY;
@@ -899,6 +978,9 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 					s.waits[i] = s.waits[i - 1];
 				s.waits[i] = (struct wait){ we, (uint32_t)w };
 				c[w].waited_at = at;
+				int64_t was = c[w].not_before;
+				if (c[w].kind != GAP_TAIL && c[w].not_before < we)
+					c[w].not_before = we;
 				if (open)
 					chosen[m] = (uint32_t)w;
 				simulate(&s, c, chosen, m + (uint32_t)open, tmp);
@@ -910,6 +992,7 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 				} else {
 					memmove(&s.waits[i], &s.waits[i + 1],
 					    (--s.nwaits - i) * sizeof *s.waits);
+					c[w].not_before = was;
 					if (open)
 						c[w].state = 2;
 					simulate(&s, c, chosen, m, tmp);
@@ -917,6 +1000,21 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 				stall = s.stall;
 				continue;
 			}
+		}
+		if (best < 0 && late < 0 && pp->allow_stall && !s.stalling) {
+			/*
+			 * The plan without stalls is done (its peak is the bound):
+			 * go on from it with stalls, where the candidates dropped
+			 * for lateness may serve, late or waited for.
+			 */
+			s.stalling = 1;
+			out->bound = (uint64_t)s.peak + p->fixed;
+			for (uint32_t k = 0; k < nc; k++)
+				if (c[k].state == 2)
+					c[k].state = 0;
+			simulate(&s, c, chosen, m, tmp);
+			stall = s.stall;
+			continue;
 		}
 		if (best < 0 && late < 0)
 			break;	/* nothing more can be moved at the peak */
@@ -936,17 +1034,25 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 		if (best < 0) {
 			best = late;
 			c[best].not_before = late_at;
+		} else if (s.stalling) {
+			/* restored after the peak, however busy the copy engine */
+			c[best].not_before = covers(&c[best], at, n, 1);
 		}
 		chosen[m] = (uint32_t)best;
 		simulate(&s, c, chosen, m + 1, tmp);
 		int better = s.mem[at] < before && s.peak <= peak_before;
-		int on_time = (pp->allow_stall || s.stall <= stall + 1e-9) && !s.infeasible;
+		int on_time = (s.stalling || s.stall <= stall + 1e-9) && !s.infeasible;
 		if (better && on_time) {
 			c[best].state = 1;
 			m++;
 			stall = s.stall;
 		} else {
-			c[best].state = 2;
+			/* with stalls allowed, it stays open for a wait at this peak
+			 * (its copy to the host may land after it) */
+			if (s.stalling)
+				c[best].tried_at = at;
+			else
+				c[best].state = 2;
 			c[best].not_before = -1;
 			simulate(&s, c, chosen, m, tmp);
 		}
@@ -970,6 +1076,8 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 			out->bytes_h2d += size;
 	}
 	out->met = out->peak <= pp->target;
+	if (!out->met && !s.stalling)
+		out->bound = out->peak;
 	ret = 0;
 out:
 	free(c);
@@ -981,6 +1089,9 @@ out:
 	free(s.cidx);
 	free(s.move_of);
 	free(s.waits);
+	free(s.wait_order);
+	free(s.d2h_order);
+	free(s.land);
 	free(s.T);
 	free(s.E);
 	free(s.diff);

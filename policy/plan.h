@@ -144,10 +144,15 @@ struct plan {
 	double stall_s;
 	uint64_t bytes_d2h, bytes_h2d;	/* per iteration, steady state */
 	int met;		/* peak <= target */
+	uint64_t bound;		/* where the target is under it: the lowest peak
+				 * without stalls, from which the plan went on with
+				 * them (allow_stall) or stopped; 0: not reached */
 };
 
 /*
- * Plan for the profile. Returns 0 (out filled; out->met says whether the
+ * Plan for the profile: moves without stalls first; when those run out
+ * short of the target and pp->allow_stall, more with stalls from there.
+ * Returns 0 (out filled; out->met says whether the
  * target was reached), or -1 when out of memory. Free with plan_fini.
  */
 int plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out);

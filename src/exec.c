@@ -643,31 +643,18 @@ exec_plan_now(pthread_mutex_t *lock)
 	struct plan_params pp = {
 		.target = target, .d2h_bps = d2h, .h2d_bps = h2d,
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = conf->min_offload_bytes,
-		.allow_stall = 0,
+		/* under the bound, stalls rather than faults */
+		.allow_stall = 1,
 	};
 	struct plan pl;
 	struct xplan *x = NULL;
 	uint64_t bound = 0;
 	int have = !r.oom && d2h > 0 && h2d > 0 && plan_make(&r.p, &pp, &pl) == 0;
 	int ok = have;
-	if (ok && !pl.met) {
-		/*
-		 * Under the bound: the plan without stalls ran out of moves, so its
-		 * peak is the bound (plan_bound's own run would be the same). Plan
-		 * with stalls rather than leave the rest to faults.
-		 */
-		struct plan late;
-		bound = pl.peak;
-		pp.allow_stall = 1;
-		if (plan_make(&r.p, &pp, &late) == 0) {
-			plan_fini(&pl);
-			pl = late;
-		}
-	}
 	struct plan_explain ex = { 0 };
 	if (ok) {
-		if (bound == 0)
-			bound = plan_bound(&r.p, &pp);
+		/* under the bound the plan went through it; else it is lower */
+		bound = pl.bound ? pl.bound : plan_bound(&r.p, &pp);
 		plan_explain(&r.p, &pp, &pl, pl.peak_op, &ex);
 		x = build(&r.p, &pl, addr, naddr);
 		ok = x != NULL;

@@ -433,6 +433,75 @@ START_TEST(wait_at_the_peak_for_an_offload)
 }
 END_TEST
 
+/*
+ * Two waits in one stretch of a busy copy engine: at 3 for a (landing at
+ * 9), at 12 for b (queued behind a, landing at 17). The wait at 3 delays
+ * operation 12 to 18, after b has landed: the stall is 6, not 6 + 5.
+ */
+START_TEST(waits_in_one_busy_stretch_cost_the_longest)
+{
+	int u[] = { 0, 99, -1 };
+	buf(GIB, 0, 99, 1, u);
+	buf(GIB, 0, 99, 1, u);
+	hump(GIB, 3, 60);
+	hump(GIB, 12, 60);
+	struct plan_params pp = params(2 * GIB, 8, 0);
+	ck_assert_uint_eq(plan_bound(&pr, &pp), 3 * GIB);
+	pp.allow_stall = 1;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.n, 2);
+	ck_assert(pl.stall_s == 6 * OP);
+}
+END_TEST
+
+/*
+ * Two micro-batches: each peaks before its input's copy to the host can
+ * land, and the engine is idle between them. Each wait stalls 6
+ * operations, and the second starts 6 later for the first: they add up.
+ */
+START_TEST(waits_in_separate_stretches_add_up)
+{
+	int ua[] = { 0, 45, -1 }, ub[] = { 50, 99, -1 };
+	buf(GIB, 0, 45, 1, ua);
+	buf(GIB, 50, 99, 1, ub);
+	hump(GIB, 3, 30);
+	hump(GIB, 53, 80);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_uint_eq(plan_bound(&pr, &pp), 2 * GIB);
+	pp.allow_stall = 1;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.n, 2);
+	ck_assert(pl.stall_s == 12 * OP);
+}
+END_TEST
+
+/*
+ * Below the bound, the plan with stalls goes on from the plan without
+ * them: what fits with idle engines still moves without a stall, and only
+ * the rest waits. At 20 (3 GiB of activations), a and b (used at 0 and 99)
+ * have landed on the host by 9 and 17; c (used at 1 and 98) lands at 25,
+ * behind them. The device waits at 20 for c alone: 5 operations.
+ */
+START_TEST(stalls_only_below_the_bound)
+{
+	int u[] = { 0, 99, -1 }, uc[] = { 1, 98, -1 };
+	buf(GIB, 0, 99, 1, u);
+	buf(GIB, 0, 99, 1, u);
+	buf(GIB, 1, 98, 1, uc);
+	hump(3 * GIB, 20, 60);
+	struct plan_params pp = params(3 * GIB, 8, 0);
+	ck_assert_uint_eq(plan_bound(&pr, &pp), 4 * GIB);
+	pp.allow_stall = 1;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.n, 3);
+	ck_assert(pl.stall_s == 5 * OP);
+	ck_assert(pl.step_s == (N + 5) * OP);
+}
+END_TEST
+
 /* The link is too slow for the gap: nothing moves, and the bound says so. */
 START_TEST(too_slow_to_bridge)
 {
@@ -811,10 +880,15 @@ START_TEST(random_profiles_are_consistent)
 				}
 		}
 		ck_assert_uint_le(plan_bound(&pr, &pp), pl.peak_before);
-		/* a plan without stalls that misses its target stops at the bound
-		 * (exec.c takes it for the bound) */
+		/* a plan without stalls that misses its target stops at the bound,
+		 * and one with stalls goes on from it (exec.c takes it for the bound) */
 		if (!stalls && !pl.met)
 			ck_assert_uint_eq(pl.peak, plan_bound(&pr, &pp));
+		if (pl.bound != 0)
+			ck_assert_uint_eq(pl.bound, plan_bound(&pr, &pp));
+		if (!pl.met)
+			ck_assert_uint_ne(pl.bound, 0);
+		ck_assert(pl.stall_s == 0 || pl.bound != 0);	/* no stall above the bound */
 		plan_fini(&pl);
 	}
 	ck_assert_uint_gt(deferred, 0);	/* the job's copies did move some offloads */
@@ -848,6 +922,9 @@ main(void)
 	tcase_add_test(tc, no_offload_after_the_next_use);
 	tcase_add_test(tc, offloads_never_follow_their_next_use);
 	tcase_add_test(tc, job_copies_of_a_training_step);
+	tcase_add_test(tc, waits_in_one_busy_stretch_cost_the_longest);
+	tcase_add_test(tc, waits_in_separate_stretches_add_up);
+	tcase_add_test(tc, stalls_only_below_the_bound);
 	tcase_add_test(tc, wait_at_the_peak_for_an_offload);
 	suite_add_tcase(s, tc);
 	return run_suite(s);

@@ -854,21 +854,12 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 		double f = o->ntarget ? o->target[i].fraction : fractions[i];
 		target = o->ntarget && o->target[i].bytes ? o->target[i].bytes : (uint64_t)(f * (double)peak);
 		/* as the library plans: without stalls, and only if that misses
-		 * the target (and --allow-stall), again with them */
+		 * the target (and --allow-stall), on from there with them */
 		pp.target = target;
-		pp.allow_stall = 0;
 		plan_fini(&pl);
 		if (plan_make(p, &pp, &pl) < 0) {
 			oom(&s);
 			goto out;
-		}
-		if (!pl.met && o->allow_stall) {
-			pp.allow_stall = 1;
-			plan_fini(&pl);
-			if (plan_make(p, &pp, &pl) < 0) {
-				oom(&s);
-				goto out;
-			}
 		}
 		fprintf(out, "%10.2f  %10.2f  %3s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %6.3f\n",
 		    (double)target / GIB, (double)pl.peak / GIB, pl.met ? "yes" : "no", pl.n,
