@@ -506,24 +506,12 @@ learned(void)
 }
 
 /*
- * In observe mode CUPTI stays attached for the first EBB_LEARN_LAUNCHES
- * operations, not only while learning: the trace is for ebb plan, and an
- * iteration learned again after a departure (the optimizer step after the
- * micro-batches taken for the iteration) must be timed too.
- */
-static int
-observing_cupti(uint64_t seq)
-{
-	return conf->mode == EBB_MODE_OBSERVE && seq < conf->learn_launches;
-}
-
-/*
  * Feed the finder with the operation seq's token. Returns what CUPTI
  * should do now: -1 detach, 0 nothing (it is attached once, at the first
  * operation, and never again: see tracer.h). Caller holds engine_lock.
  */
 static int
-learn_step1(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
+learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 {
 	int cupti_action = 0;
 
@@ -541,7 +529,7 @@ learn_step1(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		if (learn != LEARN_DONE && iter_count > conf->learn_iters && exec_learned()) {
 			learn = LEARN_DONE;
 			learned();
-			cupti_action = observing_cupti(seq) ? 0 : -1;
+			cupti_action = -1;
 		}
 		return cupti_action;
 	}
@@ -601,23 +589,9 @@ learn_step1(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 	if (learn == LEARN_FOUND && iters_timed >= conf->learn_iters && exec_learned()) {
 		learn = LEARN_DONE;
 		learned();
-		cupti_action = observing_cupti(seq) ? 0 : -1;
+		cupti_action = -1;
 	}
 	return cupti_action;
-}
-
-/* learn_step1, and in observe mode the end of CUPTI's time (once). */
-static int
-learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
-{
-	static int observe_done;
-	int action = learn_step1(seq, token, sync, k);
-
-	if (conf->mode == EBB_MODE_OBSERVE && !observe_done && !observing_cupti(seq)) {
-		observe_done = 1;
-		action = -1;
-	}
-	return action;
 }
 
 /* Apply learn_step's decision after engine_lock is released: detach CUPTI
@@ -781,8 +755,7 @@ ebb_engine_op_begin(struct ebb_op *op)
 	uint32_t token = op_token(op, k);
 	exec_op(op->seq, token, s->v, s->n, xfer);
 	int action = learn_step(op->seq, token, op->sync ? ITER_SYNC_OP : ITER_NOSYNC, k);
-	int timed = (learn == LEARN_SEARCH || learn == LEARN_FOUND || observing_cupti(op->seq)) &&
-	    action >= 0;
+	int timed = (learn == LEARN_SEARCH || learn == LEARN_FOUND) && action >= 0;
 	int plan_due = exec_plan_due();
 	pthread_mutex_unlock(&engine_lock);
 	if (attach)
