@@ -99,6 +99,7 @@ s = lambda k: int(q[k]) / 1e9 if k in q else None
 print(json.dumps({"label": label, "predicted_step_s": s("plan-step-ns"),
     "plan_gpu_step_s": s("plan-step-before-ns"), "plan_stall_s": s("plan-stall-ns"),
     "plan_peak_gib": g("plan-peak-bytes"), "plan_bound_gib": g("plan-bound-bytes"),
+    "plan_stall_capped": q.get("plan-stall-capped") == "1",
     "plan_target_gib": g("plan-target-bytes"), "learned_peak_gib": g("plan-peak-before-bytes"),
     "plan_moves": int(q["plan-moves"]) if "plan-moves" in q else None,
     "plan_gib_to_host": g("plan-bytes-to-host"), "plan_times": q.get("plan-times"),

@@ -865,6 +865,12 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	simulate(&s, c, chosen, 0, tmp);
 	double stall = 0;
 	while ((uint64_t)s.peak + p->fixed > pp->target) {
+		/* stalls as long as the iteration itself: the rest is left
+		 * to the reactive mover */
+		if (s.stalling && s.stall >= s.S) {
+			out->stall_capped = 1;
+			break;
+		}
 		uint32_t at = s.peak_op;
 		int64_t before = s.mem[at], peak_before = s.peak;
 		/*

@@ -144,6 +144,8 @@ struct plan {
 	double stall_s;
 	uint64_t bytes_d2h, bytes_h2d;	/* per iteration, steady state */
 	int met;		/* peak <= target */
+	int stall_capped;	/* stopped short of the target: the predicted stalls
+				 * reached the iteration's own time */
 	uint64_t bound;		/* where the target is under it: the lowest peak
 				 * without stalls, from which the plan went on with
 				 * them (allow_stall) or stopped; 0: not reached */

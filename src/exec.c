@@ -695,6 +695,7 @@ exec_plan_now(pthread_mutex_t *lock)
 		ebb_trace_note_u64("plan-step-before-ns", (uint64_t)(pl.step_before_s * 1e9));
 		ebb_trace_note_u64("plan-step-ns", (uint64_t)(pl.step_s * 1e9));
 		ebb_trace_note_u64("plan-stall-ns", (uint64_t)(pl.stall_s * 1e9));
+		ebb_trace_note_u64("plan-stall-capped", (uint64_t)pl.stall_capped);
 		ebb_trace_note_u64("plan-peak-seq", r.s0 + pl.peak_op);
 		ebb_trace_note_u64("plan-peak-used-bytes", ex.used);
 		ebb_trace_note_u64("plan-peak-unmovable-bytes", ex.unmovable);
@@ -715,6 +716,11 @@ exec_plan_now(pthread_mutex_t *lock)
 		    "small, ebb's slabs, the driver's), %.2f GiB are idle in gaps too short to bridge, "
 		    "%.2f GiB are on the host", (unsigned long long)(r.s0 + pl.peak_op), pl.peak_op,
 		    gib(ex.used), gib(ex.unmovable), gib(ex.kept), gib(ex.moved));
+		if (pl.stall_capped)
+			ebb_log(EBB_LOG_WARN, "the plan stops at %.2f GiB, above its target of %.2f GiB: "
+			    "its predicted stalls (%.3f s) reached the iteration's own time; above "
+			    "EBB_LIMIT the reactive mover does the rest", gib(pl.peak), gib(target),
+			    pl.stall_s);
 	}
 	pthread_mutex_unlock(lock);
 	if (have)

@@ -502,6 +502,31 @@ START_TEST(stalls_only_below_the_bound)
 }
 END_TEST
 
+/*
+ * Stalls are capped at the iteration's own time: a (10 GiB, used at 0 and
+ * 99), b (3 GiB, at 1 and 99) and c (1 GiB, at 2 and 99) must all be off
+ * the device at 3, beside 20 GiB of activations. a's copy alone takes 80
+ * operations, and bringing it back 80 more: the stalls reach the
+ * iteration's 100 before all three are off, so the plan stops there, short
+ * of the target but under its bound, and says so.
+ */
+START_TEST(stalls_capped_at_the_iteration)
+{
+	int ua[] = { 0, 99, -1 }, ub[] = { 1, 99, -1 }, uc[] = { 2, 99, -1 };
+	buf(10 * GIB, 0, 99, 1, ua);
+	buf(3 * GIB, 1, 99, 1, ub);
+	buf(GIB, 2, 99, 1, uc);
+	hump(20 * GIB, 3, 60);
+	struct plan_params pp = params(20 * GIB, 8, 1);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(!pl.met);
+	ck_assert(pl.stall_capped);
+	ck_assert(pl.stall_s >= pl.step_before_s);
+	ck_assert_uint_eq(pl.bound, 34 * GIB);
+	ck_assert_uint_lt(pl.peak, pl.bound);
+}
+END_TEST
+
 /* The link is too slow for the gap: nothing moves, and the bound says so. */
 START_TEST(too_slow_to_bridge)
 {
@@ -925,6 +950,7 @@ main(void)
 	tcase_add_test(tc, waits_in_one_busy_stretch_cost_the_longest);
 	tcase_add_test(tc, waits_in_separate_stretches_add_up);
 	tcase_add_test(tc, stalls_only_below_the_bound);
+	tcase_add_test(tc, stalls_capped_at_the_iteration);
 	tcase_add_test(tc, wait_at_the_peak_for_an_offload);
 	suite_add_tcase(s, tc);
 	return run_suite(s);

@@ -850,6 +850,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	    "peak GiB", "met", "moves", "to host GiB", "back GiB", "step s", "stall s", "ratio");
 	size_t nt = o->ntarget ? o->ntarget : sizeof fractions / sizeof fractions[0];
 	uint64_t target = 0;
+	int capped = 0;
 	for (size_t i = 0; i < nt; i++) {
 		double f = o->ntarget ? o->target[i].fraction : fractions[i];
 		target = o->ntarget && o->target[i].bytes ? o->target[i].bytes : (uint64_t)(f * (double)peak);
@@ -861,11 +862,16 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 			oom(&s);
 			goto out;
 		}
+		capped |= pl.stall_capped;
 		fprintf(out, "%10.2f  %10.2f  %3s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %6.3f\n",
-		    (double)target / GIB, (double)pl.peak / GIB, pl.met ? "yes" : "no", pl.n,
+		    (double)target / GIB, (double)pl.peak / GIB,
+		    pl.met ? "yes" : pl.stall_capped ? "no*" : "no", pl.n,
 		    (double)pl.bytes_d2h / GIB, (double)pl.bytes_h2d / GIB, pl.step_s, pl.stall_s,
 		    pl.step_before_s > 0 ? pl.step_s / pl.step_before_s : 1.0);
 	}
+	if (capped)
+		fprintf(out, "no*: stopped where the predicted stalls reached the iteration's own "
+		    "time; the library leaves the rest to the reactive mover\n");
 	if (nt > 0) {
 		/* what holds the memory where the last target's plan peaks */
 		struct plan_explain ex;
