@@ -706,8 +706,9 @@ covers(const struct cand *x, uint32_t i, uint32_t n, int late)
 }
 
 /*
- * The earliest its copy to the host can land behind the copies of the
- * current moves queued before it (on the extended timeline of its use).
+ * The earliest x's copy to the host can land, behind the copies of the
+ * current moves issued before it (stalling: none is deferred), in the
+ * iteration of its use before the gap.
  */
 static double
 queued_landing(const struct sim *s, const struct cand *x)
