@@ -888,13 +888,13 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 		for (uint32_t k = 0; k < nc; k++) {
 			if (c[k].state != 0 || c[k].tried_at == at)
 				continue;
+			/* where it frees the peak with its restore held late */
+			int64_t e = s.stalling ? covers(&c[k], at, n, 1) : -1;
 			/* with stalls: one whose copy would land after the peak
 			 * is for a wait there (below) */
-			if (s.stalling && c[k].kind != GAP_IDLE) {
-				int64_t e = covers(&c[k], at, n, 1);
-				if (e >= 0 && queued_landing(&s, &c[k]) > ext_T(&s, e))
-					continue;
-			}
+			if (e >= 0 && c[k].kind != GAP_IDLE &&
+			    queued_landing(&s, &c[k]) > ext_T(&s, e))
+				continue;
 			if (covers(&c[k], at, n, 0) >= 0) {
 				if (best < 0 || c[k].score > c[best].score ||
 				    (c[k].score == c[best].score && p->buf[c[k].buf].size >
@@ -902,7 +902,6 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 					best = k;
 				continue;
 			}
-			int64_t e = s.stalling ? covers(&c[k], at, n, 1) : -1;
 			if (e < 0)
 				continue;
 			double left = ext_T(&s, c[k].last + 1) - ext_E(&s, e);
