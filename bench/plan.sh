@@ -68,14 +68,16 @@ plan_json() {	# label trace
 import json, sys
 label, path = sys.argv[1], sys.argv[2]
 q, z, g = {}, {}, {}
-planned, iters, faults, evictions = False, 0, {}, {}	# the last plan's iterations
+planned, iters, faults, late, evictions = False, 0, {}, {}, {}	# the last plan's iterations
+host, starts = {}, []
 with open(path, errors="replace") as f:
     for line in f:
         p = line.split()
         if len(p) >= 4 and p[0] == "Q" and (p[2].startswith("plan-") or p[2].endswith("-gbps")):
             q[p[2]] = p[3]	# the last plan's
             if p[2] == "plan-started":
-                planned, iters, faults, evictions = True, 0, {}, {}
+                planned, iters, faults, late, evictions = True, 0, {}, {}, {}
+                host, starts = {}, []
             elif p[2] == "plan-departed":
                 planned = False
         elif len(p) >= 4 and p[0] == "Z":
@@ -84,8 +86,13 @@ with open(path, errors="replace") as f:
             g.setdefault(int(p[1]), []).append((int(p[2]), int(p[3])))
         elif planned and p[0] == "I":
             iters += 1
+            starts.append(int(p[3]))
+        elif planned and p[0] in "LCMN" and len(p) >= 3:
+            host[int(p[2])] = int(p[1]) / 1e9	# when the host issued it
         elif planned and len(p) >= 6 and p[0] == "B" and p[5] == "fault":
             faults[iters] = faults.get(iters, 0) + 1
+        elif planned and len(p) >= 6 and p[0] == "B" and p[5] == "late":
+            late[iters] = late.get(iters, 0) + 1
         elif planned and len(p) >= 6 and p[0] == "O" and p[5] == "limit":
             evictions[iters] = evictions.get(iters, 0) + 1
 # the recorded iteration's GPU times as CUPTI gave them (if it ran with CUPTI)
@@ -94,6 +101,24 @@ acts = [a for s in range(s0, s0 + n) for a in g.get(s, [])]
 gpu = {"recorded_gpu_busy_s": sum(e - b for b, e in acts) / 1e9 if acts else None,
        "recorded_gpu_span_s": (max(e for _, e in acts) - min(b for b, _ in acts)) / 1e9 if acts else None,
        "recorded_ops_with_several_activities": sum(1 for s in range(s0, s0 + n) if len(g.get(s, [])) > 1)}
+# Each planned iteration replayed on a device that runs each operation for its
+# recorded time, starting when the host issued it (no sooner): how long the
+# iteration takes so, and how long that device waits for the host.
+dur = [sum(e - b for b, e in g.get(s, [])) / 1e9 for s in range(s0, s0 + n)]
+host_bound = []
+for i in range(len(starts) - 1):
+    dev = t0 = idle = None
+    for k in range(n):
+        h = host.get(starts[i] + k)
+        if h is None:
+            continue
+        if dev is None:
+            dev, t0, idle = h, h, 0.0
+        if h > dev:
+            idle, dev = idle + h - dev, h
+        dev += dur[k]
+    if dev is not None and acts:
+        host_bound.append((round(dev - t0, 4), round(idle, 4)))
 g = lambda k: int(q[k]) / 2**30 if k in q else None
 s = lambda k: int(q[k]) / 1e9 if k in q else None
 print(json.dumps({"label": label, "predicted_step_s": s("plan-step-ns"),
@@ -107,13 +132,17 @@ print(json.dumps({"label": label, "predicted_step_s": s("plan-step-ns"),
     "h2d_gbps": float(q["h2d-gbps"]) if "h2d-gbps" in q else None,
     "plans": z.get("plans"), "plan_departures": z.get("plan-departures"),
     "planned_offloads": z.get("planned-offloads"), "prefetches": z.get("prefetches"),
-    "prefetches_skipped": z.get("prefetches-skipped"), "restores": z.get("restores"),
+    "prefetches_deferred": z.get("prefetches-deferred"),
+    "prefetches_late": z.get("prefetches-late"), "restores": z.get("restores"),
     "offloads": z.get("offloads"), "held_peak_gib": z.get("held-peak-bytes", 0) / 2**30,
     "host_wait_room_s": z.get("host-wait-room-ns", 0) / 1e9,
-    "host_wait_gate_s": z.get("host-wait-gate-ns", 0) / 1e9,
-    "host_wait_landing_s": z.get("host-wait-landing-ns", 0) / 1e9,
     # restores on use and evictions in each iteration the last plan ran (1: its first)
     "plan_faults_by_iteration": [faults.get(i, 0) for i in range(1, iters + 1)],
+    # the plan's restores made at their use, there being no room before it
+    "plan_late_by_iteration": [late.get(i, 0) for i in range(1, iters + 1)],
+    # whole planned iterations replayed at the host's issue times with the
+    # recorded GPU times: [seconds, of them the device waiting for the host]
+    "replayed_at_host_issue_s": host_bound,
     "plan_evictions_by_iteration": [evictions.get(i, 0) for i in range(1, iters + 1)], **gpu}))
 EOF
 }

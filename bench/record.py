@@ -8,7 +8,9 @@ the same label (repeats, interleaved with the others to even out drift) are
 merged: step_s is the median of all their steady-state steps, peak_gib the
 highest peak. The label --baseline (default "baseline") is the reference:
 every record gets ratio = step_s / baseline step_s and losses_identical =
-(the losses of all its runs equal the first baseline run's bit for bit). Prints a table and appends one record per run to
+(the losses of all its runs equal the first baseline run's bit for bit, over
+the steps a run has: a shorter run is compared with the baseline's first steps;
+losses_compared says how many). Prints a table and appends one record per run to
 FILE.jsonl with date, commit (BENCH_COMMIT), machine (BENCH_MACHINE, else
 nvidia-smi's) and command (BENCH_COMMAND).
 """
@@ -79,7 +81,10 @@ def main():
                 "step_s": round(r["step_s"], 5),
                 "ratio": round(r["step_s"] / base["step_s"], 4),
                 "peak_gib": round(r["peak_gib"], 2),
-                "losses_identical": all(ls == base["losses"] for ls in r["all_losses"]),
+                # a shorter run (save_on_cpu's few steps) against the same steps of the baseline
+                "losses_identical": all(len(ls) <= len(base["losses"]) and ls == base["losses"][:len(ls)]
+                                        for ls in r["all_losses"]),
+                "losses_compared": min(len(ls) for ls in r["all_losses"]),
                 "repeats": r["repeats"],
                 "deterministic": r["deterministic"], "steps": r["steps"], "warmup": r["warmup"],
                 "step_times": [round(t, 5) for t in r["step_times"]],
