@@ -21,7 +21,11 @@
 # in the first four), peak is NVML's for the whole device. Each ebb run's
 # plan (its predicted peak, bound and step time) comes from its trace.
 # Writes OUT/results.jsonl (bench/record.py), OUT/*.log, and where the GPU sat
-# idle in the planned iterations (bench/gaps.py: OUT/*.gaps.txt).
+# idle in the planned iterations (bench/gaps.py: OUT/*.gaps.txt). With CUPTI
+# gone after learning, each planned iteration is also replayed from the trace:
+# the recorded GPU time of each operation, started no sooner than the host
+# issued it (replayed_at_host_issue_s: the iteration's time so, and how much
+# of it the device waits for the host).
 # env: STEPS (9), WARMUP (5), OUT, BUILD, PYTHON, BENCH_COMMIT, BENCH_COMMAND, RUN_TIMEOUT (400),
 # KEEP_TRACE (set: keep each ebb run's trace as OUT/*.trace.gz, tens of MB for W1),
 # ANALYSE (1; 0: skip ebb plan and gaps.py on each ebb run's trace, about a
