@@ -10,13 +10,13 @@ gap is put down to one of two causes by comparing the host's issue time of
 the operation after it (its L, C, M or N record, put on CUPTI's clock with
 the cupti-clock note) with the start of the gap:
   host    the operation was issued after the device had gone idle: the host
-          was behind (a wait for room, moves, or launch work)
+          was behind (a wait at a restore gate, for room, or launch work)
   device  it had been issued in time and still waited: a stream wait on a
           restore's copy, or another stream's work
 The largest gaps are listed with the operation after each and the plan's
-records (O plan, B prefetch or late, J) the host wrote between that
-operation and the one before, with the host's waits there (H records: for
-room, for frees). Prints a table; --json appends one
+records (O plan, B prefetch, J) the host wrote between that operation and
+the one before, with the host's waits there (H records: for room, at a
+restore's gate, for an offload to land). Prints a table; --json appends one
 object per iteration.
 """
 import argparse

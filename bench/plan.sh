@@ -72,7 +72,7 @@ plan_json() {	# label trace
 import json, sys
 label, path = sys.argv[1], sys.argv[2]
 q, z, g = {}, {}, {}
-planned, iters, faults, late, evictions = False, 0, {}, {}, {}	# the last plan's iterations
+planned, iters, faults, evictions = False, 0, {}, {}	# the last plan's iterations
 host, starts = {}, []
 with open(path, errors="replace") as f:
     for line in f:
@@ -80,7 +80,7 @@ with open(path, errors="replace") as f:
         if len(p) >= 4 and p[0] == "Q" and (p[2].startswith("plan-") or p[2].endswith("-gbps")):
             q[p[2]] = p[3]	# the last plan's
             if p[2] == "plan-started":
-                planned, iters, faults, late, evictions = True, 0, {}, {}, {}
+                planned, iters, faults, evictions = True, 0, {}, {}
                 host, starts = {}, []
             elif p[2] == "plan-departed":
                 planned = False
@@ -95,8 +95,6 @@ with open(path, errors="replace") as f:
             host[int(p[2])] = int(p[1]) / 1e9	# when the host issued it
         elif planned and len(p) >= 6 and p[0] == "B" and p[5] == "fault":
             faults[iters] = faults.get(iters, 0) + 1
-        elif planned and len(p) >= 6 and p[0] == "B" and p[5] == "late":
-            late[iters] = late.get(iters, 0) + 1
         elif planned and len(p) >= 6 and p[0] == "O" and p[5] == "limit":
             evictions[iters] = evictions.get(iters, 0) + 1
 # the recorded iteration's GPU times as CUPTI gave them (if it ran with CUPTI)
@@ -136,14 +134,14 @@ print(json.dumps({"label": label, "predicted_step_s": s("plan-step-ns"),
     "h2d_gbps": float(q["h2d-gbps"]) if "h2d-gbps" in q else None,
     "plans": z.get("plans"), "plan_departures": z.get("plan-departures"),
     "planned_offloads": z.get("planned-offloads"), "prefetches": z.get("prefetches"),
-    "prefetches_deferred": z.get("prefetches-deferred"),
-    "prefetches_late": z.get("prefetches-late"), "restores": z.get("restores"),
+    "prefetches_skipped": z.get("prefetches-skipped"), "restores": z.get("restores"),
     "offloads": z.get("offloads"), "held_peak_gib": z.get("held-peak-bytes", 0) / 2**30,
     "host_wait_room_s": z.get("host-wait-room-ns", 0) / 1e9,
+    "prefetches_early": z.get("prefetches-early"),
+    "host_wait_gate_s": z.get("host-wait-gate-ns", 0) / 1e9,
+    "host_wait_landing_s": z.get("host-wait-landing-ns", 0) / 1e9,
     # restores on use and evictions in each iteration the last plan ran (1: its first)
     "plan_faults_by_iteration": [faults.get(i, 0) for i in range(1, iters + 1)],
-    # the plan's restores made at their use, there being no room before it
-    "plan_late_by_iteration": [late.get(i, 0) for i in range(1, iters + 1)],
     # whole planned iterations replayed at the host's issue times with the
     # recorded GPU times: [seconds, of them the device waiting for the host]
     "replayed_at_host_issue_s": host_bound,

@@ -41,7 +41,6 @@ struct ebb_buf {
 	uint8_t state;		/* EBB_RESIDENT, EBB_OFFLOADING, EBB_ON_HOST */
 	uint8_t freed;		/* freed by the job while an offload was in flight */
 	uint8_t cancelled;	/* used again before its offload finished */
-	uint8_t deferred;	/* a restore ahead of use waits for room (mover.c) */
 	uint16_t pending;	/* worker items that refer to it */
 	uint64_t rsize;		/* bytes of its range and physical handle */
 	void *handle;		/* struct vmm_handle * while mapped */

@@ -971,9 +971,11 @@ ebb_engine_shutdown(void)
 			summary_record("plan-actions-missed", xs.actions_missed);
 			summary_record("planned-offloads", ms.planned_offloads);
 			summary_record("prefetches", ms.prefetches);
-			summary_record("prefetches-deferred", ms.prefetches_deferred);
-			summary_record("prefetches-late", ms.prefetches_late);
+			summary_record("prefetches-skipped", ms.prefetches_skipped);
+			summary_record("prefetches-early", ms.prefetches_early);
 			summary_record("host-wait-room-ns", ms.wait_room_ns);
+			summary_record("host-wait-gate-ns", ms.wait_gate_ns);
+			summary_record("host-wait-landing-ns", ms.wait_landing_ns);
 		}
 	}
 	ebb_trace_close();
@@ -1001,16 +1003,17 @@ ebb_engine_shutdown(void)
 		    ms.handles_created - created_at_learned : 0));
 		if (exec_enabled() || xs.plans > 0)
 			ebb_log(EBB_LOG_NOTE, "plan: %llu made, %llu iterations run by it, %llu departures; "
-			    "%llu offloads and %llu restores ahead of use by the plan (%llu of them issued "
-			    "when room appeared, %llu more made at their use for want of it), %llu restores "
-			    "on use; predicted peak %s, %.3f s an iteration; the host waited %.3f s for room",
+			    "%llu offloads and %llu restores ahead of use by the plan (%llu restores skipped "
+			    "for want of room), %llu restores on use; predicted peak %s, %.3f s an iteration; "
+			    "the host waited %.3f s for room, %.3f s for the device to near a restore, %.3f s "
+			    "for offloads to land",
 			    (unsigned long long)xs.plans, (unsigned long long)xs.iterations_run,
 			    (unsigned long long)xs.departures, (unsigned long long)ms.planned_offloads,
-			    (unsigned long long)ms.prefetches, (unsigned long long)ms.prefetches_deferred,
-			    (unsigned long long)ms.prefetches_late,
-			    (unsigned long long)(ms.restores - ms.prefetches - ms.prefetches_late),
+			    (unsigned long long)ms.prefetches, (unsigned long long)ms.prefetches_skipped,
+			    (unsigned long long)(ms.restores - ms.prefetches),
 			    human(xs.planned_peak, held_s, sizeof held_s), (double)xs.predicted_step_ns / 1e9,
-			    (double)ms.wait_room_ns / 1e9);
+			    (double)ms.wait_room_ns / 1e9, (double)ms.wait_gate_ns / 1e9,
+			    (double)ms.wait_landing_ns / 1e9);
 	}
 }
 

@@ -19,6 +19,9 @@
 #include "trace.h"
 #include "tracer.h"
 
+/* A restore takes its memory when the device has this much work left
+ * before the restore's copy may start (the host runs ahead). */
+#define GATE_LEAD_S 1e-3
 /* The plan aims this far under EBB_LIMIT (1/64 of it): what is held at a
  * moment on the host's side runs a little ahead of the device's. */
 #define LIMIT_MARGIN_SHIFT 6
@@ -35,6 +38,7 @@ struct xbuf {
 
 struct xact {
 	uint32_t buf;
+	uint32_t gate;		/* prefetch: position the device must pass first; PROF_NONE: none */
 	uint8_t prefetch;
 	uint8_t after_op;	/* offload: not before the operation at its position is done
 				 * (a copy of the job's to the host it must not delay) */
@@ -45,6 +49,7 @@ struct xplan {
 	struct xbuf *buf;
 	uint32_t nbuf;
 	uint32_t *first;	/* actions of position i: act[first[i] .. first[i+1]) */
+	uint8_t *gate_mark;	/* a marker is wanted after position i (a gate) */
 	struct xact *act;
 	uint64_t *ord_size;	/* size of each movable-class allocation of the iteration */
 	uint32_t nord;
@@ -146,6 +151,7 @@ xplan_free(struct xplan *x)
 		return;
 	free(x->buf);
 	free(x->first);
+	free(x->gate_mark);
 	free(x->act);
 	free(x->ord_size);
 	free(x->slot);
@@ -428,6 +434,8 @@ exec_after_op(uint64_t seq, struct ebb_stream *st)
 	if (seq < run_s0 || seq - run_s0 >= x->period)
 		return;
 	uint64_t pos = seq - run_s0;
+	if (st != NULL && x->gate_mark[pos])
+		streams_mark_now(st);
 	for (uint32_t k = x->first[pos]; k < x->first[pos + 1]; k++) {
 		/* a prefetch may have waited with the mutex released */
 		if (state != X_RUNNING || running != x)
@@ -439,13 +447,28 @@ exec_after_op(uint64_t seq, struct ebb_stream *st)
 			continue;
 		}
 		if (a->prefetch)
-			mover_prefetch(b, st, seq);
+			mover_prefetch(b, st, seq, a->gate < pos ? run_s0 + a->gate : 0);
 		else
 			mover_plan_offload(b, a->after_op ? st : NULL, seq);
 	}
 }
 
 /* ---- planning ---- */
+
+/* The last position before at with GATE_LEAD_S of work between it and at's
+ * end, or PROF_NONE. */
+static uint32_t
+gate_of(const struct prof *p, uint32_t at)
+{
+	double left = 0;
+
+	for (uint32_t j = at; j > 0; j--) {
+		left += p->dur[j];
+		if (left >= GATE_LEAD_S)
+			return j - 1;
+	}
+	return PROF_NONE;
+}
 
 /* The plan's actions by position, from the planner's moves. */
 static struct xplan *
@@ -460,8 +483,9 @@ build(const struct prof *p, const struct plan *pl, const uint64_t *addr, uint32_
 	memset(xb_of, 0xff, (p->nbufs ? p->nbufs : 1) * sizeof *xb_of);
 	x->buf = calloc(pl->n ? pl->n : 1, sizeof *x->buf);
 	x->first = calloc(p->nops + 1, sizeof *x->first);
+	x->gate_mark = calloc(p->nops + 1, 1);
 	x->act = calloc(2 * (size_t)pl->n + 1, sizeof *x->act);
-	if (x->buf == NULL || x->first == NULL || x->act == NULL)
+	if (x->buf == NULL || x->first == NULL || x->gate_mark == NULL || x->act == NULL)
 		goto fail;
 	/* ordinals: the size of every allocation the recording saw */
 	for (uint32_t k = 0; k < p->nbufs; k++)
@@ -513,10 +537,13 @@ build(const struct prof *p, const struct plan *pl, const uint64_t *addr, uint32_
 				continue;
 			if (pass == 0) {
 				uint32_t pos = mv->issue == PROF_NONE ? 0 : mv->issue;
-				x->act[fill[pos]++] = (struct xact){ (uint32_t)xb_of[mv->buf], 0,
+				x->act[fill[pos]++] = (struct xact){ (uint32_t)xb_of[mv->buf], PROF_NONE, 0,
 				    mv->issue != mv->after };
 			} else if (mv->use != PROF_NONE) {
-				x->act[fill[mv->at]++] = (struct xact){ (uint32_t)xb_of[mv->buf], 1, 0 };
+				uint32_t gate = gate_of(p, mv->at);
+				if (gate != PROF_NONE)
+					x->gate_mark[gate] = 1;
+				x->act[fill[mv->at]++] = (struct xact){ (uint32_t)xb_of[mv->buf], gate, 1, 0 };
 			}
 		}
 	free(fill);

@@ -47,9 +47,6 @@ static int planned;		/* the engine's plan moves buffers */
 static double bw_d2h, bw_h2d;	/* measured at start, bytes a second */
 static struct mover_stats st;
 
-static void pump(void);
-static void dq_remove(struct ebb_buf *b);
-
 /* resident movable buffers, least recently used first */
 static struct ebb_buf *lru_head, *lru_tail;
 
@@ -353,7 +350,6 @@ worker_main(void *arg)
 			ebb_real.cuEventSynchronize(w->pre);
 		pthread_mutex_lock(lock);
 		retire(w);
-		pump();		/* room was released */
 	}
 	pthread_mutex_unlock(lock);
 	return NULL;
@@ -969,8 +965,6 @@ mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
 	if (b->managed != EBB_MANAGED_BIG)
 		return 0;
 	lru_remove(b);
-	if (b->deferred)
-		dq_remove(b);
 	switch (b->state) {
 	case EBB_RESIDENT: {
 		/* freed before a restore copy into it landed (rare): let it land */
@@ -1149,10 +1143,9 @@ copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uin
 	return CUDA_SUCCESS;
 }
 
-/* Bring b back to the device for operation seq on consumer (why: the B
- * record's kind). */
+/* Bring b back to the device for operation seq on consumer. */
 static CUresult
-restore(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq, const char *why)
+restore(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq)
 {
 	CUresult err;
 	struct vmm_handle *h = get_handle(b->rsize, seq, 0, &err);
@@ -1168,7 +1161,7 @@ restore(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq, const char
 		pre = NULL;
 	}
 	CUevent ev;
-	CUresult r = copy_back(b, h, NULL, 0, pre, seq, why);
+	CUresult r = copy_back(b, h, NULL, 0, pre, seq, "fault");
 	if (r == CUDA_SUCCESS && (ev = b->arrive) != NULL)
 		r = ebb_real.cuStreamWaitEvent(c, ev, 0);
 	return r;
@@ -1189,131 +1182,61 @@ mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq)
 	return 1;
 }
 
-/*
- * Restores ahead of use that waited for room within the limit, or for their
- * buffer's offload to land, in the order the plan issued them. They are
- * served as room appears (pump): the host does not wait for them, and a use
- * reached first makes its restore itself (mover_ensure).
- */
-struct deferred {
-	struct ebb_buf *b;
-	struct ebb_stream *after;	/* the copy starts once after has passed seq */
-	uint64_t seq;
-	struct deferred *next;
-};
-static struct deferred *dq_head, *dq_tail;
-
-/* Memory of rsize bytes within the limit without waiting or moving
- * anything: a pooled or new handle, a freed block the device has passed,
- * or room made by releasing pooled handles of other sizes. */
-static struct vmm_handle *
-room_now(size_t rsize)
-{
-	for (;;) {
-		int full = 0;
-		CUresult err = CUDA_SUCCESS;
-		struct vmm_handle *h = try_handle(rsize, &full, &err);
-		if (h != NULL || err != CUDA_SUCCESS)
-			return h;
-		if ((h = vmm_pool_any()) != NULL) {
-			vmm_release(h);
-			continue;
-		}
-		if (!reclaim_block(0, 0))
-			return NULL;
-	}
-}
-
-/* Take b's entry out of the queue (b->deferred). */
-static void
-dq_remove(struct ebb_buf *b)
-{
-	struct deferred *prev = NULL;
-
-	for (struct deferred *d = dq_head; d != NULL; prev = d, d = d->next) {
-		if (d->b != b)
-			continue;
-		if (prev)
-			prev->next = d->next;
-		else
-			dq_head = d->next;
-		if (dq_tail == d)
-			dq_tail = prev;
-		free(d);
-		break;
-	}
-	b->deferred = 0;
-	b->pending--;
-}
-
-/* Issue the queued restores that can be issued now, in order. */
-static void
-pump(void)
-{
-	while (dq_head != NULL && !capturing && !stopping) {
-		struct deferred *d = dq_head;
-		struct ebb_buf *b = d->b;
-		struct vmm_handle *h = NULL;
-		if (!b->freed && b->state == EBB_OFFLOADING && !b->cancelled)
-			return;		/* its copy to the host has not landed */
-		if (!b->freed && b->state == EBB_ON_HOST && (h = room_now(b->rsize)) == NULL)
-			return;
-		dq_head = d->next;
-		if (dq_head == NULL)
-			dq_tail = NULL;
-		b->deferred = 0;
-		if (--b->pending == 0 && b->freed) {
-			if (h != NULL)
-				vmm_pool_put(h);
-			recycle(b);
-		} else if (h != NULL && copy_back(b, h, d->after, d->seq, NULL, d->seq,
-		    "prefetch") == CUDA_SUCCESS) {
-			st.prefetches++;
-			st.prefetches_deferred++;
-		}
-		free(d);
-	}
-}
-
 int
-mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq)
+mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64_t gate)
 {
-	if (!on || capturing || b->managed != EBB_MANAGED_BIG || b->pinned || b->deferred ||
+	if (!on || capturing || b->managed != EBB_MANAGED_BIG || b->pinned ||
 	    b->state == EBB_RESIDENT)
 		return 0;
-	/* in the plan's order: none goes before one that waits */
-	if (dq_head == NULL && b->state == EBB_ON_HOST) {
-		struct vmm_handle *h = room_now(b->rsize);
-		if (h != NULL) {
-			if (copy_back(b, h, after, seq, NULL, seq, "prefetch") != CUDA_SUCCESS)
-				return 0;
-			st.prefetches++;
-			return 1;
-		}
-	}
+	CUevent gate_ev = gate != 0 && after != NULL ? streams_marker(after, gate) : NULL;
+	struct vmm_handle *h = NULL;
+	int full = 0;
+	CUresult err = CUDA_SUCCESS;
 	/*
-	 * No room now (the host is ahead of the device, whose offloads and
-	 * frees make it), or the offload is still copying: queue it. The copy
-	 * must start after operation seq, so seq gets a marker now, while this
-	 * thread can record one.
+	 * The buffer is on the host and there is room now: the copy is ordered
+	 * after operation seq on the device all the same, and the memory it
+	 * takes is within the limit, so the host need not wait for the device
+	 * to near it (which would leave the device little queued work).
 	 */
-	if (after != NULL) {
-		streams_mark_now(after);
-		if (!streams_done(after, seq) && streams_marker(after, seq) == NULL)
-			return 0;	/* cannot be ordered later: the use restores it */
+	if (gate_ev != NULL && b->state == EBB_ON_HOST && !b->cancelled && !b->freed &&
+	    (h = try_handle(b->rsize, &full, &err)) != NULL) {
+		gate_ev = NULL;
+		st.prefetches_early++;
 	}
-	struct deferred *d = malloc(sizeof *d);
-	if (d == NULL)
+	b->pending++;	/* b may be freed while the mutex is released */
+	if (gate_ev != NULL) {
+		/* the host is ahead of the device: take the memory when the device is near */
+		uint64_t t0 = ebb_now_ns();
+		pthread_mutex_unlock(lock);
+		ebb_real.cuEventSynchronize(gate_ev);
+		pthread_mutex_lock(lock);
+		host_waited(&st.wait_gate_ns, t0, "gate", seq);
+		streams_done(after, gate);
+	}
+	/* and the offload must have landed */
+	while (b->state == EBB_OFFLOADING && !b->cancelled && !b->freed && !stopping)
+		wait_room(&st.wait_landing_ns, "landing", seq);
+	if (--b->pending == 0 && b->freed) {
+		if (h != NULL)
+			vmm_pool_put(h);
+		recycle(b);
 		return 0;
-	*d = (struct deferred){ b, after, seq, NULL };
-	if (dq_tail)
-		dq_tail->next = d;
-	else
-		dq_head = d;
-	dq_tail = d;
-	b->deferred = 1;
-	b->pending++;
-	pump();
+	}
+	if (b->freed || capturing || b->state != EBB_ON_HOST) {
+		if (h != NULL)
+			vmm_pool_put(h);
+		return 0;
+	}
+	if (h == NULL)
+		h = get_handle(b->rsize, seq, 1, &err);
+	if (h == NULL) {
+		st.prefetches_skipped++;
+		trace_move('J', seq, b, b->size, "prefetch-no-room");
+		return 0;
+	}
+	if (copy_back(b, h, after, seq, NULL, seq, "prefetch") != CUDA_SUCCESS)
+		return 0;
+	st.prefetches++;
 	return 1;
 }
 
@@ -1345,19 +1268,10 @@ mover_fixed_held(void)
 CUresult
 mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint64_t seq)
 {
-	if (dq_head != NULL)
-		pump();
 	for (size_t i = 0; i < n; i++) {
 		struct ebb_buf *b = bufs[i];
 		if (b->managed != EBB_MANAGED_BIG)
 			continue;
-		const char *why = "fault";
-		if (b->deferred) {
-			/* a restore ahead of use still waiting: made here, for this use */
-			dq_remove(b);
-			st.prefetches_late++;
-			why = "late";
-		}
 		if (b->state == EBB_RESIDENT) {
 			/* restored ahead of this use: the device waits for the copy */
 			if (b->arrive != NULL) {
@@ -1377,7 +1291,7 @@ mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint6
 			trace_move('B', seq, b, 0, "cancel");
 			continue;
 		}
-		CUresult r = restore(b, consumer, seq, why);
+		CUresult r = restore(b, consumer, seq);
 		if (r != CUDA_SUCCESS)
 			return r;
 	}
@@ -1395,12 +1309,6 @@ mover_stats(struct mover_stats *out)
 void
 mover_shutdown(void)
 {
-	while (dq_head != NULL) {	/* restores no use waits for any more */
-		struct ebb_buf *b = dq_head->b;
-		dq_remove(b);
-		if (b->pending == 0 && b->freed)
-			recycle(b);
-	}
 	if (!worker_started)
 		return;
 	stopping = 1;

@@ -53,10 +53,12 @@ struct mover_stats {
 	uint64_t offloads, restores, cancels, refusals;
 	uint64_t planned_offloads;	/* of offloads: issued by the plan */
 	uint64_t prefetches;		/* of restores: issued by the plan ahead of use */
-	uint64_t prefetches_deferred;	/* of prefetches: issued later, when room appeared
-					 * or the buffer's offload landed */
-	uint64_t prefetches_late;	/* queued, but the use came first: made there */
+	uint64_t prefetches_skipped;	/* no room within the limit without evicting */
+	uint64_t prefetches_early;	/* of prefetches: issued at once, there being room,
+					 * without waiting for the device to near them */
 	uint64_t wait_room_ns;		/* the host waited for room (copies landing, frees passed) */
+	uint64_t wait_gate_ns;		/* a restore waited for the device to near it */
+	uint64_t wait_landing_ns;	/* a restore waited for its buffer's offload to land */
 	uint64_t bytes_d2h, bytes_h2d;
 	uint64_t stall_ns, stalls_measured;
 	uint64_t held, held_peak;	/* device bytes ebb holds: handles, slabs, others */
@@ -119,15 +121,14 @@ int mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq
 /*
  * Restore b ahead of its use: an H2D copy on ebb's stream that starts once
  * operation seq on stream after is done; later uses wait for the copy on
- * the device, never on the host. When there is no room within the limit
- * now (the host runs ahead of the device, whose offloads and frees make
- * it), or b's offload is still copying, the restore is queued, behind any
- * queued before it, and issued when that changes (when an offload lands,
- * at the next operation); the host does not wait. A use that comes first
- * makes the restore itself (mover_ensure). Returns 1 when issued or
- * queued.
+ * the device, never on the host. The host first waits until the device
+ * has passed operation gate of stream after (0: no gate), so that the
+ * memory is taken when the device, not the host, is near seq; then for
+ * b's offload to land, if it has not. When there is no room within the
+ * limit without evicting, nothing is done (the use restores it). Returns 1
+ * when issued.
  */
-int mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq);
+int mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64_t gate);
 
 /* Copy bandwidth in bytes a second measured at start (0 when not measured). */
 void mover_bandwidth(double *d2h_bps, double *h2d_bps);

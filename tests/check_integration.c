@@ -646,24 +646,31 @@ START_TEST(plan_moves_ahead_of_use)
 	ck_assert_uint_ge(summary(&t, "plan-iterations"), 20);
 	ck_assert_uint_gt(summary(&t, "prefetches"), 20);
 	ck_assert_uint_gt(summary(&t, "planned-offloads"), 20);
-	/* the host runs ahead of the fake device: where there was no room at
-	 * once, a restore waited in the queue, not the host, and was issued when
-	 * room appeared or, when its use came first, made there (late) */
-	ck_assert_uint_le(summary(&t, "prefetches-deferred"), summary(&t, "prefetches"));
-	ck_assert_uint_gt(summary(&t, "prefetches-deferred") + summary(&t, "prefetches-late"), 0);
-	ck_assert_uint_eq(summary(&t, "prefetches-late"), count_type_field(&t, 'B', 4, "late"));
+	ck_assert_uint_eq(summary(&t, "prefetches-skipped"), 0);
+	/* where there was room, a restore did not wait for the device to near
+	 * it (how often there is room depends on the timing: from none to a
+	 * third of them in this run) */
+	ck_assert_uint_le(summary(&t, "prefetches-early"), summary(&t, "prefetches"));
 	/* every wait of the host has its H record */
-	uint64_t room = 0;
+	uint64_t room = 0, gate = 0, landing = 0;
 	for (size_t i = 0; i < t.n; i++) {
 		const struct rec *h = &t.r[i];
 		if (h->type != 'H')
 			continue;
+		uint64_t ns = num(h, 2);
 		if (strcmp(h->f[3], "room") == 0 || strcmp(h->f[3], "frees") == 0)
-			room += num(h, 2);
+			room += ns;
+		else if (strcmp(h->f[3], "gate") == 0)
+			gate += ns;
+		else if (strcmp(h->f[3], "landing") == 0)
+			landing += ns;
 		else
 			ck_abort_msg("H record of kind %s", h->f[3]);
 	}
 	ck_assert_uint_eq(room, summary(&t, "host-wait-room-ns"));
+	ck_assert_uint_eq(gate, summary(&t, "host-wait-gate-ns"));
+	ck_assert_uint_eq(landing, summary(&t, "host-wait-landing-ns"));
+	ck_assert_uint_gt(room + gate, 0);
 	ck_assert_uint_eq(summary(&t, "plan-actions-missed"), 0);
 	ck_assert_str_eq(note_value(&t, "plan-times"), "host");
 	ck_assert_uint_le(strtoull(note_value(&t, "plan-peak-bytes"), NULL, 10), 56ULL << 20);
