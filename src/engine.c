@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -625,6 +626,15 @@ static const char op_letter[EBB_OP_KINDS] = { 'L', 'C', 'M', 'R', 'N' };
  * attached until the plan has run two whole iterations: a plan that departs
  * at once, say of a micro-batch taken for the iteration, is learned again
  * with GPU times). Called without engine_lock. */
+static void *
+planner_main(void *arg)
+{
+	(void)arg;
+	ebb_inside = 1;		/* nothing this thread calls is the job's */
+	exec_plan_now(&engine_lock);
+	return NULL;
+}
+
 static void
 plan_now(void)
 {
@@ -635,7 +645,27 @@ plan_now(void)
 		ebb_cupti_flush();
 		ebb_inside = 0;
 	}
-	exec_plan_now(&engine_lock);
+	/*
+	 * The plan is made on a thread of its own: planning a large iteration
+	 * takes seconds of CPU (19 s for W1 under its bound), which the job's
+	 * thread would otherwise wait out. The job goes on under the mover
+	 * meanwhile; the plan starts at the first iteration start after it is
+	 * made. Signals stay with the job's threads.
+	 */
+	pthread_attr_t a;
+	pthread_t t;
+	sigset_t all, old;
+	int r = pthread_attr_init(&a);
+	if (r == 0) {
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		r = pthread_create(&t, &a, planner_main, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&a);
+	}
+	if (r != 0)
+		exec_plan_now(&engine_lock);	/* no thread: plan here */
 }
 
 CUresult

@@ -594,8 +594,21 @@ durations(struct rec *r, const uint32_t *tok, const uint64_t *host, const double
 	return "host";
 }
 
+/* One plan is made at a time (the token times are the planner's alone). */
+static pthread_mutex_t planning = PTHREAD_MUTEX_INITIALIZER;
+
+static void plan_recorded(pthread_mutex_t *lock);
+
 void
 exec_plan_now(pthread_mutex_t *lock)
+{
+	pthread_mutex_lock(&planning);
+	plan_recorded(lock);
+	pthread_mutex_unlock(&planning);
+}
+
+static void
+plan_recorded(pthread_mutex_t *lock)
 {
 	struct rec r;
 	uint64_t *addr, *host;

@@ -71,13 +71,15 @@ int exec_learned(void);
 
 /* Whether a recorded iteration waits for its plan; when it does, the
  * caller flushes CUPTI (which delivers the iteration's GPU times) and
- * calls exec_plan_now without the engine mutex. */
+ * calls exec_plan_now without the engine mutex, on any thread. */
 int exec_plan_due(void);
 
 /* GPU times of operation seq (CUPTI clock, ns). Takes its own lock. */
 void exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end);
 
-/* Plan the recorded iteration. Called without the engine mutex; lock is it. */
+/* Plan the recorded iteration. Called without the engine mutex; lock is
+ * it. The job may go on meanwhile: a departure drops the plan being made,
+ * and calls on other threads wait for this one. */
 void exec_plan_now(pthread_mutex_t *lock);
 
 struct exec_stats {
