@@ -622,10 +622,7 @@ op_token(const struct ebb_op *op, const struct ebb_kinfo *k)
 
 static const char op_letter[EBB_OP_KINDS] = { 'L', 'C', 'M', 'R', 'N' };
 
-/* Plan the recorded iteration, with CUPTI's times for it (CUPTI stays
- * attached until the plan has run two whole iterations: a plan that departs
- * at once, say of a micro-batch taken for the iteration, is learned again
- * with GPU times). Called without engine_lock. */
+/* The thread a plan is made on (plan_now). */
 static void *
 planner_main(void *arg)
 {
@@ -635,6 +632,10 @@ planner_main(void *arg)
 	return NULL;
 }
 
+/* Plan the recorded iteration, with CUPTI's times for it (CUPTI stays
+ * attached until the plan has run two whole iterations: a plan that departs
+ * at once, say of a micro-batch taken for the iteration, is learned again
+ * with GPU times). Called without engine_lock. */
 static void
 plan_now(void)
 {
@@ -1065,5 +1066,6 @@ void
 ebb_engine_atfork_child(void)
 {
 	ebb_trace_atfork_child();
+	exec_atfork_child();
 	pthread_mutex_unlock(&engine_lock);
 }

@@ -607,6 +607,15 @@ exec_plan_now(pthread_mutex_t *lock)
 	pthread_mutex_unlock(&planning);
 }
 
+void
+exec_atfork_child(void)
+{
+	/* a plan being made in the parent is not made here: its thread is not */
+	pthread_mutex_init(&planning, NULL);
+	if (state == X_PLANNING)
+		state = X_OFF;
+}
+
 static void
 plan_recorded(pthread_mutex_t *lock)
 {

@@ -82,6 +82,9 @@ void exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end);
  * and calls on other threads wait for this one. */
 void exec_plan_now(pthread_mutex_t *lock);
 
+/* In the child of a fork (the engine mutex held): no plan is being made. */
+void exec_atfork_child(void);
+
 struct exec_stats {
 	uint64_t plans;		/* plans made */
 	uint64_t departures;
