@@ -125,6 +125,9 @@ g = lambda k: int(q[k]) / 2**30 if k in q else None
 s = lambda k: int(q[k]) / 1e9 if k in q else None
 print(json.dumps({"label": label, "predicted_step_s": s("plan-step-ns"),
     "plan_gpu_step_s": s("plan-step-before-ns"), "plan_stall_s": s("plan-stall-ns"),
+    "plan_host_idle_s": s("plan-host-idle-ns"), "plan_host_idle_before_s": s("plan-host-idle-before-ns"),
+    "plan_host_offload_us": s("plan-host-offload-ns") * 1e6 if "plan-host-offload-ns" in q else None,
+    "plan_host_restore_us": s("plan-host-restore-ns") * 1e6 if "plan-host-restore-ns" in q else None,
     "plan_peak_gib": g("plan-peak-bytes"), "plan_bound_gib": g("plan-bound-bytes"),
     "plan_stall_capped": q.get("plan-stall-capped") == "1",
     "plan_target_gib": g("plan-target-bytes"), "learned_peak_gib": g("plan-peak-before-bytes"),

@@ -38,7 +38,48 @@ prof_fini(struct prof *p)
 	free(p->buf);
 	free(p->dur);
 	free(p->xfer);
+	free(p->host);
+	free(p->barrier);
 	memset(p, 0, sizeof *p);
+}
+
+int
+prof_host(struct prof *p)
+{
+	if (p->host == NULL)
+		p->host = calloc(p->nops ? p->nops : 1, sizeof *p->host);
+	if (p->barrier == NULL)
+		p->barrier = calloc(p->nops ? p->nops : 1, 1);
+	return p->host != NULL && p->barrier != NULL ? 0 : -1;
+}
+
+/*
+ * The device waiting for the host over one iteration. The host issues
+ * operation i at h, and the device runs it from max(h, the end of the one
+ * before) for its duration; the host then takes host[i], plus the moves it
+ * issues after i (noff, nres: how many; NULL: none), before issuing the
+ * next. At a barrier the host first waits for the device to finish. The
+ * iteration starts with host and device together.
+ */
+static double
+host_idle(const struct prof *p, const struct plan_params *pp, const uint32_t *noff,
+    const uint32_t *nres)
+{
+	double h = 0, d = 0, idle = 0;
+
+	for (uint32_t i = 0; i < p->nops; i++) {
+		if (h > d) {
+			idle += h - d;
+			d = h;
+		}
+		d += p->dur[i];
+		if (p->barrier[i] && h < d)
+			h = d;
+		h += p->host[i];
+		if (noff != NULL)
+			h += noff[i] * pp->host_offload_s + nres[i] * pp->host_restore_s;
+	}
+	return idle;
 }
 
 void
@@ -811,6 +852,10 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	out->peak_before = prof_peak(p, &out->peak_op);
 	out->peak = out->peak_before;
 	out->step_before_s = out->step_s = prof_time(p);
+	if (p->host != NULL && p->barrier != NULL) {
+		out->host_idle_before_s = out->host_idle_s = host_idle(p, pp, NULL, NULL);
+		out->step_s += out->host_idle_s;
+	}
 	if (n == 0 || pp->d2h_bps <= 0 || pp->h2d_bps <= 0) {
 		out->met = out->peak <= pp->target;
 		return 0;
@@ -1084,6 +1129,28 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	out->met = out->peak <= pp->target;
 	if (!out->met && !s.stalling)
 		out->bound = out->peak;
+	if (p->host != NULL && p->barrier != NULL) {
+		/* the host's side: where the executor issues each move (exec.c) */
+		uint32_t *noff = calloc(n, sizeof *noff), *nres = calloc(n, sizeof *nres);
+		if (noff == NULL || nres == NULL) {
+			free(noff);
+			free(nres);
+			free(out->mv);
+			out->mv = NULL;
+			out->n = 0;
+			goto out;
+		}
+		for (uint32_t k = 0; k < m; k++) {
+			const struct plan_move *mv = &out->mv[k];
+			noff[mv->issue == PROF_NONE ? 0 : mv->issue]++;
+			if (mv->use != PROF_NONE)
+				nres[mv->at]++;
+		}
+		out->host_idle_s = host_idle(p, pp, noff, nres);
+		out->step_s += out->host_idle_s;
+		free(noff);
+		free(nres);
+	}
 	ret = 0;
 out:
 	free(c);

@@ -67,6 +67,11 @@ struct prof {
 	uint32_t nops;
 	double *dur;		/* seconds each operation keeps the device busy */
 	uint8_t *xfer;		/* PROF_XFER_* of each operation, or 0 */
+	/* the job's thread (prof_host; NULL: not known, the host keeps ahead) */
+	double *host;		/* seconds from issuing each operation to issuing the
+				 * next, without ebb's own work */
+	uint8_t *barrier;	/* the host waits there until the device has done
+				 * everything issued (a synchronisation) */
 	struct prof_buf *buf;
 	uint32_t nbufs, cap;
 	uint64_t fixed;		/* bytes held throughout that never move */
@@ -82,6 +87,10 @@ int64_t prof_add(struct prof *p, uint64_t size, uint64_t key, uint32_t alloc, in
 
 /* Operation op uses buffer b (ops must not decrease). Returns 0 or -1. */
 int prof_use(struct prof *p, uint32_t b, uint32_t op);
+
+/* Give the profile the host's side (host and barrier, zeros). Returns 0 or
+ * -1 when out of memory. */
+int prof_host(struct prof *p);
 
 /* Operation op is a copy of the job's between host and device (PROF_XFER_*). */
 void prof_xfer(struct prof *p, uint32_t op, unsigned dir);
@@ -115,6 +124,9 @@ struct plan_params {
 	double d2h_bps, h2d_bps;	/* bytes a second of each copy direction */
 	double copy_latency_s;	/* fixed cost of one copy */
 	uint64_t min_bytes;	/* smallest buffer worth moving */
+	/* with the profile's host side: the host's seconds to issue one move */
+	double host_offload_s;	/* an offload, its memory's release included */
+	double host_restore_s;
 	int allow_stall;	/* 0: only gaps whose restores are on time */
 };
 
@@ -140,8 +152,13 @@ struct plan {
 	uint64_t peak;		/* bytes, with the moves */
 	uint32_t peak_op;
 	double step_before_s;	/* sum of the durations */
-	double step_s;		/* predicted: the durations plus the stalls */
+	double step_s;		/* predicted: the durations, the stalls, and the
+				 * device waiting for the host */
 	double stall_s;
+	/* with the profile's host side: the device waiting for the host to issue
+	 * the next operation, over one iteration (else 0) */
+	double host_idle_before_s;	/* nothing moved */
+	double host_idle_s;		/* with the moves, whose issue takes host time */
 	uint64_t bytes_d2h, bytes_h2d;	/* per iteration, steady state */
 	int met;		/* peak <= target */
 	int stall_capped;	/* stopped short of the target: the predicted stalls

@@ -784,7 +784,7 @@ ebb_engine_op_begin(struct ebb_op *op)
 		ebb_line_end(&l);
 	}
 	uint32_t token = op_token(op, k);
-	exec_op(op->seq, token, s->v, s->n, xfer);
+	exec_op(op->seq, token, s->v, s->n, xfer, op->sync);
 	int action = learn_step(op->seq, token, op->sync ? ITER_SYNC_OP : ITER_NOSYNC, k);
 	int timed = (learn == LEARN_SEARCH || learn == LEARN_FOUND) && action >= 0;
 	int plan_due = exec_plan_due();
@@ -842,7 +842,7 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 		ebb_line_hex(&l, h);
 		ebb_line_end(&l);
 	}
-	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0);
+	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1);
 	int action = learn_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
 	exec_after_op(seq, NULL);
 	int plan_due = exec_plan_due();

@@ -69,6 +69,8 @@ static uint64_t *rec_addr;	/* address of each buffer alive at the start */
 static uint32_t rec_naddr, rec_addr_cap;
 static uint32_t *rec_tok;	/* each operation's token */
 static uint64_t *rec_host;	/* when the host issued each operation */
+static uint64_t *rec_self;	/* the mover's host time by then (mover_self_ns) */
+static uint8_t *rec_sync;	/* the host waited for the device there */
 
 /* GPU times arrive on CUPTI's thread */
 static pthread_mutex_t times_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -177,9 +179,13 @@ recording_free(void)
 	free(rec_addr);
 	free(rec_tok);
 	free(rec_host);
+	free(rec_self);
+	free(rec_sync);
 	rec_addr = NULL;
 	rec_tok = NULL;
 	rec_host = NULL;
+	rec_self = NULL;
+	rec_sync = NULL;
 	rec_naddr = rec_addr_cap = 0;
 	pthread_mutex_lock(&times_lock);
 	free(times);
@@ -273,8 +279,10 @@ start_recording(uint64_t s0, uint64_t period)
 	}
 	rec_tok = calloc(period, sizeof *rec_tok);
 	rec_host = calloc(period + 1, sizeof *rec_host);
+	rec_self = calloc(period + 1, sizeof *rec_self);
+	rec_sync = calloc(period, 1);
 	double *t = calloc(period, sizeof *t);
-	if (rec_tok == NULL || rec_host == NULL || t == NULL) {
+	if (rec_tok == NULL || rec_host == NULL || rec_self == NULL || rec_sync == NULL || t == NULL) {
 		free(t);
 		recording_free();
 		ebb_log(EBB_LOG_WARN, "no memory to record an iteration of %llu operations; ebb does "
@@ -301,6 +309,7 @@ exec_boundary(uint64_t next_seq, uint64_t period)
 		break;
 	case X_RECORDING:
 		rec_host[rec.p.nops] = ebb_now_ns();
+		rec_self[rec.p.nops] = mover_self_ns();
 		state = X_RECORDED;
 		break;
 	case X_READY:
@@ -373,13 +382,16 @@ exec_free(struct ebb_buf *b, uint64_t last_seq)
 }
 
 void
-exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, unsigned xfer)
+exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, unsigned xfer,
+    int sync)
 {
 	if (state != X_RECORDING || seq < rec.s0 || seq - rec.s0 >= rec.p.nops)
 		return;
 	uint64_t i = seq - rec.s0;
 	rec_tok[i] = token;
 	rec_host[i] = ebb_now_ns();
+	rec_self[i] = mover_self_ns();
+	rec_sync[i] = sync != 0;
 	rec_xfer(&rec, seq, xfer);
 	for (size_t k = 0; k < n; k++)
 		if (bufs[k]->managed == EBB_MANAGED_BIG)
@@ -594,6 +606,27 @@ durations(struct rec *r, const uint32_t *tok, const uint64_t *host, const double
 	return "host";
 }
 
+/*
+ * The job's own pace from the recording: the host's time from issuing each
+ * operation to issuing the next, less the mover's time in between (its
+ * waits for room, restores on use, evictions: what ebb added, which the
+ * plan replaces with its own moves). At a synchronisation the host waited
+ * for the device, which the planner replays itself: 0 there, and a barrier.
+ * Operations ebb issued itself have no issue time: 0.
+ */
+static void
+host_pace(struct prof *p, const uint64_t *host, const uint64_t *self, const uint8_t *sync)
+{
+	for (uint32_t i = 0; i < p->nops; i++) {
+		p->barrier[i] = sync[i];
+		p->host[i] = 0;
+		if (sync[i] || host[i] == 0 || host[i + 1] <= host[i])
+			continue;
+		uint64_t gap = host[i + 1] - host[i], ebb = self[i + 1] - self[i];
+		p->host[i] = gap > ebb ? (double)(gap - ebb) / 1e9 : 0;
+	}
+}
+
 /* One plan is made at a time (the token times are the planner's alone). */
 static pthread_mutex_t planning = PTHREAD_MUTEX_INITIALIZER;
 
@@ -620,8 +653,9 @@ static void
 plan_recorded(pthread_mutex_t *lock)
 {
 	struct rec r;
-	uint64_t *addr, *host;
+	uint64_t *addr, *host, *self;
 	uint32_t *tok, naddr;
+	uint8_t *sync;
 	char buf[256];
 
 	pthread_mutex_lock(lock);
@@ -636,9 +670,13 @@ plan_recorded(pthread_mutex_t *lock)
 	naddr = rec_naddr;
 	tok = rec_tok;
 	host = rec_host;
+	self = rec_self;
+	sync = rec_sync;
 	rec_addr = NULL;
 	rec_tok = NULL;
 	rec_host = NULL;
+	rec_self = NULL;
+	rec_sync = NULL;
 	rec_naddr = rec_addr_cap = 0;
 	uint64_t fixed = mover_fixed_held(), limit = mover_limit();
 	/* the GPU times are in (CUPTI was flushed): take them with the rest,
@@ -655,6 +693,11 @@ plan_recorded(pthread_mutex_t *lock)
 	free(t);
 	rec_end(&r);
 	r.p.fixed = fixed;
+	/* the host's side, when the durations are the device's */
+	double off_s, res_s;
+	mover_move_costs(&off_s, &res_s);
+	if (strcmp(source, "host") != 0 && prof_host(&r.p) == 0)
+		host_pace(&r.p, host, self, sync);
 
 	double d2h, h2d;
 	mover_bandwidth(&d2h, &h2d);
@@ -667,6 +710,7 @@ plan_recorded(pthread_mutex_t *lock)
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = conf->min_offload_bytes,
 		/* under the bound, stalls rather than faults */
 		.allow_stall = 1,
+		.host_offload_s = off_s, .host_restore_s = res_s,
 	};
 	struct plan pl;
 	struct xplan *x = NULL;
@@ -717,6 +761,10 @@ plan_recorded(pthread_mutex_t *lock)
 		ebb_trace_note_u64("plan-step-before-ns", (uint64_t)(pl.step_before_s * 1e9));
 		ebb_trace_note_u64("plan-step-ns", (uint64_t)(pl.step_s * 1e9));
 		ebb_trace_note_u64("plan-stall-ns", (uint64_t)(pl.stall_s * 1e9));
+		ebb_trace_note_u64("plan-host-idle-ns", (uint64_t)(pl.host_idle_s * 1e9));
+		ebb_trace_note_u64("plan-host-idle-before-ns", (uint64_t)(pl.host_idle_before_s * 1e9));
+		ebb_trace_note_u64("plan-host-offload-ns", (uint64_t)(pp.host_offload_s * 1e9));
+		ebb_trace_note_u64("plan-host-restore-ns", (uint64_t)(pp.host_restore_s * 1e9));
 		ebb_trace_note_u64("plan-stall-capped", (uint64_t)pl.stall_capped);
 		ebb_trace_note_u64("plan-peak-seq", r.s0 + pl.peak_op);
 		ebb_trace_note_u64("plan-peak-used-bytes", ex.used);
@@ -732,7 +780,15 @@ plan_recorded(pthread_mutex_t *lock)
 		    "stalls %.2f); %.3f s an iteration predicted, %.3f s of it stalls (%.3f s without "
 		    "moves)", pl.n, r.p.nops, source, gib(pl.bytes_d2h), gib(pl.bytes_h2d),
 		    gib(pl.peak_before), gib(pl.peak), gib(target), gib(bound), pl.step_s, pl.stall_s,
-		    pl.step_before_s);
+		    pl.step_before_s + pl.host_idle_before_s);
+		if (r.p.host != NULL)
+			ebb_log(EBB_LOG_INFO, "plan: of that, the device waits %.3f s for the host to issue "
+			    "work (%.3f s without moves; a move costs the host %.0f us to the host, %.0f us "
+			    "back, as measured so far)", pl.host_idle_s, pl.host_idle_before_s,
+			    pp.host_offload_s * 1e6, pp.host_restore_s * 1e6);
+		else
+			ebb_log(EBB_LOG_INFO, "plan: the host's time is not in the prediction (the "
+			    "durations are the host's)");
 		ebb_log(EBB_LOG_INFO, "plan: at its peak (operation %llu of the recorded iteration, "
 		    "position %u) %.2f GiB are used by the operation, %.2f GiB cannot move (pinned, "
 		    "small, ebb's slabs, the driver's), %.2f GiB are idle in gaps too short to bridge, "
@@ -752,6 +808,8 @@ plan_recorded(pthread_mutex_t *lock)
 	free(addr);
 	free(tok);
 	free(host);
+	free(self);
+	free(sync);
 }
 
 void

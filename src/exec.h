@@ -53,9 +53,11 @@ void exec_alloc(struct ebb_buf *b, uint64_t next_seq);
 void exec_free(struct ebb_buf *b, uint64_t last_seq);
 
 /* Operation seq (token: its identity for the finder) used bufs; xfer: the
- * copy engine it uses, when it is a copy between host and device (PROF_XFER_*). */
+ * copy engine it uses, when it is a copy between host and device (PROF_XFER_*);
+ * sync: the host waits until the device has done it (a synchronisation, a
+ * synchronous copy). */
 void exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n,
-    unsigned xfer);
+    unsigned xfer, int sync);
 
 /* Operation seq was handed to the driver on stream st (NULL: a
  * synchronisation): issue what the plan does after it. May release the

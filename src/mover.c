@@ -276,7 +276,10 @@ retire(struct work *w)
 	if (w->kind == W_OFFLOADED) {
 		inflight--;
 		if (b->state == EBB_OFFLOADING) {
+			uint64_t t0 = ebb_now_ns();
 			vmm_unmap(b->addr, b->rsize);
+			st.unmap_ns += ebb_now_ns() - t0;	/* with the mutex held */
+			st.unmaps_timed++;
 			vmm_pool_put(b->handle);
 			b->handle = NULL;
 			b->state = EBB_ON_HOST;
@@ -865,8 +868,8 @@ alloc_small(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *d
 	return CUDA_SUCCESS;
 }
 
-CUresult
-mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dptr)
+static CUresult
+alloc_impl(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dptr)
 {
 	static int said_create;
 
@@ -944,8 +947,8 @@ mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *d
 	return CUDA_SUCCESS;
 }
 
-int
-mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
+static int
+free_impl(struct ebb_buf *b, const struct ebb_tag *tag)
 {
 	if (b->managed == EBB_MANAGED_SMALL) {
 		struct slabclass *c = class_of(b->rsize);
@@ -1042,6 +1045,7 @@ wait_stream(struct ebb_stream *s, void *p)
 static int
 offload(struct ebb_buf *b, uint64_t seq, const char *why)
 {
+	uint64_t t0 = ebb_now_ns();
 	void *host = hostpool_alloc(b->size);
 	if (host == NULL)
 		return 0;
@@ -1090,6 +1094,8 @@ offload(struct ebb_buf *b, uint64_t seq, const char *why)
 	*w = (struct work){ .kind = W_OFFLOADED, .ev = ev, .b = b };
 	enqueue(w);
 	trace_move('O', seq, b, b->size, why);
+	st.offload_host_ns += ebb_now_ns() - t0;
+	st.offloads_timed++;
 	return 1;
 }
 
@@ -1102,6 +1108,7 @@ static CUresult
 copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uint64_t after_seq,
     CUevent pre, uint64_t seq, const char *why)
 {
+	uint64_t t0 = ebb_now_ns();
 	CUresult r = vmm_map(b->addr, h);
 	if (r != CUDA_SUCCESS) {
 		vmm_pool_put(h);
@@ -1140,6 +1147,8 @@ copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uin
 	st.restores++;
 	st.bytes_h2d += b->size;
 	trace_move('B', seq, b, b->size, why);
+	st.restore_host_ns += ebb_now_ns() - t0;
+	st.restores_timed++;
 	return CUDA_SUCCESS;
 }
 
@@ -1167,8 +1176,8 @@ restore(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq)
 	return r;
 }
 
-int
-mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq)
+static int
+plan_offload_impl(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq)
 {
 	if (!on || capturing || b->managed != EBB_MANAGED_BIG || b->state != EBB_RESIDENT ||
 	    b->pinned || b->cancelled || in_flight(b))
@@ -1182,8 +1191,8 @@ mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq)
 	return 1;
 }
 
-int
-mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64_t gate)
+static int
+prefetch_impl(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64_t gate)
 {
 	if (!on || capturing || b->managed != EBB_MANAGED_BIG || b->pinned ||
 	    b->state == EBB_RESIDENT)
@@ -1265,8 +1274,8 @@ mover_fixed_held(void)
 	return slab_held + other_held;
 }
 
-CUresult
-mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint64_t seq)
+static CUresult
+ensure_impl(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint64_t seq)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct ebb_buf *b = bufs[i];
@@ -1323,4 +1332,65 @@ mover_shutdown(void)
 		ebb_log(EBB_LOG_WARN, "ebb's worker did not stop within 5 s at exit");
 	pthread_mutex_lock(lock);
 	worker_started = 0;
+}
+
+CUresult
+mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dptr)
+{
+	uint64_t t0 = ebb_now_ns();
+	CUresult r = alloc_impl(b, size, s, dptr);
+	st.self_ns += ebb_now_ns() - t0;
+	return r;
+}
+
+int
+mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
+{
+	uint64_t t0 = ebb_now_ns();
+	int r = free_impl(b, tag);
+	st.self_ns += ebb_now_ns() - t0;
+	return r;
+}
+
+int
+mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq)
+{
+	uint64_t t0 = ebb_now_ns();
+	int r = plan_offload_impl(b, after, seq);
+	st.self_ns += ebb_now_ns() - t0;
+	return r;
+}
+
+int
+mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64_t gate)
+{
+	uint64_t t0 = ebb_now_ns();
+	int r = prefetch_impl(b, after, seq, gate);
+	st.self_ns += ebb_now_ns() - t0;
+	return r;
+}
+
+CUresult
+mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint64_t seq)
+{
+	uint64_t t0 = ebb_now_ns();
+	CUresult r = ensure_impl(bufs, n, consumer, seq);
+	st.self_ns += ebb_now_ns() - t0;
+	return r;
+}
+
+uint64_t
+mover_self_ns(void)
+{
+	return st.self_ns;
+}
+
+void
+mover_move_costs(double *offload_s, double *restore_s)
+{
+	*offload_s = (st.offloads_timed ? (double)st.offload_host_ns / (double)st.offloads_timed : 0) +
+	    (st.unmaps_timed ? (double)st.unmap_ns / (double)st.unmaps_timed : 0);
+	*restore_s = st.restores_timed ? (double)st.restore_host_ns / (double)st.restores_timed : 0;
+	*offload_s /= 1e9;
+	*restore_s /= 1e9;
 }

@@ -64,6 +64,12 @@ struct mover_stats {
 	uint64_t held, held_peak;	/* device bytes ebb holds: handles, slabs, others */
 	uint64_t host_pinned;
 	uint64_t handles_created;
+	/* the host's time in ebb's moves (the job's thread, or the worker holding
+	 * the engine mutex, which the job's thread then waits for) */
+	uint64_t self_ns;		/* in the mover's entry points, waits included */
+	uint64_t offload_host_ns, offloads_timed;	/* issuing offload copies */
+	uint64_t restore_host_ns, restores_timed;	/* mapping and issuing restore copies */
+	uint64_t unmap_ns, unmaps_timed;	/* unmapping offloaded buffers (worker) */
 };
 
 /*
@@ -151,6 +157,16 @@ void mover_note_unmanaged(int64_t bytes);
 void mover_capture(int active);
 
 void mover_stats(struct mover_stats *out);
+
+/* Host nanoseconds spent in the mover's entry points so far (allocations,
+ * frees, making an operation's buffers resident, the plan's moves), waits
+ * included. */
+uint64_t mover_self_ns(void);
+
+/* The mean host seconds of one offload (issuing its copy, and unmapping the
+ * memory once it has landed) and of one restore (mapping, issuing the copy)
+ * so far in the process; 0 where none was made. */
+void mover_move_costs(double *offload_s, double *restore_s);
 
 /* Stop the worker (at exit). */
 void mover_shutdown(void);

@@ -777,6 +777,83 @@ END_TEST
  * on positions; one that crosses only one end is not movable; times add up
  * per operation; events outside the iteration are ignored.
  */
+/*
+ * The host's side. A host that takes two operations' time to issue each
+ * one leaves the device waiting one operation's time before each but the
+ * first: 99 in all, and the iteration takes 199 operations' time.
+ */
+START_TEST(host_slower_than_the_device)
+{
+	one_gap();
+	ck_assert_int_eq(prof_host(&pr), 0);
+	for (uint32_t i = 0; i < N; i++)
+		pr.host[i] = 2 * OP;
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.host_idle_before_s == 99 * OP);
+	/* the moves cost the host nothing here: the same with them */
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert(pl.host_idle_s == 99 * OP);
+	ck_assert(pl.step_before_s == N * OP);
+	ck_assert(pl.step_s == 199 * OP);
+}
+END_TEST
+
+/*
+ * A host that keeps ahead (half an operation's time to issue each) leaves
+ * the device no time to wait, until the moves cost it: the offload after 0
+ * costs the host 20 operations' time, which the device waits out (less the
+ * one operation it has); the restore after 90 costs 30, which the host's
+ * lead by then (44.5) covers.
+ */
+START_TEST(moves_cost_the_host)
+{
+	one_gap();
+	ck_assert_int_eq(prof_host(&pr), 0);
+	for (uint32_t i = 0; i < N; i++)
+		pr.host[i] = OP / 2;
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.host_idle_before_s == 0);
+	ck_assert(pl.step_s == N * OP);
+	plan_fini(&pl);
+	pp.host_offload_s = 20 * OP;
+	pp.host_restore_s = 30 * OP;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].after, 0);
+	ck_assert_uint_eq(pl.mv[0].at, 90);
+	/*
+	 * Host: issues 0 at 0, then 0.5 + 20: issues 1 at 20.5 (device idle
+	 * from 1: 19.5), and from there keeps half an operation ahead: 90 at
+	 * 20.5 + 89 * 0.5 = 65 while the device reaches 90 at 110. After 90,
+	 * 0.5 + 30: 91 is issued at 95.5, before the device gets there (111):
+	 * no wait.
+	 */
+	ck_assert(pl.host_idle_s == 19.5 * OP);
+	ck_assert(pl.step_s == (N + 19.5) * OP);
+}
+END_TEST
+
+/* At a synchronisation the host waits for the device, and the device then
+ * waits for the host's work after it. */
+START_TEST(host_waits_at_a_barrier)
+{
+	one_gap();
+	ck_assert_int_eq(prof_host(&pr), 0);
+	for (uint32_t i = 0; i < N; i++)
+		pr.host[i] = OP / 4;
+	pr.barrier[49] = 1;
+	pr.host[49] = 3 * OP;	/* say, the optimizer's Python after a loss.item() */
+	struct plan_params pp = params(2 * GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_uint_eq(pl.n, 0);
+	/* the device finishes 49 at 50; the host issues 50 at 53 */
+	ck_assert(pl.host_idle_before_s == 3 * OP);
+	ck_assert(pl.step_s == (N + 3) * OP);
+}
+END_TEST
+
 START_TEST(record_builds_the_profile)
 {
 	struct rec r;
@@ -952,6 +1029,9 @@ main(void)
 	tcase_add_test(tc, stalls_only_below_the_bound);
 	tcase_add_test(tc, stalls_capped_at_the_iteration);
 	tcase_add_test(tc, wait_at_the_peak_for_an_offload);
+	tcase_add_test(tc, host_slower_than_the_device);
+	tcase_add_test(tc, moves_cost_the_host);
+	tcase_add_test(tc, host_waits_at_a_barrier);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
