@@ -679,6 +679,8 @@ plan_recorded(pthread_mutex_t *lock)
 	rec_sync = NULL;
 	rec_naddr = rec_addr_cap = 0;
 	uint64_t fixed = mover_fixed_held(), limit = mover_limit();
+	double off_s, res_s;	/* what a move has cost the host so far */
+	mover_move_costs(&off_s, &res_s);
 	/* the GPU times are in (CUPTI was flushed): take them with the rest,
 	 * before a departure lets another recording start */
 	pthread_mutex_lock(&times_lock);
@@ -694,8 +696,6 @@ plan_recorded(pthread_mutex_t *lock)
 	rec_end(&r);
 	r.p.fixed = fixed;
 	/* the host's side, when the durations are the device's */
-	double off_s, res_s;
-	mover_move_costs(&off_s, &res_s);
 	if (strcmp(source, "host") != 0 && prof_host(&r.p) == 0)
 		host_pace(&r.p, host, self, sync);
 
