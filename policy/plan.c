@@ -489,7 +489,7 @@ wait_stall(struct sim *s, uint32_t m)
 				break;
 			uint32_t mk = s->d2h_order[j];
 			const struct plan_move *mv = &s->mv[mk];
-			double st = s->E[mv->issue] + (double)k * S + shift;
+			double st = ext_E(s, mv->issue) + (double)k * S + shift;
 			t = (st > t ? st : t) + d2h_time(s, s->p->buf[mv->buf].size);
 			s->land[k * m + mk] = t;
 		}
@@ -533,7 +533,11 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 	 * the host starts is issued after that copy, unless stalls are allowed
 	 * (a plan that could not meet its target otherwise: there, as where the
 	 * engine is busy all the same with what the last iteration left queued,
-	 * the job's copy waits, and the job with it).
+	 * the job's copy waits, and the job with it). A gap that wraps (the
+	 * optimizer state after its update) may have its offload issued after
+	 * the job's first copy of the next iteration: issue is then an extended
+	 * operation (n and up), and those offloads take the engine in the next
+	 * iteration after that copy.
 	 */
 	uint32_t nd = 0;
 	for (uint32_t k = 0; k < m; k++) {
@@ -546,40 +550,66 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 	sort_by_key(s->order, nd, s->key, tmp);
 	memcpy(s->d2h_order, s->order, nd * sizeof *s->order);
 	s->nd = nd;
+	uint32_t jfirst = s->next_d2h[0];	/* the job's first copy to the host (n: none) */
+	int64_t jnext = jfirst < n ? (int64_t)n + jfirst : 2 * (int64_t)n;
 	double carry = 0, job_wait = 0;
+	uint32_t crossed = nd;	/* the moves of the order from here on were issued in
+				 * the next iteration, in the pass before */
 	for (int pass = 0; pass < 2; pass++) {
 		double t = carry;
-		uint32_t jc = s->next_d2h[0];	/* the job's next copy to the host */
-		uint32_t floor_at = 0;	/* copies queue in this order: none is issued
+		uint32_t jc = jfirst;	/* the job's next copy to the host */
+		int64_t floor_at = 0;	/* copies queue in this order: none is issued
 					 * before one deferred ahead of it */
+		uint32_t cross = nd;
+		double t_cross = 0;
 		job_wait = 0;
 		s->infeasible = 0;
-		for (uint32_t j = 0; j < nd; j++) {
-			struct plan_move *mv = &s->mv[s->order[j]];
-			uint32_t at = mv->after > floor_at ? mv->after : floor_at;
-			/* it must be issued before the buffer's next use in the iteration, or its free */
-			uint32_t lim = mv->use != PROF_NONE ? (mv->wrap ? n : mv->use) :
-			    p->buf[mv->buf].free != PROF_NONE ? p->buf[mv->buf].free : n;
-			double st, en;
+		for (uint32_t j = 0; j <= nd; j++) {
+			struct plan_move *mv = j < nd ? &s->mv[s->order[j]] : NULL;
+			int64_t at = mv == NULL ? (int64_t)n : mv->after > floor_at ? mv->after : floor_at;
+			double st = 0, en = 0;
 			for (;;) {
-				for (; jc < n && jc <= at; jc = s->next_d2h[jc + 1])
+				for (; jc < n && jc <= at; jc = s->next_d2h[jc + 1]) {
 					job_wait += t > s->T[jc] ? t - s->T[jc] : 0;
-				st = s->E[at] > t ? s->E[at] : t;
-				en = st + d2h_time(s, p->buf[mv->buf].size);
-				if (s->stalling || jc >= n || en <= s->T[jc])
+					if (jc != jfirst)
+						continue;
+					/* the last iteration's offloads deferred past this copy */
+					for (uint32_t i = crossed; i < nd; i++) {
+						const struct plan_move *o = &s->mv[s->order[i]];
+						double os = ext_E(s, (int64_t)o->issue - n);
+						t = (os > t ? os : t) + d2h_time(s, p->buf[o->buf].size);
+					}
+				}
+				if (mv == NULL)
 					break;
-				at = jc;
+				st = ext_E(s, at) > t ? ext_E(s, at) : t;
+				en = st + d2h_time(s, p->buf[mv->buf].size);
+				int64_t jn = jc < n ? (int64_t)jc : mv->wrap && at < jnext ? jnext : 2 * (int64_t)n;
+				if (s->stalling || jn >= 2 * (int64_t)n || en <= ext_T(s, jn))
+					break;
+				at = jn;
 			}
+			if (mv == NULL)
+				break;
+			/* it must be issued before the buffer's next use, or its free */
+			int64_t lim = mv->use != PROF_NONE ? (int64_t)mv->use + (mv->wrap ? n : 0) :
+			    p->buf[mv->buf].free != PROF_NONE ? p->buf[mv->buf].free : n;
 			if (at >= lim)
 				s->infeasible = 1;
-			mv->issue = floor_at = at;
+			if (at >= (int64_t)n && cross == nd) {
+				cross = j;
+				t_cross = t;
+			}
+			mv->issue = (uint32_t)at;
+			floor_at = at;
 			mv->d2h_start = st;
 			mv->d2h_end = en;
 			t = en;
 		}
-		for (; jc < n; jc = s->next_d2h[jc + 1])
-			job_wait += t > s->T[jc] ? t - s->T[jc] : 0;
-		carry = t > S ? t - S : 0;
+		/* what the next iteration finds queued: the copies issued in this one */
+		double tq = cross < nd ? t_cross : t;
+		carry = tq > S ? tq - S : 0;
+		crossed = cross;
 	}
 
 	/* H2D, planned: latest deadline first, each as late as the engine allows */
@@ -759,7 +789,7 @@ queued_landing(const struct sim *s, const struct cand *x)
 
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		if (s->E[s->mv[s->d2h_order[mid]].issue] <= issue)
+		if (ext_E(s, s->mv[s->d2h_order[mid]].issue) <= issue)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -1115,6 +1145,9 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 		goto out;
 	memcpy(out->mv, s.mv, m * sizeof *out->mv);
 	out->n = m;
+	for (uint32_t k = 0; k < m; k++)
+		if (out->mv[k].issue != PROF_NONE && out->mv[k].issue >= n)
+			out->mv[k].issue -= n;	/* in the next iteration: its position there */
 	out->peak = (uint64_t)s.peak + p->fixed;
 	out->peak_op = s.peak_op;
 	out->stall_s = s.stall;

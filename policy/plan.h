@@ -36,7 +36,8 @@
  * (bench/copyqueue.py measures it), and the job's stream with it. So an offload that would
  * still be copying when a copy of the job's to the host starts is issued
  * after that copy instead (not when stalls are allowed: there the job's
- * copy waits), and a restore is placed to end before a copy of the job's to
+ * copy waits), also after the first copy of the next iteration for a gap
+ * that wraps, and a restore is placed to end before a copy of the job's to
  * the device starts; what still waits is predicted as a stall.
  *
  * Pure C: no CUDA, no I/O, no globals.
@@ -134,7 +135,9 @@ struct plan_move {
 	uint32_t buf;		/* index in the profile */
 	uint32_t after;		/* the use before the gap; PROF_NONE: kept on the host */
 	uint32_t issue;		/* offload after this operation: after, or a later copy of
-				 * the job's to the host it must not delay (PROF_NONE with after) */
+				 * the job's to the host it must not delay, which for a
+				 * gap that wraps may be in the next iteration (then
+				 * issue < after) (PROF_NONE with after) */
 	uint32_t at;		/* issue the restore after this operation; PROF_NONE: none */
 	uint32_t use;		/* the use the restore is for; PROF_NONE: freed on the host */
 	uint8_t wrap;		/* the restore is in the next iteration */

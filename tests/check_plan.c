@@ -225,6 +225,35 @@ START_TEST(job_copy_wait_is_a_stall)
 END_TEST
 
 /*
+ * The same, with the memory wanted from operation 20 on (the peak is at 20
+ * to 40): the offload after 95 is issued after the job's copy at 2 of the
+ * next iteration instead (the optimizer state after its update, behind the
+ * next step's loss.item()), lands at 111 and saves the peak, with no stall.
+ */
+START_TEST(wrapped_offload_waits_for_the_next_iterations_copy)
+{
+	int u[] = { 60, 95, -1 };
+	buf(GIB, PROF_NONE, PROF_NONE, 1, u);
+	hump(GIB, 20, 40);
+	prof_xfer(&pr, 2, PROF_XFER_D2H);
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met);
+	ck_assert_uint_eq(pl.peak, GIB);
+	ck_assert_uint_eq(pl.n, 1);
+	ck_assert_uint_eq(pl.mv[0].after, 95);
+	ck_assert(pl.mv[0].wrap);
+	ck_assert_uint_eq(pl.mv[0].issue, 2);	/* of the next iteration */
+	ck_assert(pl.mv[0].d2h_start == 103 * OP && pl.mv[0].d2h_end == 111 * OP);
+	/* back by its use at 60 of the iteration after */
+	ck_assert_uint_eq(pl.mv[0].use, 60);
+	ck_assert_uint_eq(pl.mv[0].at, 51);
+	ck_assert(pl.stall_s == 0);
+	ck_assert(pl.step_s == N * OP);
+}
+END_TEST
+
+/*
  * Held back past the job's copies to the host at 5, 10, 15 and then 20,
  * the offload of a buffer used again at 20 would come after that use: that
  * gap is not bridged. Allowing stalls, the offload is not held back; the
@@ -1021,6 +1050,7 @@ main(void)
 	tcase_add_test(tc, offload_waits_for_job_copy_to_host);
 	tcase_add_test(tc, restore_clears_job_copy_to_device);
 	tcase_add_test(tc, job_copy_wait_is_a_stall);
+	tcase_add_test(tc, wrapped_offload_waits_for_the_next_iterations_copy);
 	tcase_add_test(tc, no_offload_after_the_next_use);
 	tcase_add_test(tc, offloads_never_follow_their_next_use);
 	tcase_add_test(tc, job_copies_of_a_training_step);
