@@ -958,7 +958,7 @@ END_TEST
  */
 START_TEST(random_profiles_are_consistent)
 {
-	unsigned seed = 11, deferred = 0;
+	unsigned seed = 11, deferred = 0, wrapped = 0;
 	for (int round = 0; round < 30; round++) {
 		prof_fini(&pr);
 		uint32_t n = 200;
@@ -973,9 +973,25 @@ START_TEST(random_profiles_are_consistent)
 				u[1] = -1;
 			buf(GIB / 8 * (1 + rand_r(&seed) % 8), a, f, rand_r(&seed) % 4 != 0, u);
 		}
-		/* and copies of the job's between host and device, in half the rounds */
+		/* and copies of the job's between host and device, in half the rounds,
+		 * with buffers alive throughout (weights, optimizer state), whose
+		 * gaps wrap */
 		for (int k = 0; round % 2 && k < 8; k++)
 			prof_xfer(&pr, (uint32_t)(rand_r(&seed) % n), 1 + (unsigned)(k % 2));
+		for (int k = 0; round % 2 && k < 6; k++) {
+			uint32_t a = (uint32_t)(rand_r(&seed) % n);
+			uint32_t b = a + 1 + (uint32_t)(rand_r(&seed) % 40);
+			int u[] = { (int)a, b < n ? (int)b : -1, -1 };
+			buf(GIB / 8 * (1 + rand_r(&seed) % 4), PROF_NONE, PROF_NONE, 1, u);
+		}
+		/* optimizer state: used once, at the end, behind which the next
+		 * iteration's first copy to the host comes soon */
+		for (int k = 0; round % 2 && k < 4; k++) {
+			int u[] = { 180 + (int)(rand_r(&seed) % 20), -1 };
+			buf(GIB / 8 * (1 + rand_r(&seed) % 4), PROF_NONE, PROF_NONE, 1, u);
+		}
+		if (round % 2)
+			prof_xfer(&pr, (uint32_t)(rand_r(&seed) % 4), PROF_XFER_D2H);
 		double T[200], S = prof_time(&pr);
 		for (uint32_t i = 0, t = 0; i < n; t += (uint32_t)(pr.dur[i] / OP), i++)
 			T[i] = t * OP;
@@ -991,17 +1007,24 @@ START_TEST(random_profiles_are_consistent)
 			const struct plan_move *m = &pl.mv[k];
 			ck_assert(pr.buf[m->buf].movable);
 			ck_assert(m->d2h_end <= m->h2d_start + 1e-12 || m->use == PROF_NONE);
-			ck_assert(m->use == PROF_NONE || m->h2d_end <= prof_time(&pr) * 2);
-			ck_assert(m->after == PROF_NONE || m->issue >= m->after);
+			/* back by its use (in the next iteration for a gap that wraps), or
+			 * late by its stall */
+			ck_assert(m->use == PROF_NONE ||
+			    m->h2d_end <= T[m->use] + (m->wrap ? S : 0) + m->stall_s + 1e-9);
+			/* issued after its use, in the next iteration only for a gap that wraps */
+			ck_assert(m->after == PROF_NONE || m->issue >= m->after || m->wrap);
 			ck_assert(m->use == PROF_NONE || m->wrap || m->issue < m->use);
+			uint64_t ie = m->issue + (m->after != PROF_NONE && m->issue < m->after ? n : 0);
+			ck_assert(m->use == PROF_NONE || !m->wrap || ie < m->use + n);
 			deferred += m->issue != m->after;
+			wrapped += m->after != PROF_NONE && m->issue < m->after;
 			/* no stall: no copy of the job's started while one of ebb's of
 			 * its direction, queued before it, was still copying */
 			for (uint32_t c = 0; !stalls && c < n; c++)
-				for (int f = 0; f < 2; f++) {
+				for (int f = 0; f < 3; f++) {
 					double tc = T[c] + f * S;
 					if (pr.xfer[c] == PROF_XFER_D2H && m->after != PROF_NONE &&
-					    (f == 1 || c > m->issue))
+					    c + (uint64_t)f * n > ie)
 						ck_assert_msg(m->d2h_end <= tc + 1e-12,
 						    "round %d: offload issued after %u ends at %g, "
 						    "the job's copy %u (%d iterations on) starts at %g",
@@ -1023,6 +1046,7 @@ START_TEST(random_profiles_are_consistent)
 		plan_fini(&pl);
 	}
 	ck_assert_uint_gt(deferred, 0);	/* the job's copies did move some offloads */
+	ck_assert_uint_gt(wrapped, 0);	/* some into the next iteration */
 }
 END_TEST
 
