@@ -245,6 +245,9 @@ struct sim {
 	uint32_t n;
 	double S;
 	double *T, *E;		/* start and end of each operation */
+	uint32_t *tidx, *eidx;	/* n + 1 buckets of the iteration's time: the first
+				 * operation that starts at or after, ends after, the
+				 * bucket's start (bucket_range); NULL: none */
 	uint32_t *next_d2h;	/* the first copy of the job's to the host at or after
 				 * each operation (n: none), n + 1 entries */
 	uint32_t *next_h2d;	/* the same, to the device */
@@ -286,12 +289,42 @@ ext_E(const struct sim *s, int64_t x)
 	return s->E[x - k * s->n] + (double)k * s->S;
 }
 
+/*
+ * Where to look for the first element of v (increasing, n of them) above r
+ * (strictly when strict, else at or above): the range [*lo, *hi] that the
+ * index (idx[b]: the first element at or above b * S / n, for b = 0..n) says
+ * holds it; [0, n] without one, or when rounding put r in the wrong bucket.
+ */
+static void
+bucket_range(const struct sim *s, const uint32_t *idx, const double *v, double r, int strict,
+    uint32_t *lo, uint32_t *hi)
+{
+	uint32_t n = s->n;
+
+	*lo = 0;
+	*hi = n;
+	if (idx == NULL || !(r >= 0) || !(r < s->S))
+		return;
+	uint32_t b = (uint32_t)(r / s->S * n);
+	if (b >= n)
+		b = n - 1;
+	uint32_t l = idx[b], h = idx[b + 1] < n ? idx[b + 1] + 1 : n;
+	/* the answer is in [l, h] when v[l - 1] is below r and v[h] above */
+	if (l > 0 && (strict ? v[l - 1] > r : v[l - 1] >= r))
+		return;
+	if (h < n && !(strict ? v[h] > r : v[h] >= r))
+		return;
+	*lo = l;
+	*hi = h;
+}
+
 /* The first operation of the iteration that starts at or after r (n: none). */
 static uint32_t
 first_from(const struct sim *s, double r)
 {
-	uint32_t lo = 0, hi = s->n;
+	uint32_t lo, hi;
 
+	bucket_range(s, s->tidx, s->T, r, 0, &lo, &hi);
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		if (s->T[mid] >= r)
@@ -322,8 +355,9 @@ last_end(const struct sim *s, double t)
 {
 	int64_t k = s->S > 0 ? (int64_t)floor(t / s->S) : 0;
 	double r = t - (double)k * s->S;
-	uint32_t lo = 0, hi = s->n;	/* smallest i with E[i] > r */
+	uint32_t lo, hi;	/* smallest i with E[i] > r */
 
+	bucket_range(s, s->eidx, s->E, r, 1, &lo, &hi);
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		if (s->E[mid] > r)
@@ -913,6 +947,25 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 		s.E[i] = t;
 	}
 	s.S = t;
+	/* an index into T and E by time, for the searches of every simulation */
+	s.tidx = malloc((n + 1) * sizeof *s.tidx);
+	s.eidx = malloc((n + 1) * sizeof *s.eidx);
+	if (s.tidx != NULL && s.eidx != NULL && s.S > 0) {
+		uint32_t i = 0, j = 0;
+		for (uint32_t b = 0; b <= n; b++) {
+			double r = b < n ? s.S * b / n : s.S;
+			while (i < n && s.T[i] < r)
+				i++;
+			while (j < n && s.E[j] <= r)
+				j++;
+			s.tidx[b] = i;
+			s.eidx[b] = j;
+		}
+	} else {
+		free(s.tidx);
+		free(s.eidx);
+		s.tidx = s.eidx = NULL;
+	}
 	if (s.S <= 0) {
 		ret = 0;	/* no times: nothing can be planned */
 		out->met = out->peak <= pp->target;
@@ -1200,6 +1253,8 @@ out:
 	free(s.land);
 	free(s.T);
 	free(s.E);
+	free(s.tidx);
+	free(s.eidx);
 	free(s.diff);
 	free(s.mem);
 	free(s.next_d2h);
