@@ -648,8 +648,8 @@ plan_now(void)
 	}
 	/*
 	 * The plan is made on a thread of its own: planning a large iteration
-	 * takes seconds of CPU (19 s for W1 under its bound), which the job's
-	 * thread would otherwise wait out. The job goes on under the mover
+	 * takes seconds of CPU (tens of them for W1 under its bound), which
+	 * the job's thread would otherwise wait out. The job goes on under the mover
 	 * meanwhile; the plan starts at the first iteration start after it is
 	 * made. Signals stay with the job's threads.
 	 */
