@@ -854,10 +854,10 @@ START_TEST(moves_cost_the_host)
 	ck_assert_uint_eq(pl.mv[0].at, 90);
 	/*
 	 * Host: issues 0 at 0, then 0.5 + 20: issues 1 at 20.5 (device idle
-	 * from 1: 19.5), and from there keeps half an operation ahead: 90 at
-	 * 20.5 + 89 * 0.5 = 65 while the device reaches 90 at 110. After 90,
-	 * 0.5 + 30: 91 is issued at 95.5, before the device gets there (111):
-	 * no wait.
+	 * from 1: 19.5), and from there gains half an operation on each: 90 at
+	 * 20.5 + 89 * 0.5 = 65 while the device starts 90 at 109.5. After 90,
+	 * 0.5 + 30: 91 is issued at 95.5, before the device gets there
+	 * (110.5): no wait.
 	 */
 	ck_assert(pl.host_idle_s == 19.5 * OP);
 	ck_assert(pl.step_s == (N + 19.5) * OP);
