@@ -53,6 +53,22 @@ prof_host(struct prof *p)
 	return p->host != NULL && p->barrier != NULL ? 0 : -1;
 }
 
+int
+prof_host_pace(struct prof *p, const uint64_t *issue, const uint64_t *ebb, const uint8_t *sync)
+{
+	if (prof_host(p) < 0)
+		return -1;
+	for (uint32_t i = 0; i < p->nops; i++) {
+		p->barrier[i] = sync[i] != 0;
+		p->host[i] = 0;
+		if (sync[i] || issue[i] == 0 || issue[i + 1] <= issue[i])
+			continue;
+		uint64_t gap = issue[i + 1] - issue[i], mine = ebb[i + 1] - ebb[i];
+		p->host[i] = gap > mine ? (double)(gap - mine) / 1e9 : 0;
+	}
+	return 0;
+}
+
 /*
  * The device waiting for the host over one iteration. The host issues
  * operation i at h, and the device runs it from max(h, the end of the one

@@ -93,6 +93,20 @@ int prof_use(struct prof *p, uint32_t b, uint32_t op);
  * -1 when out of memory. */
 int prof_host(struct prof *p);
 
+/*
+ * The host's side from a recording of nops operations: issue[i], when the
+ * host issued operation i (issue[nops]: the iteration's end; 0: an
+ * operation ebb issued itself), ebb[i] the host time ebb had spent by then
+ * (its waits for room, restores on use, evictions: what the plan replaces
+ * with its own moves), sync[i] whether the host waited there for the
+ * device, all in ns. The job's own pace is the time from issuing one
+ * operation to issuing the next less ebb's in between; 0 at a
+ * synchronisation, which is a barrier (the planner replays the wait), and
+ * around an operation ebb issued itself. Returns 0 or -1 when out of memory.
+ */
+int prof_host_pace(struct prof *p, const uint64_t *issue, const uint64_t *ebb,
+    const uint8_t *sync);
+
 /* Operation op is a copy of the job's between host and device (PROF_XFER_*). */
 void prof_xfer(struct prof *p, uint32_t op, unsigned dir);
 

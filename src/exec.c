@@ -606,27 +606,6 @@ durations(struct rec *r, const uint32_t *tok, const uint64_t *host, const double
 	return "host";
 }
 
-/*
- * The job's own pace from the recording: the host's time from issuing each
- * operation to issuing the next, less the mover's time in between (its
- * waits for room, restores on use, evictions: what ebb added, which the
- * plan replaces with its own moves). At a synchronisation the host waited
- * for the device, which the planner replays itself: 0 there, and a barrier.
- * Operations ebb issued itself have no issue time: 0.
- */
-static void
-host_pace(struct prof *p, const uint64_t *host, const uint64_t *self, const uint8_t *sync)
-{
-	for (uint32_t i = 0; i < p->nops; i++) {
-		p->barrier[i] = sync[i];
-		p->host[i] = 0;
-		if (sync[i] || host[i] == 0 || host[i + 1] <= host[i])
-			continue;
-		uint64_t gap = host[i + 1] - host[i], ebb = self[i + 1] - self[i];
-		p->host[i] = gap > ebb ? (double)(gap - ebb) / 1e9 : 0;
-	}
-}
-
 /* One plan is made at a time (the token times are the planner's alone). */
 static pthread_mutex_t planning = PTHREAD_MUTEX_INITIALIZER;
 
@@ -696,8 +675,8 @@ plan_recorded(pthread_mutex_t *lock)
 	rec_end(&r);
 	r.p.fixed = fixed;
 	/* the host's side, when the durations are the device's */
-	if (strcmp(source, "host") != 0 && prof_host(&r.p) == 0)
-		host_pace(&r.p, host, self, sync);
+	if (strcmp(source, "host") != 0)
+		prof_host_pace(&r.p, host, self, sync);	/* (without memory, no host side) */
 
 	double d2h, h2d;
 	mover_bandwidth(&d2h, &h2d);

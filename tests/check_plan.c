@@ -864,6 +864,28 @@ START_TEST(moves_cost_the_host)
 }
 END_TEST
 
+/*
+ * The host's side from a recording: the time between issues less ebb's,
+ * 0 at a synchronisation (a barrier) and around an operation ebb issued
+ * itself (no issue time).
+ */
+START_TEST(host_pace_from_a_recording)
+{
+	prof_fini(&pr);
+	ck_assert_int_eq(prof_init(&pr, 5), 0);
+	/* ns: issued at 1000, 1500, 4000, 4100, -, end 9000 */
+	const uint64_t issue[] = { 1000, 1500, 4000, 4100, 0, 9000 };
+	const uint64_t ebb[] = { 0, 0, 2000, 2000, 0, 2000 };
+	const uint8_t sync[] = { 0, 0, 1, 0, 0 };
+	ck_assert_int_eq(prof_host_pace(&pr, issue, ebb, sync), 0);
+	ck_assert(pr.host[0] == 500e-9);
+	ck_assert(pr.host[1] == 500e-9);	/* 2500, of which ebb's 2000 */
+	ck_assert(pr.host[2] == 0 && pr.barrier[2]);
+	ck_assert(pr.host[3] == 0 && pr.host[4] == 0);	/* around the one ebb issued */
+	ck_assert(!pr.barrier[0] && !pr.barrier[1] && !pr.barrier[3] && !pr.barrier[4]);
+}
+END_TEST
+
 /* At a synchronisation the host waits for the device, and the device then
  * waits for the host's work after it. */
 START_TEST(host_waits_at_a_barrier)
@@ -1086,6 +1108,7 @@ main(void)
 	tcase_add_test(tc, host_slower_than_the_device);
 	tcase_add_test(tc, moves_cost_the_host);
 	tcase_add_test(tc, host_waits_at_a_barrier);
+	tcase_add_test(tc, host_pace_from_a_recording);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
