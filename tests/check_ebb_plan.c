@@ -110,7 +110,7 @@ struct row {
 	double target, peak;
 	char met[8];
 	unsigned moves;
-	double to_host, back, step, stall, ratio;
+	double to_host, back, step, stall, host, ratio;
 };
 
 /* Row i (from 0) of the table in out; returns 0, or -1 when there is none. */
@@ -127,8 +127,9 @@ table_row(const char *out, int i, struct row *w)
 			return -1;
 		p++;
 	}
-	return sscanf(p, "%lf %lf %7s %u %lf %lf %lf %lf %lf", &w->target, &w->peak, w->met,
-	    &w->moves, &w->to_host, &w->back, &w->step, &w->stall, &w->ratio) == 9 ? 0 : -1;
+	return sscanf(p, "%lf %lf %7s %u %lf %lf %lf %lf %lf %lf", &w->target, &w->peak, w->met,
+	    &w->moves, &w->to_host, &w->back, &w->step, &w->stall, &w->host,
+	    &w->ratio) == 10 ? 0 : -1;
 }
 
 /* The number after "key: " in out, in GiB. */
@@ -167,6 +168,10 @@ START_TEST(fast_link_meets_one_gib_with_one_move)
 	ck_assert_double_eq_tol(w.to_host, 1.0, 1e-9);
 	ck_assert_double_eq_tol(w.back, 1.0, 1e-9);
 	ck_assert_double_eq_tol(w.stall, 0, 1e-9);
+	/* the host issues each operation 100 ns after the last: far ahead */
+	ck_assert_ptr_nonnull(strstr(r.out, "with nothing moved the device waits 0.000000 s"));
+	ck_assert_ptr_nonnull(strstr(r.out, "0 us to the host, 0 us back (not in the trace"));
+	ck_assert_double_eq_tol(w.host, 0, 1e-9);
 	ck_assert_double_eq_tol(w.ratio, 1.0, 1e-9);
 	ck_assert_int_eq(table_row(r.out, 1, &w), -1);
 	/* the move: buffer 1, out after operation 7, back after 10 for 12 */
@@ -185,6 +190,36 @@ START_TEST(fast_link_meets_one_gib_with_one_move)
 	ck_assert_uint_eq(at, 10);
 	ck_assert_uint_eq(use, 12);
 	ck_assert_str_eq(wrap, "no");
+	run_free(&r);
+}
+END_TEST
+
+/*
+ * The same plan, with each move costing the host 25 ms: the offload after
+ * operation 7 holds the host until the device has been idle for 15 ms; the
+ * restore after 10 is issued while the host is still ahead.
+ */
+START_TEST(moves_cost_the_host_time)
+{
+	static const char *const args[] = { "-t", "1G", "--d2h", "1000", "--h2d", "1000",
+		"--move-cost", "25000,25000", NULL };
+	struct run_result r;
+	struct row w;
+
+	plan(&r, write_trace("", ""), args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "25000 us to the host, 25000 us back (given)"));
+	ck_assert_int_eq(table_row(r.out, 0, &w), 0);
+	ck_assert_uint_eq(w.moves, 1);
+	ck_assert_double_eq_tol(w.host, 0.015, 1e-6);
+	ck_assert_double_eq_tol(w.step, 0.075, 1e-6);
+	ck_assert_double_eq_tol(w.ratio, 1.25, 1e-4);
+	run_free(&r);
+
+	static const char *const bad[] = { "-t", "1G", "--move-cost", "25000", NULL };
+	plan(&r, write_trace("", ""), bad);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "--move-cost '25000' is not two numbers"));
 	run_free(&r);
 }
 END_TEST
@@ -422,6 +457,7 @@ main(void)
 	TCase *tc = tcase_create("ebb_plan");
 
 	tcase_add_test(tc, fast_link_meets_one_gib_with_one_move);
+	tcase_add_test(tc, moves_cost_the_host_time);
 	tcase_add_test(tc, slow_link_moves_nothing_and_the_bound_is_the_peak);
 	tcase_add_test(tc, default_fractions_and_assumed_bandwidth);
 	tcase_add_test(tc, bandwidth_from_the_trace_notes);

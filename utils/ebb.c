@@ -33,7 +33,7 @@ usage(FILE *f)
 	    "usage: ebb run [--mode MODE] [--limit SIZE] [--trace FILE] [--verbose N] [--lib PATH] -- CMD [ARGS...]\n"
 	    "       ebb report TRACE\n"
 	    "       ebb plan TRACE [--target SIZE]... [--fraction F]... [--d2h GBPS] [--h2d GBPS]\n"
-	    "                [--min-bytes SIZE] [--allow-stall] [--moves]\n"
+	    "                [--min-bytes SIZE] [--allow-stall] [--moves] [--move-cost US,US]\n"
 	    "       ebb --version | --help\n"
 	    "\n"
 	    "run      run CMD with libebb.so preloaded (see ebb(1); variables in ebb(7))\n"
@@ -55,7 +55,10 @@ usage(FILE *f)
 	    "      --min-bytes SIZE  smallest buffer that moves (default 2M, as\n"
 	    "                      EBB_MIN_OFFLOAD_BYTES)\n"
 	    "      --allow-stall   let restores be late when that lowers the peak\n"
-	    "      --moves         list the moves of the last target\n");
+	    "      --moves         list the moves of the last target\n"
+	    "      --move-cost OFF,RES  the host's microseconds to issue an offload and a\n"
+	    "                      restore (default: the trace's plan-host-offload-ns and\n"
+	    "                      plan-host-restore-ns notes, else 0)\n");
 }
 
 /* Whether path names a readable file. */
@@ -263,6 +266,7 @@ cmd_plan(int argc, char **argv)
 		{ "min-bytes", required_argument, NULL, 'b' },
 		{ "allow-stall", no_argument, NULL, 's' },
 		{ "moves", no_argument, NULL, 'M' },
+		{ "move-cost", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -320,6 +324,25 @@ cmd_plan(int argc, char **argv)
 		case 'M':
 			o.moves = 1;
 			break;
+		case 'C': {
+			char *comma = strchr(optarg, ',');
+			double a, b;
+			if (comma != NULL)
+				*comma = '\0';
+			int ok = comma != NULL && ebb_conf_parse_real(optarg, &a) == 0 && a >= 0 &&
+			    ebb_conf_parse_real(comma + 1, &b) == 0 && b >= 0;
+			if (comma != NULL)
+				*comma = ',';
+			if (!ok) {
+				fprintf(stderr, "%s plan: --move-cost '%s' is not two numbers of "
+				    "microseconds, at least 0, as OFF,RES\n", progname, optarg);
+				goto out;
+			}
+			o.move_given = 1;
+			o.move_us[0] = a;
+			o.move_us[1] = b;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			rc = 0;

@@ -39,6 +39,7 @@ struct src {
 struct ev {
 	char type;
 	unsigned xfer;		/* C: PROF_XFER_* of its dir, or 0 */
+	int sync;		/* the host waited for the device there: Y, a synchronous C or M */
 	uint64_t t, seq, id, size;
 	uint64_t a, b, c;	/* G: seq start end; I: iter seq period */
 	size_t list;		/* field of the list count; 0: no list */
@@ -65,6 +66,10 @@ struct scan {
 	size_t ndep, cdep;
 	uint64_t last_seq;	/* the last operation of the trace */
 	double gbps[2];		/* d2h, h2d from Q notes; 0: none */
+	double move_ns[2];	/* the host's cost of an offload, a restore, from the
+				 * last plan-host-offload-ns, plan-host-restore-ns notes;
+				 * -1: none */
+	int offload;		/* the trace has offload mode's moves (O or B records) */
 };
 
 /* The iteration chosen. */
@@ -229,6 +234,13 @@ decode(struct src *s, struct ev *e)
 	if (is_op(r->type)) {
 		if (num(s, 0, &e->t) < 0 || num(s, 1, &e->seq) < 0)
 			return -1;
+		e->sync = r->type == 'Y';
+		if (r->type == 'C' || r->type == 'M') {
+			uint64_t v;
+			if (num(s, 4, &v) < 0)
+				return -1;
+			e->sync = v != 0;
+		}
 		if (r->type == 'C') {
 			const char *dir = r->field[5];
 			if (strcmp(dir, "d2h") == 0)
@@ -318,7 +330,23 @@ scan_trace(struct src *s, struct scan *sc)
 			sc->dep[sc->ndep++] = e.seq;
 			break;
 		}
+		case 'O':
+		case 'B':
+			sc->offload = 1;
+			break;
 		case 'Q': {
+			int c = strcmp(s->r.field[1], "plan-host-offload-ns") == 0 ? 0 :
+			    strcmp(s->r.field[1], "plan-host-restore-ns") == 0 ? 1 : -1;
+			if (c >= 0) {
+				uint64_t ns;
+				if (ebb_trace_u64(&s->r, 2, &ns) < 0) {
+					bad(s, "note %s: '%s' is not a number of nanoseconds",
+					    s->r.field[1], s->r.field[2]);
+					return -1;
+				}
+				sc->move_ns[c] = (double)ns;
+				break;
+			}
 			int k = strcmp(s->r.field[1], "d2h-gbps") == 0 ? 0 :
 			    strcmp(s->r.field[1], "h2d-gbps") == 0 ? 1 : -1;
 			double v;
@@ -536,6 +564,9 @@ struct build {
 	size_t cbid;
 	uint64_t min_bytes;
 	int host;		/* time operations by the host's calls */
+	uint64_t *issue;	/* when the host issued each operation, and the end
+				 * (period + 1; 0: not in the trace) */
+	uint8_t *sync;		/* the host waited for the device there */
 };
 
 /* What a buffer takes in the profile: movable ones a whole number of granules. */
@@ -636,6 +667,8 @@ build_profile(struct src *s, const struct scan *sc, const struct choice *ch, str
 		if (op && e.seq >= end) {
 			if (b->host && have_prev)
 				rec_time(&b->r, prev_seq, seconds(prev_t, e.t));
+			if (started && e.seq == end)
+				b->issue[end - s0] = e.t;
 			have_prev = 0;
 			break;
 		}
@@ -673,6 +706,10 @@ build_profile(struct src *s, const struct scan *sc, const struct choice *ch, str
 			}
 			if (b->host && have_prev)
 				rec_time(&b->r, prev_seq, seconds(prev_t, e.t));
+			if (e.seq >= s0) {
+				b->issue[e.seq - s0] = e.t;
+				b->sync[e.seq - s0] = (uint8_t)e.sync;
+			}
 			prev_seq = e.seq;
 			prev_t = e.t;
 			have_prev = 1;
@@ -690,7 +727,19 @@ build_profile(struct src *s, const struct scan *sc, const struct choice *ch, str
 		for (size_t j = lower_g(sc->g, sc->ng, s0); j < sc->ng && sc->g[j].seq < end; j++)
 			rec_time(&b->r, sc->g[j].seq, seconds(sc->g[j].start, sc->g[j].end));
 	rec_end(&b->r);
-	return b->r.oom ? oom(s) : 0;
+	if (b->r.oom)
+		return oom(s);
+	/* with the GPU's times, the host's side: its pace, from the issue times
+	 * (an observe trace: ebb's own time in them is small) */
+	if (!b->host) {
+		uint64_t *none = calloc(ch->m->period + 1, sizeof *none);
+		if (none == NULL || prof_host_pace(&b->r.p, b->issue, none, b->sync) < 0) {
+			free(none);
+			return oom(s);
+		}
+		free(none);
+	}
+	return 0;
 }
 
 /* Operation op of the iteration (of the next one when next) as a seq, or "-". */
@@ -742,7 +791,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	static const double fractions[] = { 0.9, 0.8, 0.7, 0.6, 0.5, 0.4 };
 	static const char *const dir[2] = { "d2h", "h2d" };
 	struct src s = { .path = path, .err = err };
-	struct scan sc = { 0 };
+	struct scan sc = { .move_ns = { -1, -1 } };
 	struct build b = { 0 };
 	struct plan pl = { 0 };
 	struct choice ch;
@@ -770,6 +819,12 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	}
 	b.min_bytes = o->min_bytes;
 	b.host = !ch.cupti;
+	b.issue = calloc(ch.m->period + 1, sizeof *b.issue);
+	b.sync = calloc(ch.m->period + 1, 1);
+	if (b.issue == NULL || b.sync == NULL) {
+		oom(&s);
+		goto out;
+	}
 	if (build_profile(&s, &sc, &ch, &b) < 0)
 		goto out;
 
@@ -798,7 +853,12 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	struct plan_params pp = {
 		.d2h_bps = gbps[0] * 1e9, .h2d_bps = gbps[1] * 1e9,
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = o->min_bytes,
-		.allow_stall = o->allow_stall
+		.allow_stall = o->allow_stall,
+		/* what a move costs the host: given, else the trace's notes, else 0 */
+		.host_offload_s = (o->move_given ? o->move_us[0] * 1e3 :
+		    sc.move_ns[0] >= 0 ? sc.move_ns[0] : 0) / 1e9,
+		.host_restore_s = (o->move_given ? o->move_us[1] * 1e3 :
+		    sc.move_ns[1] >= 0 ? sc.move_ns[1] : 0) / 1e9,
 	};
 	uint64_t bound = plan_bound(p, &pp);
 	if (bound == 0 && peak > 0) {
@@ -842,12 +902,32 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	else if (assumed)
 		fprintf(out, "note: the trace has no %s-gbps note: %.0f GB/s assumed; give it with "
 		    "--%s GBPS\n", dir[assumed - 1], ASSUMED_GBPS, dir[assumed - 1]);
+	if (p->host != NULL) {
+		/* (the pace of the iteration with nothing moved, from a plan of no target) */
+		struct plan_params q = pp;
+		q.target = UINT64_MAX;
+		if (plan_make(p, &q, &pl) < 0) {
+			oom(&s);
+			goto out;
+		}
+		fprintf(out, "host: the job's pace from the trace's issue times%s; with nothing moved "
+		    "the device waits %.6f s an iteration for the host; a move costs the host %.0f us "
+		    "to the host, %.0f us back (%s)\n", sc.offload ? " (an offload-mode trace: "
+		    "ebb's own work then is in it)" : "", pl.host_idle_before_s,
+		    pp.host_offload_s * 1e6, pp.host_restore_s * 1e6, o->move_given ? "given" :
+		    sc.move_ns[0] >= 0 ? "from the trace's plan-host notes" : "not in the trace: "
+		    "give them with --move-cost; a run's plan-host-* notes have them");
+		plan_fini(&pl);
+	} else {
+		fprintf(out, "host: not in the prediction (the times are the host's)\n");
+	}
 	if (prof_time(p) <= 0)
 		fprintf(out, "note: the iteration's operations have no times: nothing can be planned\n");
 	fprintf(out, "bound: %.2f GiB (the lowest peak with no restore late)\n", (double)bound / GIB);
 
-	fprintf(out, "\n%10s  %10s  %3s  %5s  %11s  %8s  %10s  %10s  %6s\n", "target GiB",
-	    "peak GiB", "met", "moves", "to host GiB", "back GiB", "step s", "stall s", "ratio");
+	fprintf(out, "\n%10s  %10s  %3s  %5s  %11s  %8s  %10s  %10s  %10s  %6s\n", "target GiB",
+	    "peak GiB", "met", "moves", "to host GiB", "back GiB", "step s", "stall s", "host s",
+	    "ratio");
 	size_t nt = o->ntarget ? o->ntarget : sizeof fractions / sizeof fractions[0];
 	uint64_t target = 0;
 	int capped = 0;
@@ -863,11 +943,12 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 			goto out;
 		}
 		capped |= pl.stall_capped;
-		fprintf(out, "%10.2f  %10.2f  %3s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %6.3f\n",
+		double before = pl.step_before_s + pl.host_idle_before_s;
+		fprintf(out, "%10.2f  %10.2f  %3s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %10.6f  %6.3f\n",
 		    (double)target / GIB, (double)pl.peak / GIB,
 		    pl.met ? "yes" : pl.stall_capped ? "no*" : "no", pl.n,
 		    (double)pl.bytes_d2h / GIB, (double)pl.bytes_h2d / GIB, pl.step_s, pl.stall_s,
-		    pl.step_before_s > 0 ? pl.step_s / pl.step_before_s : 1.0);
+		    pl.host_idle_s, before > 0 ? pl.step_s / before : 1.0);
 	}
 	if (capped)
 		fprintf(out, "no*: stopped where the predicted stalls reached the iteration's own "
@@ -889,6 +970,8 @@ out:
 	plan_fini(&pl);
 	rec_fini(&b.r);
 	free(b.bid);
+	free(b.issue);
+	free(b.sync);
 	free(sc.mark);
 	free(sc.g);
 	free(sc.launch);
