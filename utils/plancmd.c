@@ -774,10 +774,11 @@ print_moves(FILE *out, const struct build *b, const struct plan *pl, uint64_t s0
 			snprintf(key, sizeof key, "%llu", (unsigned long long)pb->key);
 		if (mv->after == PROF_NONE)
 			snprintf(after, sizeof after, "host");
-		else
-			put_op(after, sizeof after, s0, p->nops, mv->issue, 0);
-		/* a wrapping restore is issued in the next iteration when it comes before the offload */
-		put_op(at, sizeof at, s0, p->nops, mv->at, mv->wrap && mv->at < mv->issue);
+		else	/* issued in the next iteration when before the use it follows */
+			put_op(after, sizeof after, s0, p->nops, mv->issue, mv->issue < mv->after);
+		/* a wrapping restore is issued in the next iteration when it comes before
+		 * the last use (it follows the offload, which follows that use) */
+		put_op(at, sizeof at, s0, p->nops, mv->at, mv->wrap && mv->at < mv->after);
 		put_op(use, sizeof use, s0, p->nops, mv->use, mv->wrap);
 		fprintf(out, "%10llu  %12s  %10.2f  %13s  %13s  %10s  %4s\n",
 		    (unsigned long long)b->bid[mv->buf], key, (double)pb->size / MIB, after, at, use,
