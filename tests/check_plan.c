@@ -728,20 +728,16 @@ START_TEST(late_restore_predicts_stall)
 }
 END_TEST
 
-/*
- * Gradient accumulation in miniature (4 layers, 8 micro-batches, sizes and
- * times of W2's scale): weights used in each forward and by the optimizer,
- * gradients from the first backward to the optimizer, optimizer state used
- * by the optimizer only, activations from the forward to the backward. The
- * copy engine must bring the optimizer state back while the last
- * backward runs: below the no-stall bound, the plan holds restores back
- * past the peak (late restores, predicted stalls) to go lower.
- */
-START_TEST(accumulation_trades_stalls_for_memory)
+enum { ACC_L = 4, ACC_M = 8, ACC_F = 10, ACC_B = 20 };
+
+/* The profile of accumulation_trades_stalls_for_memory (below); fop[m][0]:
+ * the first operation of micro-batch m. */
+static void
+accumulation_profile(uint32_t fop[ACC_M][ACC_L])
 {
-	enum { L = 4, M = 8, F = 10, B = 20 };
+	enum { L = ACC_L, M = ACC_M, F = ACC_F, B = ACC_B };
 	const double fwd = 0.23 / L / F, bwd = 0.47 / L / B, opt = 0.007;
-	uint32_t fop[M][L], bop[M][L], oop[L], op = 0;
+	uint32_t bop[M][L], oop[L], op = 0;
 
 	prof_fini(&pr);
 	ck_assert_int_eq(prof_init(&pr, M * L * (F + B) + L), 0);
@@ -782,6 +778,22 @@ START_TEST(accumulation_trades_stalls_for_memory)
 				int u[] = { (int)at, (int)at + 1, (int)back, -1 };
 				buf(2 * GIB, at, back, 1, u);
 			}
+}
+
+/*
+ * Gradient accumulation in miniature (4 layers, 8 micro-batches, sizes and
+ * times of W2's scale): weights used in each forward and by the optimizer,
+ * gradients from the first backward to the optimizer, optimizer state used
+ * by the optimizer only, activations from the forward to the backward. The
+ * copy engine must bring the optimizer state back while the last
+ * backward runs: below the no-stall bound, the plan holds restores back
+ * past the peak (late restores, predicted stalls) to go lower.
+ */
+START_TEST(accumulation_trades_stalls_for_memory)
+{
+	uint32_t fop[ACC_M][ACC_L];
+
+	accumulation_profile(fop);
 	struct plan_params pp = { .target = 60 * GIB, .d2h_bps = 55e9, .h2d_bps = 55e9,
 		.copy_latency_s = 30e-6, .min_bytes = 2 << 20, .allow_stall = 0 };
 	ck_assert_uint_eq(prof_peak(&pr, NULL), 96 * GIB);
@@ -797,6 +809,34 @@ START_TEST(accumulation_trades_stalls_for_memory)
 	ck_assert_uint_lt(pl.peak, bound);
 	ck_assert(pl.stall_s > 0);
 	ck_assert(pl.step_s > pl.step_before_s);
+}
+END_TEST
+
+/*
+ * The same, with the job copying to the host where each micro-batch starts
+ * (a loss.item()), the first right after the optimizer step: the optimizer
+ * state's offloads go after that copy of the next iteration, and the bound
+ * is that without the copies (it was half a GiB higher, the state's copies
+ * refused for delaying the job's).
+ */
+START_TEST(job_copies_leave_the_bound_of_accumulation)
+{
+	uint32_t fop[ACC_M][ACC_L];
+	struct plan_params pp = { .target = 60 * GIB, .d2h_bps = 55e9, .h2d_bps = 55e9,
+		.copy_latency_s = 30e-6, .min_bytes = 2 << 20, .allow_stall = 0 };
+
+	accumulation_profile(fop);
+	uint64_t bound = plan_bound(&pr, &pp);
+	for (int m = 0; m < ACC_M; m++)
+		prof_xfer(&pr, fop[m][0] + (m == 0), PROF_XFER_D2H);
+	ck_assert_uint_eq(prof_xfers(&pr, PROF_XFER_D2H), ACC_M);
+	ck_assert_uint_eq(plan_bound(&pr, &pp), bound);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.stall_s == 0);
+	uint32_t crossing = 0;
+	for (uint32_t k = 0; k < pl.n; k++)
+		crossing += pl.mv[k].after != PROF_NONE && pl.mv[k].issue < pl.mv[k].after;
+	ck_assert_uint_gt(crossing, 0);
 }
 END_TEST
 
@@ -1091,6 +1131,7 @@ main(void)
 	tcase_add_test(tc, late_restore_predicts_stall);
 	tcase_add_test(tc, no_times_no_plan);
 	tcase_add_test(tc, accumulation_trades_stalls_for_memory);
+	tcase_add_test(tc, job_copies_leave_the_bound_of_accumulation);
 	tcase_add_test(tc, record_builds_the_profile);
 	tcase_add_test(tc, random_profiles_are_consistent);
 	tcase_add_test(tc, offload_waits_for_job_copy_to_host);
