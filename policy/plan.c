@@ -63,7 +63,7 @@ prof_host_pace(struct prof *p, const uint64_t *issue, const uint64_t *ebb, const
 		p->host[i] = 0;
 		if (sync[i] || issue[i] == 0 || issue[i + 1] <= issue[i])
 			continue;
-		uint64_t gap = issue[i + 1] - issue[i], mine = ebb[i + 1] - ebb[i];
+		uint64_t gap = issue[i + 1] - issue[i], mine = ebb ? ebb[i + 1] - ebb[i] : 0;
 		p->host[i] = gap > mine ? (double)(gap - mine) / 1e9 : 0;
 	}
 	return 0;
@@ -81,6 +81,8 @@ static double
 host_idle(const struct prof *p, const struct plan_params *pp, const uint32_t *noff,
     const uint32_t *nres)
 {
+	if (p->host == NULL || p->barrier == NULL)
+		return 0;
 	double h = 0, d = 0, idle = 0;
 
 	for (uint32_t i = 0; i < p->nops; i++) {
@@ -96,6 +98,12 @@ host_idle(const struct prof *p, const struct plan_params *pp, const uint32_t *no
 			h += noff[i] * pp->host_offload_s + nres[i] * pp->host_restore_s;
 	}
 	return idle;
+}
+
+double
+prof_host_idle(const struct prof *p)
+{
+	return host_idle(p, NULL, NULL, NULL);
 }
 
 void
@@ -932,10 +940,8 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	out->peak_before = prof_peak(p, &out->peak_op);
 	out->peak = out->peak_before;
 	out->step_before_s = out->step_s = prof_time(p);
-	if (p->host != NULL && p->barrier != NULL) {
-		out->host_idle_before_s = out->host_idle_s = host_idle(p, pp, NULL, NULL);
-		out->step_s += out->host_idle_s;
-	}
+	out->host_idle_before_s = out->host_idle_s = prof_host_idle(p);
+	out->step_s += out->host_idle_s;
 	if (n == 0 || pp->d2h_bps <= 0 || pp->h2d_bps <= 0) {
 		out->met = out->peak <= pp->target;
 		return 0;

@@ -97,6 +97,7 @@ int prof_host(struct prof *p);
  * The host's side from a recording of nops operations: issue[i], when the
  * host issued operation i (issue[nops]: the iteration's end; 0: an
  * operation ebb issued itself), ebb[i] the host time ebb had spent by then
+ * (NULL: none)
  * (its waits for room, restores on use, evictions: what the plan replaces
  * with its own moves), sync[i] whether the host waited there for the
  * device, all in ns. The job's own pace is the time from issuing one
@@ -106,6 +107,10 @@ int prof_host(struct prof *p);
  */
 int prof_host_pace(struct prof *p, const uint64_t *issue, const uint64_t *ebb,
     const uint8_t *sync);
+
+/* The seconds the device waits for the host over one iteration with nothing
+ * moved (plan.h's host_idle_before_s); 0 without the host's side. */
+double prof_host_idle(const struct prof *p);
 
 /* Operation op is a copy of the job's between host and device (PROF_XFER_*). */
 void prof_xfer(struct prof *p, uint32_t op, unsigned dir);

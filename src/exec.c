@@ -175,6 +175,7 @@ retire(struct xplan *x)
 static void
 recording_free(void)
 {
+	mover_time_self(0);
 	rec_fini(&rec);
 	free(rec_addr);
 	free(rec_tok);
@@ -297,6 +298,7 @@ start_recording(uint64_t s0, uint64_t period)
 	times_n = period;
 	pthread_mutex_unlock(&times_lock);
 	state = X_RECORDING;
+	mover_time_self(1);
 	ebb_trace_note_u64("plan-recording", s0);
 }
 
@@ -310,6 +312,7 @@ exec_boundary(uint64_t next_seq, uint64_t period)
 	case X_RECORDING:
 		rec_host[rec.p.nops] = ebb_now_ns();
 		rec_self[rec.p.nops] = mover_self_ns();
+		mover_time_self(0);
 		state = X_RECORDED;
 		break;
 	case X_READY:

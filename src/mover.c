@@ -1334,48 +1334,71 @@ mover_shutdown(void)
 	worker_started = 0;
 }
 
+/* The entry points' host time, while an iteration is recorded (exec.c): off
+ * the path of every launch and allocation otherwise. */
+static int self_timing;
+
+void
+mover_time_self(int timing)
+{
+	self_timing = timing;
+}
+
+static uint64_t
+self_begin(void)
+{
+	return self_timing ? ebb_now_ns() : 0;
+}
+
+static void
+self_end(uint64_t t0)
+{
+	if (t0 != 0)
+		st.self_ns += ebb_now_ns() - t0;
+}
+
 CUresult
 mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dptr)
 {
-	uint64_t t0 = ebb_now_ns();
+	uint64_t t0 = self_begin();
 	CUresult r = alloc_impl(b, size, s, dptr);
-	st.self_ns += ebb_now_ns() - t0;
+	self_end(t0);
 	return r;
 }
 
 int
 mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
 {
-	uint64_t t0 = ebb_now_ns();
+	uint64_t t0 = self_begin();
 	int r = free_impl(b, tag);
-	st.self_ns += ebb_now_ns() - t0;
+	self_end(t0);
 	return r;
 }
 
 int
 mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq)
 {
-	uint64_t t0 = ebb_now_ns();
+	uint64_t t0 = self_begin();
 	int r = plan_offload_impl(b, after, seq);
-	st.self_ns += ebb_now_ns() - t0;
+	self_end(t0);
 	return r;
 }
 
 int
 mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64_t gate)
 {
-	uint64_t t0 = ebb_now_ns();
+	uint64_t t0 = self_begin();
 	int r = prefetch_impl(b, after, seq, gate);
-	st.self_ns += ebb_now_ns() - t0;
+	self_end(t0);
 	return r;
 }
 
 CUresult
 mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint64_t seq)
 {
-	uint64_t t0 = ebb_now_ns();
+	uint64_t t0 = self_begin();
 	CUresult r = ensure_impl(bufs, n, consumer, seq);
-	st.self_ns += ebb_now_ns() - t0;
+	self_end(t0);
 	return r;
 }
 

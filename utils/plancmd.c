@@ -731,14 +731,8 @@ build_profile(struct src *s, const struct scan *sc, const struct choice *ch, str
 		return oom(s);
 	/* with the GPU's times, the host's side: its pace, from the issue times
 	 * (an observe trace: ebb's own time in them is small) */
-	if (!b->host) {
-		uint64_t *none = calloc(ch->m->period + 1, sizeof *none);
-		if (none == NULL || prof_host_pace(&b->r.p, b->issue, none, b->sync) < 0) {
-			free(none);
-			return oom(s);
-		}
-		free(none);
-	}
+	if (!b->host && prof_host_pace(&b->r.p, b->issue, NULL, b->sync) < 0)
+		return oom(s);
 	return 0;
 }
 
@@ -904,21 +898,13 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 		fprintf(out, "note: the trace has no %s-gbps note: %.0f GB/s assumed; give it with "
 		    "--%s GBPS\n", dir[assumed - 1], ASSUMED_GBPS, dir[assumed - 1]);
 	if (p->host != NULL) {
-		/* (the pace of the iteration with nothing moved, from a plan of no target) */
-		struct plan_params q = pp;
-		q.target = UINT64_MAX;
-		if (plan_make(p, &q, &pl) < 0) {
-			oom(&s);
-			goto out;
-		}
 		fprintf(out, "host: the job's pace from the trace's issue times%s; with nothing moved "
 		    "the device waits %.6f s an iteration for the host; a move costs the host %.0f us "
 		    "to the host, %.0f us back (%s)\n", sc.offload ? " (an offload-mode trace: "
-		    "ebb's own work then is in it)" : "", pl.host_idle_before_s,
+		    "ebb's own work then is in it)" : "", prof_host_idle(p),
 		    pp.host_offload_s * 1e6, pp.host_restore_s * 1e6, o->move_given ? "given" :
 		    sc.move_ns[0] >= 0 ? "from the trace's plan-host notes" : "not in the trace: "
 		    "give them with --move-cost; a run's plan-host-* notes have them");
-		plan_fini(&pl);
 	} else {
 		fprintf(out, "host: not in the prediction (the times are the host's)\n");
 	}
