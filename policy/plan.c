@@ -289,6 +289,8 @@ struct sim {
 	uint32_t nwaits;
 	uint32_t *d2h_order;	/* moves with a copy to the host, in issue order */
 	uint32_t nd;
+	double d2h_carry;	/* when the copies the last iteration left queued on
+				 * the engine to the host are done (0: none) */
 	uint32_t *wait_order;	/* waits by operation within the iteration */
 	double *land;		/* the replay's landing of each move, in two iterations */
 	double stall;
@@ -615,6 +617,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 				 * the next iteration, in the pass before */
 	for (int pass = 0; pass < 2; pass++) {
 		double t = carry;
+		s->d2h_carry = carry;
 		uint32_t jc = jfirst;	/* the job's next copy to the host */
 		int64_t floor_at = 0;	/* copies queue in this order: none is issued
 					 * before one deferred ahead of it */
@@ -852,9 +855,10 @@ queued_landing(const struct sim *s, const struct cand *x)
 		else
 			hi = mid;
 	}
-	double t = issue;
-	if (lo > 0 && s->mv[s->d2h_order[lo - 1]].d2h_end > t)
-		t = s->mv[s->d2h_order[lo - 1]].d2h_end;
+	/* behind the last copy ahead of it, or what the last iteration left queued */
+	double t = issue, free = lo > 0 ? s->mv[s->d2h_order[lo - 1]].d2h_end : s->d2h_carry;
+	if (free > t)
+		t = free;
 	return t + d2h_time(s, s->p->buf[x->buf].size);
 }
 
@@ -1045,7 +1049,13 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 			if (e >= 0 && c[k].kind != GAP_IDLE &&
 			    queued_landing(&s, &c[k]) > ext_T(&s, e))
 				continue;
-			if (covers(&c[k], at, n, 0) >= 0) {
+			int64_t e0 = covers(&c[k], at, n, 0);
+			/* with stalls, one whose copy lands after the peak, behind
+			 * the copies queued ahead of it, saves nothing there: a try
+			 * would fail (and fail again at every peak) */
+			if (e0 >= 0 && s.stalling && queued_landing(&s, &c[k]) > ext_T(&s, e0))
+				continue;
+			if (e0 >= 0) {
 				if (best < 0 || c[k].score > c[best].score ||
 				    (c[k].score == c[best].score && p->buf[c[k].buf].size >
 				    p->buf[c[best].buf].size))

@@ -1023,13 +1023,13 @@ ebb_engine_shutdown(void)
 		char d2h_s[32], h2d_s[32], held_s[32], host_s[32];
 		ebb_log(EBB_LOG_NOTE, "offload: %llu buffers to the host (%s), %llu back (%s; %llu "
 		    "cancelled), stalls %.3f s over %llu restores, %llu refusals; peak held %s, %s "
-		    "pinned on the host; %llu handles created, %llu of them after learning",
+		    "pinned on the host (in %.3f s); %llu handles created, %llu of them after learning",
 		    (unsigned long long)ms.offloads,
 		    human(ms.bytes_d2h, d2h_s, sizeof d2h_s), (unsigned long long)ms.restores,
 		    human(ms.bytes_h2d, h2d_s, sizeof h2d_s), (unsigned long long)ms.cancels,
 		    (double)ms.stall_ns / 1e9, (unsigned long long)ms.stalls_measured,
 		    (unsigned long long)ms.refusals, human(ms.held_peak, held_s, sizeof held_s),
-		    human(ms.host_pinned, host_s, sizeof host_s),
+		    human(ms.host_pinned, host_s, sizeof host_s), (double)ms.host_pin_ns / 1e9,
 		    (unsigned long long)ms.handles_created, (unsigned long long)(learn == LEARN_DONE ?
 		    ms.handles_created - created_at_learned : 0));
 		if (exec_enabled() || xs.plans > 0)

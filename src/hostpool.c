@@ -11,6 +11,7 @@
 #include "hostpool.h"
 #include "interpose.h"
 #include "log.h"
+#include "trace.h"
 
 #define HOST_ALIGN 4096
 
@@ -22,7 +23,7 @@ struct extent {
 };
 
 static struct extent *free_list;
-static uint64_t cap_bytes, slab_bytes, pinned, used;
+static uint64_t cap_bytes, slab_bytes, pinned, used, pin_ns;
 static int refused;
 
 void
@@ -113,6 +114,7 @@ grow(size_t size)
 	if (grown == NULL)
 		return -1;
 	slabs = grown;
+	uint64_t t0 = ebb_now_ns();
 	/* Map and register (fast); where the system will not map that much, let
 	 * the driver allocate it pinned; then try just what is needed. */
 	void *p = NULL;
@@ -138,6 +140,7 @@ grow(size_t size)
 		    (r = ebb_real.cuMemHostAlloc(&p, want, CU_MEMHOSTALLOC_PORTABLE)) != CUDA_SUCCESS)
 			p = NULL;
 	}
+	pin_ns += ebb_now_ns() - t0;
 	if (p == NULL) {
 		if (!refused)
 			ebb_log(EBB_LOG_WARN, "pinning %zu more bytes of host memory failed (mmap: %s; "
@@ -194,6 +197,12 @@ uint64_t
 hostpool_pinned(void)
 {
 	return pinned;
+}
+
+uint64_t
+hostpool_pin_ns(void)
+{
+	return pin_ns;
 }
 
 uint64_t

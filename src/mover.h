@@ -63,6 +63,7 @@ struct mover_stats {
 	uint64_t stall_ns, stalls_measured;
 	uint64_t held, held_peak;	/* device bytes ebb holds: handles, slabs, others */
 	uint64_t host_pinned;
+	uint64_t host_pin_ns;		/* spent pinning it (out of the offloads' costs) */
 	uint64_t handles_created;
 	/* the host's time in ebb's moves (the job's thread, or the worker holding
 	 * the engine mutex, which the job's thread then waits for) */
