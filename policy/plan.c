@@ -289,6 +289,7 @@ struct sim {
 	uint32_t nwaits;
 	uint32_t *d2h_order;	/* moves with a copy to the host, in issue order */
 	uint32_t nd;
+	uint32_t nsim;		/* simulations run */
 	double d2h_carry;	/* when the copies the last iteration left queued on
 				 * the engine to the host are done (0: none) */
 	uint32_t *wait_order;	/* waits by operation within the iteration */
@@ -572,6 +573,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 	uint32_t n = s->n;
 	double S = s->S;
 
+	s->nsim++;
 	s->stall = 0;
 	for (uint32_t k = 0; k < m; k++) {
 		const struct cand *x = &c[chosen[k]];
@@ -1237,6 +1239,7 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	out->peak_op = s.peak_op;
 	out->stall_s = s.stall;
 	out->step_s = s.S + s.stall;
+	out->simulations = s.nsim;
 	for (uint32_t k = 0; k < m; k++) {
 		uint64_t size = p->buf[out->mv[k].buf].size;
 		if (out->mv[k].after != PROF_NONE)

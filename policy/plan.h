@@ -185,6 +185,8 @@ struct plan {
 	int met;		/* peak <= target */
 	int stall_capped;	/* stopped short of the target: the predicted stalls
 				 * reached the iteration's own time */
+	uint32_t simulations;	/* of both copy engines, that the search ran (its cost:
+				 * each is linear in the operations) */
 	uint64_t bound;		/* where the target is under it: the lowest peak
 				 * without stalls, from which the plan went on with
 				 * them (allow_stall) or stopped; 0: not reached */

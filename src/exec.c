@@ -697,6 +697,7 @@ plan_recorded(pthread_mutex_t *lock)
 	struct plan pl;
 	struct xplan *x = NULL;
 	uint64_t bound = 0;
+	uint64_t t0 = ebb_now_ns();
 	int have = !r.oom && d2h > 0 && h2d > 0 && plan_make(&r.p, &pp, &pl) == 0;
 	int ok = have;
 	struct plan_explain ex = { 0 };
@@ -707,6 +708,7 @@ plan_recorded(pthread_mutex_t *lock)
 		x = build(&r.p, &pl, addr, naddr);
 		ok = x != NULL;
 	}
+	uint64_t made_ns = ebb_now_ns() - t0;	/* the job ran without a plan meanwhile */
 
 	pthread_mutex_lock(lock);
 	if (!ok) {
@@ -748,6 +750,8 @@ plan_recorded(pthread_mutex_t *lock)
 		ebb_trace_note_u64("plan-host-offload-ns", (uint64_t)(pp.host_offload_s * 1e9));
 		ebb_trace_note_u64("plan-host-restore-ns", (uint64_t)(pp.host_restore_s * 1e9));
 		ebb_trace_note_u64("plan-stall-capped", (uint64_t)pl.stall_capped);
+		ebb_trace_note_u64("plan-made-ns", made_ns);
+		ebb_trace_note_u64("plan-simulations", pl.simulations);
 		ebb_trace_note_u64("plan-peak-seq", r.s0 + pl.peak_op);
 		ebb_trace_note_u64("plan-peak-used-bytes", ex.used);
 		ebb_trace_note_u64("plan-peak-unmovable-bytes", ex.unmovable);
@@ -760,9 +764,10 @@ plan_recorded(pthread_mutex_t *lock)
 		ebb_log(EBB_LOG_INFO, "plan: %u moves an iteration of %u operations (%s times), %.1f GiB "
 		    "to the host and %.1f GiB back; peak %.2f -> %.2f GiB (target %.2f, lowest without "
 		    "stalls %.2f); %.3f s an iteration predicted, %.3f s of it stalls (%.3f s without "
-		    "moves)", pl.n, r.p.nops, source, gib(pl.bytes_d2h), gib(pl.bytes_h2d),
-		    gib(pl.peak_before), gib(pl.peak), gib(target), gib(bound), pl.step_s, pl.stall_s,
-		    pl.step_before_s + pl.host_idle_before_s);
+		    "moves); made in %.3f s (%u simulations)", pl.n, r.p.nops, source,
+		    gib(pl.bytes_d2h), gib(pl.bytes_h2d), gib(pl.peak_before), gib(pl.peak), gib(target),
+		    gib(bound), pl.step_s, pl.stall_s, pl.step_before_s + pl.host_idle_before_s,
+		    (double)made_ns / 1e9, pl.simulations);
 		if (r.p.host != NULL)
 			ebb_log(EBB_LOG_INFO, "plan: of that, the device waits %.3f s for the host to issue "
 			    "work (%.3f s without moves; a move costs the host %.0f us to the host, %.0f us "
