@@ -683,6 +683,12 @@ START_TEST(plan_moves_ahead_of_use)
 	ck_assert_msg(llabs(step - parts) <= 2, "plan-step-ns %lld, its parts %lld", step, parts);
 	ck_assert_uint_gt(strtoull(note_value(&t, "plan-host-restore-ns"), NULL, 10), 0);
 	ck_assert_uint_le(strtoull(note_value(&t, "plan-peak-bytes"), NULL, 10), 56ULL << 20);
+	/* the search ran at least the simulation with nothing moved and one a
+	 * move; making the plan took some time, less than the whole run */
+	ck_assert_uint_gt(strtoull(note_value(&t, "plan-simulations"), NULL, 10),
+	    strtoull(note_value(&t, "plan-moves"), NULL, 10));
+	ck_assert_uint_gt(strtoull(note_value(&t, "plan-made-ns"), NULL, 10), 0);
+	ck_assert_uint_lt(strtoull(note_value(&t, "plan-made-ns"), NULL, 10), 60ULL * 1000000000);
 	/* in the plan's steady state nothing is restored on use and nothing
 	 * evicted (until the final check of the optimizer state departs) */
 	size_t faults = count_under_plan(&t, 'B', 4, "fault");
