@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Plot peak device memory against step time from bench/results records.
 
-usage: plot.py --out FILE.svg [--title TEXT] RESULTS.jsonl...
+usage: plot.py --out FILE.svg [--title TEXT] [--commits C1,C2...] RESULTS.jsonl...
 
 One point per record (runs without a step time are listed under the plot),
 x = step time over the baseline of the same run (ratio), y = NVML peak in
 GiB, labelled with the mode; ebb's runs are joined in order of peak, so the
-curve of its limits shows beside the anchors. Plain SVG, no dependencies.
+curve of its limits shows beside the anchors. With --commits, only ebb's runs
+at those commits, and of each other mode the latest record (by date), so
+one version's curve shows beside the anchors. A record with plan_ran false (the
+plan was not ready in time: its steps are the reactive mover's) is listed
+under the plot, not drawn. Plain SVG, no dependencies.
 """
 import argparse
 import html
@@ -17,14 +21,28 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--title", default="")
+    ap.add_argument("--commits", default="")
     ap.add_argument("results", nargs="+")
     a = ap.parse_args()
     recs = []
     for path in a.results:
         with open(path) as f:
             recs += [json.loads(line) for line in f if line.strip()]
-    pts = [r for r in recs if r.get("ratio") and r.get("peak_gib")]
-    missing = [r for r in recs if not (r.get("ratio") and r.get("peak_gib"))]
+    if a.commits:
+        keep = set(a.commits.split(","))
+        latest = {}
+        for r in recs:
+            if not r["mode"].startswith(("ebb", "reactive")) and r.get("ratio"):
+                k = (r["workload"], r["accum"], r["mode"])
+                if k not in latest or r["date"] >= latest[k]["date"]:
+                    latest[k] = r
+        recs = [r for r in recs if r["mode"].startswith(("ebb", "reactive")) and
+                r.get("commit") in keep] + list(latest.values())
+    for r in recs:
+        if r.get("plan_ran") is False:	# its steps were the reactive mover's
+            r["note"] = "the plan was not ready before the last step; not plotted"
+    pts = [r for r in recs if r.get("ratio") and r.get("peak_gib") and r.get("plan_ran") is not False]
+    missing = [r for r in recs if r not in pts]
     if not pts:
         raise SystemExit("plot.py: no record has both a ratio and a peak")
     W, H, L, R, T, B = 720, 460, 70, 30, 40, 60
@@ -67,7 +85,8 @@ def main():
                    f'{html.escape(label)}</text>')
     for i, r in enumerate(missing):
         out.append(f'<text x="{L}" y="{H + 4 + 18 * i}">{html.escape(r["workload"])} '
-                   f'{html.escape(r["mode"])}: no step time ({html.escape(r.get("note", ""))})</text>')
+                   f'{html.escape(r["mode"])} at {html.escape(r.get("commit", "?"))}: '
+                   f'{html.escape(r.get("note") or "no step time or peak")}</text>')
     out.append("</svg>")
     with open(a.out, "w") as f:
         f.write("\n".join(out) + "\n")
