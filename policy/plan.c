@@ -294,6 +294,13 @@ struct sim {
 				 * the engine to the host are done (0: none) */
 	uint32_t *wait_order;	/* waits by operation within the iteration */
 	double *land;		/* the replay's landing of each move, in two iterations */
+	double *delay_at, *delay_sum;	/* the device's delays by late restores, by when
+					 * (without them) the device reached the use: the
+					 * times, increasing, and the delays up to each */
+	uint32_t ndelay;
+	uint32_t *pend;		/* restores copied, not yet due: by deadline, latest first */
+	uint32_t npend;
+	double *h2d_st, *h2d_en;	/* each restore's copy, until it is due */
 	double stall;
 	int64_t peak;
 	uint32_t peak_op;
@@ -560,6 +567,72 @@ wait_stall(struct sim *s, uint32_t m)
 	return shift - shift0;
 }
 
+/* How much late restores have delayed the device by time t (of the timeline
+ * without delays): those whose use came before t. */
+static double
+delay_by(const struct sim *s, double t)
+{
+	uint32_t lo = 0, hi = s->ndelay;	/* the first delay at or after t */
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (s->delay_at[mid] < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 ? s->delay_sum[lo - 1] : 0;
+}
+
+/* The device waits d at time t (of the timeline without delays). */
+static void
+delay_add(struct sim *s, double t, double d)
+{
+	uint32_t i = s->ndelay++;
+
+	for (; i > 0 && s->delay_at[i - 1] > t; i--) {
+		s->delay_at[i] = s->delay_at[i - 1];
+		s->delay_sum[i] = s->delay_sum[i - 1] + d;
+	}
+	s->delay_at[i] = t;
+	s->delay_sum[i] = (i > 0 ? s->delay_sum[i - 1] : 0) + d;
+}
+
+/*
+ * Settle the restores copied whose use is due before time t (of the timeline
+ * without delays), in the order they are due: how late each is, given the
+ * delays before it, is its own delay of the device. In the final pass
+ * (keep), their copy's times replace the deadline and the issue frame.
+ * Returns the stall added.
+ */
+static double
+due_before(struct sim *s, double t, int keep)
+{
+	double added = 0;
+
+	while (s->npend > 0) {
+		uint32_t k = s->pend[s->npend - 1];
+		struct plan_move *mv = &s->mv[k];
+		double dl = mv->h2d_end;	/* the deadline, until its times are kept */
+		if (dl >= t)
+			break;
+		s->npend--;
+		mv->delay_s = delay_by(s, dl);
+		double late = s->h2d_en[k] - dl - mv->delay_s;
+		mv->stall_s = late > 0 ? late : 0;
+		if (mv->stall_s > 0)
+			delay_add(s, dl, mv->stall_s);
+		added += mv->stall_s;
+		if (keep) {
+			/* back to the frame of the offload's iteration */
+			double base = mv->h2d_start - s->key[k];
+			mv->h2d_start = s->h2d_st[k] + base;
+			mv->h2d_end = s->h2d_en[k] + base;
+		}
+	}
+	return added;
+}
+
 /*
  * Simulate the moves of the chosen candidates: both copy engines in the
  * steady state (each run twice, so what one iteration leaves queued delays
@@ -762,34 +835,46 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		mv->h2d_end = s->T[mv->use] + shift - base;	/* the deadline, for now */
 	}
 	sort_by_key(s->order, nh, s->key, tmp);
+	/*
+	 * A late restore delays the device, and with it every later operation,
+	 * the restores issued after them and the uses they are due for; the
+	 * copies already queued go on. So late restores in one busy stretch of
+	 * the engine cost the latest of them, not the sum (the restores' times
+	 * here are of the timeline without delays; delay_by maps them).
+	 */
 	carry = 0;
 	for (int pass = 0; pass < 2; pass++) {
 		double t = carry;
 		uint32_t jc = s->next_h2d[0];	/* the job's next copy to the device */
 		s->stall = 0;
-		for (uint32_t j = 0; j < nh; j++) {
-			uint32_t k = s->order[j];
-			struct plan_move *mv = &s->mv[k];
-			double issue = s->key[k];
+		s->ndelay = 0;
+		s->npend = 0;
+		for (uint32_t j = 0; j <= nh; j++) {
+			uint32_t k = j < nh ? s->order[j] : 0;
+			double issue = j < nh ? s->key[k] : INFINITY;
 			/* a copy of the job's issued before this restore waits for the queue */
-			for (; jc < n && s->T[jc] < issue; jc = s->next_h2d[jc + 1])
-				s->stall += t > s->T[jc] ? t - s->T[jc] : 0;
-			double st = issue > t ? issue : t;
-			double en = st + h2d_time(s, p->buf[mv->buf].size);
-			double dl = mv->h2d_end;	/* the deadline, until pass 1 writes the times */
-			mv->stall_s = en > dl ? en - dl : 0;
-			s->stall += mv->stall_s;
-			t = en;
-			if (pass == 1) {
-				/* back to the frame of the offload's iteration */
-				double base = mv->h2d_start - issue;
-				mv->h2d_start = st + base;
-				mv->h2d_end = en + base;
+			for (; jc < n && s->T[jc] < issue; jc = s->next_h2d[jc + 1]) {
+				s->stall += due_before(s, s->T[jc], pass);
+				double tc = s->T[jc] + delay_by(s, s->T[jc]);
+				s->stall += t > tc ? t - tc : 0;
 			}
+			s->stall += due_before(s, issue, pass);
+			if (j == nh)
+				break;
+			struct plan_move *mv = &s->mv[k];
+			double at = issue + delay_by(s, issue);
+			s->h2d_st[k] = at > t ? at : t;
+			s->h2d_en[k] = s->h2d_st[k] + h2d_time(s, p->buf[mv->buf].size);
+			t = s->h2d_en[k];
+			/* pending until due: by deadline (mv->h2d_end for now), latest first */
+			uint32_t i = s->npend++;
+			for (; i > 0 && s->mv[s->pend[i - 1]].h2d_end < mv->h2d_end; i--)
+				s->pend[i] = s->pend[i - 1];
+			s->pend[i] = k;
 		}
-		for (; jc < n; jc = s->next_h2d[jc + 1])
-			s->stall += t > s->T[jc] ? t - s->T[jc] : 0;
-		carry = t > S ? t - S : 0;
+		/* what the next iteration finds queued, in its own delayed frame */
+		double shifted = S + delay_by(s, S);
+		carry = t > shifted ? t - shifted : 0;
 	}
 	s->stall += job_wait;
 	s->stall += wait_stall(s, m);
@@ -1012,8 +1097,14 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	s.wait_order = malloc(wcap * sizeof *s.wait_order);
 	s.d2h_order = malloc((nc + 1) * sizeof *s.d2h_order);
 	s.land = malloc(2 * (nc + 1) * sizeof *s.land);
+	s.delay_at = malloc((nc + 1) * sizeof *s.delay_at);
+	s.delay_sum = malloc((nc + 1) * sizeof *s.delay_sum);
+	s.pend = malloc((nc + 1) * sizeof *s.pend);
+	s.h2d_st = malloc((nc + 1) * sizeof *s.h2d_st);
+	s.h2d_en = malloc((nc + 1) * sizeof *s.h2d_en);
 	if (!c || !chosen || !tmp || !s.order || !s.key || !s.mv || !s.cidx || !s.move_of ||
-	    !s.waits || !s.wait_order || !s.d2h_order || !s.land)
+	    !s.waits || !s.wait_order || !s.d2h_order || !s.land || !s.delay_at || !s.delay_sum ||
+	    !s.pend || !s.h2d_st || !s.h2d_en)
 		goto out;
 	memset(s.move_of, 0xff, (nc + 1) * sizeof *s.move_of);
 	for (uint32_t k = 0; k < nc; k++)
@@ -1286,6 +1377,11 @@ out:
 	free(s.wait_order);
 	free(s.d2h_order);
 	free(s.land);
+	free(s.delay_at);
+	free(s.delay_sum);
+	free(s.pend);
+	free(s.h2d_st);
+	free(s.h2d_en);
 	free(s.T);
 	free(s.E);
 	free(s.tidx);

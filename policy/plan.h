@@ -163,6 +163,9 @@ struct plan_move {
 	/* simulated, in seconds from the start of the iteration of the offload */
 	double d2h_start, d2h_end, h2d_start, h2d_end;
 	double stall_s;		/* how late the restore is */
+	double delay_s;		/* how long earlier late restores have delayed the
+				 * device by its use (h2d_start and h2d_end are of the
+				 * timeline with those delays) */
 	int64_t saved_first, saved_last;	/* operations it frees the memory at, from the
 						 * offload's iteration on (first > last: none) */
 };

@@ -728,6 +728,35 @@ START_TEST(late_restore_predicts_stall)
 }
 END_TEST
 
+/*
+ * Two such gaps, of half a GiB each (4-operation copies), used again at 12
+ * (a) and 13 (b). The offloads land at 5 (b) and 9 (a), both restores are
+ * issued after the peak at 9, and the engine copies b back over 10 to 14
+ * and a over 14 to 18. a is 6 late, which delays the device by 6; so b,
+ * due at 13 + 6, is not late. The stall is 6, not the 7 of the two
+ * latenesses added up: the device waits once.
+ */
+START_TEST(late_restores_in_one_stretch_cost_the_latest)
+{
+	int ua[] = { 0, 12, -1 }, ub[] = { 0, 13, -1 };
+	uint32_t a = buf(GIB / 2, 0, 12, 1, ua), b = buf(GIB / 2, 0, 13, 1, ub);
+	hump(GIB, 9, 9);
+	struct plan_params pp = params(GIB, 8, 1);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_uint_eq(pl.n, 2);
+	ck_assert_uint_eq(pl.peak, GIB);
+	const struct plan_move *ma = pl.mv[0].buf == a ? &pl.mv[0] : &pl.mv[1];
+	const struct plan_move *mb = pl.mv[0].buf == b ? &pl.mv[0] : &pl.mv[1];
+	ck_assert(ma->buf == a && mb->buf == b);
+	ck_assert(fabs(mb->h2d_start - 10 * OP) < 1e-12 && fabs(mb->h2d_end - 14 * OP) < 1e-12);
+	ck_assert(fabs(ma->h2d_start - 14 * OP) < 1e-12 && fabs(ma->h2d_end - 18 * OP) < 1e-12);
+	ck_assert(fabs(ma->stall_s - 6 * OP) < 1e-12 && ma->delay_s == 0);
+	ck_assert(mb->stall_s == 0 && fabs(mb->delay_s - 6 * OP) < 1e-12);
+	ck_assert(fabs(pl.stall_s - 6 * OP) < 1e-12);
+	ck_assert(fabs(pl.step_s - (N + 6) * OP) < 1e-12);
+}
+END_TEST
+
 enum { ACC_L = 4, ACC_M = 8, ACC_F = 10, ACC_B = 20 };
 
 /* The profile of accumulation_trades_stalls_for_memory (below); fop[m][0]:
@@ -1069,10 +1098,12 @@ START_TEST(random_profiles_are_consistent)
 			const struct plan_move *m = &pl.mv[k];
 			ck_assert(pr.buf[m->buf].movable);
 			ck_assert(m->d2h_end <= m->h2d_start + 1e-12 || m->use == PROF_NONE);
-			/* back by its use (in the next iteration for a gap that wraps), or
-			 * late by its stall */
-			ck_assert(m->use == PROF_NONE ||
-			    m->h2d_end <= T[m->use] + (m->wrap ? S : 0) + m->stall_s + 1e-9);
+			/* back by its use (in the next iteration for a gap that wraps,
+			 * and later by as much as late restores before it delayed the
+			 * device), or late by its stall */
+			ck_assert(m->use == PROF_NONE || m->h2d_end <= T[m->use] + (m->wrap ? S : 0) +
+			    m->delay_s + m->stall_s + 1e-9);
+			ck_assert(m->delay_s >= 0 && m->delay_s <= pl.stall_s + 1e-9);
 			/* issued after its use, in the next iteration only for a gap that wraps */
 			ck_assert(m->after == PROF_NONE || m->issue >= m->after || m->wrap);
 			ck_assert(m->use == PROF_NONE || m->wrap || m->issue < m->use);
@@ -1129,6 +1160,7 @@ main(void)
 	tcase_add_test(tc, tail_until_free);
 	tcase_add_test(tc, target_already_met);
 	tcase_add_test(tc, late_restore_predicts_stall);
+	tcase_add_test(tc, late_restores_in_one_stretch_cost_the_latest);
 	tcase_add_test(tc, no_times_no_plan);
 	tcase_add_test(tc, accumulation_trades_stalls_for_memory);
 	tcase_add_test(tc, job_copies_leave_the_bound_of_accumulation);
