@@ -1416,6 +1416,185 @@ plan_bound(const struct prof *p, const struct plan_params *pp)
 	return peak;
 }
 
+struct floor_item {
+	double a, b;		/* seconds since its last use, until its next (INFINITY: none) */
+	double size;
+};
+
+struct floor_key {
+	double b;
+	uint32_t at;
+};
+
+static int
+cmp_item_a(const void *x, const void *y)
+{
+	double a = ((const struct floor_item *)x)->a, b = ((const struct floor_item *)y)->a;
+	return a < b ? -1 : a > b;
+}
+
+static int
+cmp_by_b(const void *x, const void *y)
+{
+	const struct floor_key *a = x, *b = y;
+	if (a->b != b->b)
+		return a->b < b->b ? -1 : 1;
+	return a->at < b->at ? -1 : a->at > b->at;
+}
+
+/* The floor at operation i (see plan_floor); it, bsort and by_b are scratch
+ * of nbufs each. */
+static double
+floor_at(const struct prof *p, const struct plan_params *pp, const double *T,
+    const double *E, double S, double stall_s, uint32_t i, struct floor_item *it,
+    struct floor_key *bsort, uint32_t *by_b)
+{
+	uint32_t n = p->nops, k = 0;
+	double base = (double)p->fixed;
+
+	for (uint32_t bi = 0; bi < p->nbufs; bi++) {
+		const struct prof_buf *b = &p->buf[bi];
+		uint32_t first = b->alloc == PROF_NONE ? 0 : b->alloc;
+		uint32_t last = b->free == PROF_NONE ? n - 1 : b->free;
+		if (i < first || i > last)
+			continue;
+		if (!b->movable || b->size < pp->min_bytes) {
+			base += (double)b->size;
+			continue;
+		}
+		/* its uses around i: the first at or after, the last before */
+		uint32_t lo = 0, hi = b->nuse;
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (b->use[mid] < i)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		double a = INFINITY, nb = INFINITY;
+		int wraps = prof_persistent(b) && b->nuse > 0;
+		if (lo > 0)
+			a = T[i] - E[b->use[lo - 1]];
+		else if (wraps)
+			a = T[i] - (E[b->use[b->nuse - 1]] - S);
+		if (lo < b->nuse)
+			nb = T[b->use[lo]] - T[i];
+		else if (wraps)
+			nb = T[b->use[0]] + S - T[i];
+		if (a == INFINITY) {
+			/* nothing in it yet, or idle throughout: away for free, unless
+			 * the operation makes it */
+			if (nb == 0)
+				base += (double)b->size;
+			continue;
+		}
+		it[k++] = (struct floor_item){ a, nb, (double)b->size };
+	}
+	if (k == 0)
+		return base;
+	qsort(it, k, sizeof *it, cmp_item_a);
+	/* by next use, for the sweeps over b: the items' positions by a, in order of b */
+	for (uint32_t x = 0; x < k; x++) {
+		bsort[x].b = it[x].b;
+		bsort[x].at = x;
+	}
+	qsort(bsort, k, sizeof *bsort, cmp_by_b);
+	for (uint32_t x = 0; x < k; x++)
+		by_b[x] = bsort[x].at;
+	/*
+	 * The window before: none, or up to the a of item ia - 1 (items sorted by
+	 * a, up to 32 choices); the window after, for each: the best b over the
+	 * items not in the window before.
+	 */
+	double best = 0, in_a = 0;
+	uint32_t step = k / 32 + 1;
+	for (uint32_t ia = 0;; ) {
+		double alpha = ia > 0 ? it[ia - 1].a : 0;
+		if (ia > 0 && !isfinite(alpha))
+			break;
+		double got = ia > 0 ? in_a - pp->d2h_bps * (alpha + stall_s) : 0;
+		double run = 0, after = 0;
+		for (uint32_t x = 0; x < k; x++) {
+			const struct floor_item *y = &it[by_b[x]];
+			if (by_b[x] < ia)
+				continue;	/* in the window before */
+			if (!isfinite(y->b))
+				break;
+			run += y->size;
+			double v = run - pp->h2d_bps * (y->b + stall_s);
+			if (v > after)
+				after = v;
+		}
+		if (got + after > best)
+			best = got + after;
+		if (ia >= k)
+			break;
+		uint32_t next = ia + step < k ? ia + step : k;
+		/* take ties of a along: the window holds all of them */
+		while (next < k && it[next].a == it[next - 1].a)
+			next++;
+		for (uint32_t x = ia; x < next; x++)
+			in_a += it[x].size;
+		ia = next;
+	}
+	return base + best;
+}
+
+uint64_t
+plan_floor(const struct prof *p, const struct plan_params *pp, double stall_s, uint32_t *op)
+{
+	uint32_t n = p->nops, where = 0;
+	double *T = malloc((n + 1) * sizeof *T), *E = malloc((n + 1) * sizeof *E);
+	struct floor_item *it = malloc((p->nbufs + 1) * sizeof *it);
+	uint32_t *by_b = malloc((p->nbufs + 1) * sizeof *by_b);
+	struct floor_key *bsort = malloc((p->nbufs + 1) * sizeof *bsort);
+	double best = (double)p->fixed, S = 0;
+
+	if (T == NULL || E == NULL || it == NULL || by_b == NULL || bsort == NULL) {
+		free(T);
+		free(E);
+		free(it);
+		free(by_b);
+		free(bsort);
+		return 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		T[i] = S;
+		S += p->dur[i] > 0 ? p->dur[i] : 0;
+		E[i] = S;
+	}
+	if (n > 0 && pp->d2h_bps > 0 && pp->h2d_bps > 0) {
+		/* every stride-th operation, then every one around the highest */
+		uint32_t stride = n / 1024 + 1;
+		for (uint32_t i = 0; i < n; i += stride) {
+			double f = floor_at(p, pp, T, E, S, stall_s, i, it, bsort, by_b);
+			if (f > best) {
+				best = f;
+				where = i;
+			}
+		}
+		uint32_t lo = where >= stride ? where - stride : 0;
+		uint32_t hi = where + stride < n ? where + stride : n - 1;
+		for (uint32_t i = lo; stride > 1 && i <= hi; i++) {
+			double f = floor_at(p, pp, T, E, S, stall_s, i, it, bsort, by_b);
+			if (f > best) {
+				best = f;
+				where = i;
+			}
+		}
+	} else if (n > 0) {
+		best = (double)prof_peak(p, &where);	/* nothing can move */
+	}
+	free(T);
+	free(E);
+	free(it);
+	free(by_b);
+	free(bsort);
+	if (op)
+		*op = where;
+	return (uint64_t)best;
+}
+
 void
 plan_explain(const struct prof *p, const struct plan_params *pp, const struct plan *pl,
     uint32_t op, struct plan_explain *out)

@@ -208,6 +208,23 @@ void plan_fini(struct plan *pl);
  * stalls allowed). Returns 0 when out of memory. */
 uint64_t plan_bound(const struct prof *p, const struct plan_params *pp);
 
+/*
+ * A floor under every plan, not only this planner's: no way of moving whole
+ * buffers between their uses through host memory, at pp's bandwidths, with
+ * the device waiting stall_s in all at most, holds the iteration's peak
+ * under it (op: where, may be NULL). At an operation, a buffer alive there
+ * is away only if its copy to the host, after its last use, has landed, and
+ * its copy back lands by its next use; one copy engine a direction. So for
+ * any windows of a seconds before and b after, of the buffers used in
+ * either window at most d2h * (a + stall_s) + h2d * (b + stall_s) bytes are
+ * away: the rest, and what cannot move, is on the device. Buffers allocated
+ * in the iteration and not yet used need no copy (nothing to keep), and the
+ * job's own copies are left out, so the floor is low, never high. Evaluated
+ * at up to about 1100 operations. Returns 0 when out of memory.
+ */
+uint64_t plan_floor(const struct prof *p, const struct plan_params *pp, double stall_s,
+    uint32_t *op);
+
 /* What holds the memory at one operation under a plan, in bytes. */
 struct plan_explain {
 	uint64_t held;		/* every buffer alive there, fixed included */

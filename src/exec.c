@@ -696,7 +696,7 @@ plan_recorded(pthread_mutex_t *lock)
 	};
 	struct plan pl;
 	struct xplan *x = NULL;
-	uint64_t bound = 0;
+	uint64_t bound = 0, floor_nostall = 0;
 	uint64_t t0 = ebb_now_ns();
 	int have = !r.oom && d2h > 0 && h2d > 0 && plan_make(&r.p, &pp, &pl) == 0;
 	int ok = have;
@@ -704,6 +704,7 @@ plan_recorded(pthread_mutex_t *lock)
 	if (ok) {
 		/* under the bound the plan went through it; else it is lower */
 		bound = pl.bound ? pl.bound : plan_bound(&r.p, &pp);
+		floor_nostall = plan_floor(&r.p, &pp, 0, NULL);
 		plan_explain(&r.p, &pp, &pl, pl.peak_op, &ex);
 		x = build(&r.p, &pl, addr, naddr);
 		ok = x != NULL;
@@ -740,6 +741,7 @@ plan_recorded(pthread_mutex_t *lock)
 		ebb_trace_note_u64("plan-peak-before-bytes", pl.peak_before);
 		ebb_trace_note_u64("plan-peak-bytes", pl.peak);
 		ebb_trace_note_u64("plan-bound-bytes", bound);
+		ebb_trace_note_u64("plan-floor-bytes", floor_nostall);
 		ebb_trace_note_u64("plan-bytes-to-host", pl.bytes_d2h);
 		ebb_trace_note_u64("plan-bytes-to-device", pl.bytes_h2d);
 		ebb_trace_note_u64("plan-step-before-ns", (uint64_t)(pl.step_before_s * 1e9));

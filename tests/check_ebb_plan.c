@@ -159,6 +159,8 @@ START_TEST(fast_link_meets_one_gib_with_one_move)
 	ck_assert_ptr_nonnull(strstr(r.out, "buffers: 2, movable: 2"));
 	ck_assert_double_eq_tol(gib_after(r.out, "learned peak: "), 2.0, 1e-9);
 	ck_assert_double_eq_tol(gib_after(r.out, "bound: "), 1.0, 1e-9);
+	/* the planner reaches the floor */
+	ck_assert_double_eq_tol(gib_after(r.out, "floor: "), 1.0, 1e-9);
 	ck_assert_ptr_null(strstr(r.out, "assumed"));
 	ck_assert_int_eq(table_row(r.out, 0, &w), 0);
 	ck_assert_double_eq_tol(w.target, 1.0, 1e-9);
@@ -234,6 +236,9 @@ START_TEST(slow_link_moves_nothing_and_the_bound_is_the_peak)
 	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
 	ck_assert_double_eq_tol(gib_after(r.out, "learned peak: "), 2.0, 1e-9);
 	ck_assert_double_eq_tol(gib_after(r.out, "bound: "), 2.0, 1e-9);
+	/* nothing can move, with a stall of 5% or without */
+	ck_assert_double_eq_tol(gib_after(r.out, "floor: "), 2.0, 1e-9);
+	ck_assert_double_eq_tol(gib_after(r.out, "GiB with no stall (at operation 9), "), 2.0, 1e-9);
 	ck_assert_int_eq(table_row(r.out, 0, &w), 0);
 	ck_assert_double_eq_tol(w.peak, 2.0, 1e-9);
 	ck_assert_str_eq(w.met, "no");

@@ -757,6 +757,41 @@ START_TEST(late_restores_in_one_stretch_cost_the_latest)
 }
 END_TEST
 
+/*
+ * The floor under any plan. One gap: the planner's peak is the floor (the
+ * hump, which cannot move). A gap too short to bridge on time (that of
+ * late_restore_predicts_stall): at the hump, 8 operations after the use and
+ * 3 before the next, the engines take at most 8/8 of the GiB to the host or
+ * 3/8 back, so 5/8 of it stays without stalls; with 6 operations of stall
+ * allowed, nothing need stay, the peak of the plan with stalls.
+ */
+START_TEST(floor_under_every_plan)
+{
+	one_gap();
+	struct plan_params pp = params(GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	uint32_t at;
+	ck_assert_uint_eq(plan_floor(&pr, &pp, 0, &at), GIB);
+	ck_assert_uint_eq(pl.peak, GIB);
+
+	plan_fini(&pl);
+	prof_fini(&pr);
+	setup();
+	int u[] = { 0, 12, -1 };
+	buf(GIB, 0, 12, 1, u);
+	hump(GIB, 9, 9);
+	ck_assert_uint_eq(plan_floor(&pr, &pp, 0, &at), GIB + GIB / 8 * 5);
+	ck_assert_uint_eq(at, 9);
+	ck_assert_uint_eq(plan_bound(&pr, &pp), 2 * GIB);
+	pp.allow_stall = 1;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_uint_eq(pl.peak, GIB);
+	ck_assert_uint_eq(plan_floor(&pr, &pp, pl.stall_s, NULL), GIB);
+	/* with less stall than the plan's, the floor is higher than its peak */
+	ck_assert_uint_gt(plan_floor(&pr, &pp, pl.stall_s / 2, NULL), GIB);
+}
+END_TEST
+
 enum { ACC_L = 4, ACC_M = 8, ACC_F = 10, ACC_B = 20 };
 
 /* The profile of accumulation_trades_stalls_for_memory (below); fop[m][0]:
@@ -1127,6 +1162,10 @@ START_TEST(random_profiles_are_consistent)
 				}
 		}
 		ck_assert_uint_le(plan_bound(&pr, &pp), pl.peak_before);
+		/* no plan goes under the floor, with the stalls it has */
+		uint64_t fl = plan_floor(&pr, &pp, pl.stall_s, NULL);
+		ck_assert_msg(fl <= pl.peak, "round %d: floor %.3f GiB over the plan's peak %.3f "
+		    "GiB (stall %g)", round, (double)fl / GIB, (double)pl.peak / GIB, pl.stall_s / OP);
 		/* a plan without stalls that misses its target stops at the bound,
 		 * and one with stalls goes on from it (exec.c takes it for the bound) */
 		if (!stalls && !pl.met)
@@ -1161,6 +1200,7 @@ main(void)
 	tcase_add_test(tc, target_already_met);
 	tcase_add_test(tc, late_restore_predicts_stall);
 	tcase_add_test(tc, late_restores_in_one_stretch_cost_the_latest);
+	tcase_add_test(tc, floor_under_every_plan);
 	tcase_add_test(tc, no_times_no_plan);
 	tcase_add_test(tc, accumulation_trades_stalls_for_memory);
 	tcase_add_test(tc, job_copies_leave_the_bound_of_accumulation);

@@ -911,6 +911,21 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	if (prof_time(p) <= 0)
 		fprintf(out, "note: the iteration's operations have no times: nothing can be planned\n");
 	fprintf(out, "bound: %.2f GiB (the lowest peak with no restore late)\n", (double)bound / GIB);
+	if (prof_time(p) > 0) {
+		/* the floor under any plan, with no stall and with 5% of the iteration */
+		uint32_t at0, at5;
+		double st5 = prof_time(p) * 0.05;
+		uint64_t f0 = plan_floor(p, &pp, 0, &at0), f5 = plan_floor(p, &pp, st5, &at5);
+		if (f0 == 0 && peak > 0) {
+			oom(&s);
+			goto out;
+		}
+		fprintf(out, "floor: %.2f GiB with no stall (at operation %llu), %.2f GiB with "
+		    "stalls of %.6f s, 5%% of the iteration (at operation %llu): no plan of whole "
+		    "buffers moved at these bandwidths goes lower\n", (double)f0 / GIB,
+		    (unsigned long long)(s0 + at0), (double)f5 / GIB, st5,
+		    (unsigned long long)(s0 + at5));
+	}
 
 	fprintf(out, "\n%10s  %10s  %3s  %5s  %11s  %8s  %10s  %10s  %10s  %6s\n", "target GiB",
 	    "peak GiB", "met", "moves", "to host GiB", "back GiB", "step s", "stall s", "host s",
