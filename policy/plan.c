@@ -1426,6 +1426,19 @@ struct floor_key {
 	uint32_t at;
 };
 
+/*
+ * What must stay on the device at one operation: base (what cannot move or
+ * is in use with nothing to keep), and for each way of windowing (0: a
+ * window before, 1: after, 2: both) the most bytes of the buffers used in
+ * the windows beyond what the engines copy in them, and the windows (times,
+ * of the iteration) where stalls would help (-INFINITY: none).
+ */
+struct floor_op {
+	uint32_t op;
+	double base;
+	double c[3], lo[3], hi[3];
+};
+
 static int
 cmp_item_a(const void *x, const void *y)
 {
@@ -1442,16 +1455,20 @@ cmp_by_b(const void *x, const void *y)
 	return a->at < b->at ? -1 : a->at > b->at;
 }
 
-/* The floor at operation i (see plan_floor); it, bsort and by_b are scratch
- * of nbufs each. */
-static double
+/* Fill f for operation i; it, bsort and by_b are scratch of nbufs each. */
+static void
 floor_at(const struct prof *p, const struct plan_params *pp, const double *T,
-    const double *E, double S, double stall_s, uint32_t i, struct floor_item *it,
-    struct floor_key *bsort, uint32_t *by_b)
+    const double *E, double S, uint32_t i, struct floor_item *it, struct floor_key *bsort,
+    uint32_t *by_b, struct floor_op *f)
 {
 	uint32_t n = p->nops, k = 0;
-	double base = (double)p->fixed;
 
+	f->op = i;
+	f->base = (double)p->fixed;
+	for (int w = 0; w < 3; w++) {
+		f->c[w] = -INFINITY;
+		f->lo[w] = f->hi[w] = T[i];
+	}
 	for (uint32_t bi = 0; bi < p->nbufs; bi++) {
 		const struct prof_buf *b = &p->buf[bi];
 		uint32_t first = b->alloc == PROF_NONE ? 0 : b->alloc;
@@ -1459,7 +1476,7 @@ floor_at(const struct prof *p, const struct plan_params *pp, const double *T,
 		if (i < first || i > last)
 			continue;
 		if (!b->movable || b->size < pp->min_bytes) {
-			base += (double)b->size;
+			f->base += (double)b->size;
 			continue;
 		}
 		/* its uses around i: the first at or after, the last before */
@@ -1485,13 +1502,13 @@ floor_at(const struct prof *p, const struct plan_params *pp, const double *T,
 			/* nothing in it yet, or idle throughout: away for free, unless
 			 * the operation makes it */
 			if (nb == 0)
-				base += (double)b->size;
+				f->base += (double)b->size;
 			continue;
 		}
 		it[k++] = (struct floor_item){ a, nb, (double)b->size };
 	}
 	if (k == 0)
-		return base;
+		return;
 	qsort(it, k, sizeof *it, cmp_item_a);
 	/* by next use, for the sweeps over b: the items' positions by a, in order of b */
 	for (uint32_t x = 0; x < k; x++) {
@@ -1506,14 +1523,13 @@ floor_at(const struct prof *p, const struct plan_params *pp, const double *T,
 	 * a, up to 32 choices); the window after, for each: the best b over the
 	 * items not in the window before.
 	 */
-	double best = 0, in_a = 0;
+	double in_a = 0;
 	uint32_t step = k / 32 + 1;
 	for (uint32_t ia = 0;; ) {
 		double alpha = ia > 0 ? it[ia - 1].a : 0;
 		if (ia > 0 && !isfinite(alpha))
 			break;
-		double got = ia > 0 ? in_a - pp->d2h_bps * (alpha + stall_s) : 0;
-		double run = 0, after = 0;
+		double got = in_a - pp->d2h_bps * alpha, after = -INFINITY, beta = 0, run = 0;
 		for (uint32_t x = 0; x < k; x++) {
 			const struct floor_item *y = &it[by_b[x]];
 			if (by_b[x] < ia)
@@ -1521,12 +1537,25 @@ floor_at(const struct prof *p, const struct plan_params *pp, const double *T,
 			if (!isfinite(y->b))
 				break;
 			run += y->size;
-			double v = run - pp->h2d_bps * (y->b + stall_s);
-			if (v > after)
+			double v = run - pp->h2d_bps * y->b;
+			if (v > after) {
 				after = v;
+				beta = y->b;
+			}
 		}
-		if (got + after > best)
-			best = got + after;
+		if (ia == 0 && after > f->c[1]) {
+			f->c[1] = after;
+			f->hi[1] = T[i] + beta;
+		}
+		if (ia > 0 && got > f->c[0]) {
+			f->c[0] = got;
+			f->lo[0] = T[i] - alpha;
+		}
+		if (ia > 0 && isfinite(after) && got + after > f->c[2]) {
+			f->c[2] = got + after;
+			f->lo[2] = T[i] - alpha;
+			f->hi[2] = T[i] + beta;
+		}
 		if (ia >= k)
 			break;
 		uint32_t next = ia + step < k ? ia + step : k;
@@ -1537,62 +1566,267 @@ floor_at(const struct prof *p, const struct plan_params *pp, const double *T,
 			in_a += it[x].size;
 		ia = next;
 	}
-	return base + best;
 }
 
-uint64_t
-plan_floor(const struct prof *p, const struct plan_params *pp, double stall_s, uint32_t *op)
+/* With no stall: what stays at f's operation. */
+static double
+floor_nostall(const struct floor_op *f)
 {
-	uint32_t n = p->nops, where = 0;
+	double v = 0;
+	for (int w = 0; w < 3; w++)
+		if (f->c[w] > v)
+			v = f->c[w];
+	return f->base + v;
+}
+
+/*
+ * The stall f's operation needs for a peak of at most P, in the windows of
+ * *w (which stay, of 3): a stall lengthens the window it falls in, the one
+ * before, the one after, or split between them (the faster engine gains
+ * most). INFINITY when what cannot move is over P.
+ */
+static double
+floor_need(const struct plan_params *pp, const struct floor_op *f, double P, int *w)
+{
+	double room = P - f->base, fast = pp->d2h_bps > pp->h2d_bps ? pp->d2h_bps : pp->h2d_bps;
+	double gain[3] = { pp->d2h_bps, pp->h2d_bps, fast }, need = 0;
+
+	*w = -1;
+	if (room < 0)
+		return INFINITY;
+	for (int k = 0; k < 3; k++) {
+		double x = (f->c[k] - room) / gain[k];
+		if (x > need) {
+			need = x;
+			*w = k;
+		}
+	}
+	return need;
+}
+
+/* Whether the windows [a, b] and [c, d] (of iterations of S) meet. */
+static int
+floor_meet(double a, double b, double c, double d, double S)
+{
+	if (b - a >= S || d - c >= S)
+		return 1;
+	double x = fmod(c - a, S), y = fmod(a - c, S);
+	if (x < 0)
+		x += S;
+	if (y < 0)
+		y += S;
+	return x <= b - a || y <= d - c;
+}
+
+static int
+cmp_need(const void *x, const void *y, void *ctx)
+{
+	(void)ctx;
+	double a = *(const double *)x, b = *(const double *)y;
+	return a > b ? -1 : a < b;
+}
+
+/*
+ * The stall every plan needs for a peak of at most P: each operation needs
+ * its stall in its windows, and operations whose windows do not meet need
+ * theirs apart, so the sum over any such set of operations is a floor (the
+ * set: by need, most first, each whose windows meet none taken before).
+ * *op: the operation that needs the most. need and win: scratch of nf.
+ */
+static double
+floor_stall(const struct plan_params *pp, const struct floor_op *f, uint32_t nf, double P,
+    double S, double (*need)[2], uint32_t *op)
+{
+	uint32_t m = 0;
+	double most = 0, sum = 0;
+
+	*op = nf ? f[0].op : 0;
+	for (uint32_t i = 0; i < nf; i++) {
+		int w;
+		double x = floor_need(pp, &f[i], P, &w);
+		if (x == INFINITY) {
+			*op = f[i].op;
+			return INFINITY;
+		}
+		if (x <= 0)
+			continue;
+		if (x > most) {
+			most = x;
+			*op = f[i].op;
+		}
+		need[m][0] = x;
+		need[m][1] = (double)i * 4 + w;	/* which operation, which windows */
+		m++;
+	}
+	/* by need, most first (the pairs sort on their first double) */
+	for (uint32_t a = 1; a < m; a++)	/* few need a stall: insertion */
+		for (uint32_t b = a; b > 0 && cmp_need(need[b], need[b - 1], NULL) < 0; b--) {
+			double t0 = need[b][0], t1 = need[b][1];
+			need[b][0] = need[b - 1][0];
+			need[b][1] = need[b - 1][1];
+			need[b - 1][0] = t0;
+			need[b - 1][1] = t1;
+		}
+	uint32_t taken = 0;
+	for (uint32_t a = 0; a < m; a++) {
+		uint32_t ia = (uint32_t)need[a][1] / 4, wa = (uint32_t)need[a][1] % 4;
+		int meets = 0;
+		for (uint32_t b = 0; b < taken && !meets; b++) {
+			uint32_t ib = (uint32_t)need[b][1] / 4, wb = (uint32_t)need[b][1] % 4;
+			meets = floor_meet(f[ia].lo[wa], f[ia].hi[wa], f[ib].lo[wb], f[ib].hi[wb], S);
+		}
+		if (meets)
+			continue;
+		sum += need[a][0];
+		if (taken != a) {	/* keep the taken ones first */
+			double t0 = need[taken][0], t1 = need[taken][1];
+			need[taken][0] = need[a][0];
+			need[taken][1] = need[a][1];
+			need[a][0] = t0;
+			need[a][1] = t1;
+		}
+		taken++;
+	}
+	return sum;
+}
+
+struct plan_floor {
+	const struct plan_params *pp;
+	double S;
+	struct floor_op *f;
+	uint32_t nf;
+	double (*need)[2];
+	double nostall;		/* the floor with no stall */
+	uint32_t nostall_op;
+	double low;		/* what cannot move, at its most */
+};
+
+struct plan_floor *
+plan_floor_new(const struct prof *p, const struct plan_params *pp)
+{
+	uint32_t n = p->nops;
+	uint32_t stride = n / 1024 + 1, cap = n / stride + 2 * stride + 2;
+	struct plan_floor *fl = calloc(1, sizeof *fl);
 	double *T = malloc((n + 1) * sizeof *T), *E = malloc((n + 1) * sizeof *E);
 	struct floor_item *it = malloc((p->nbufs + 1) * sizeof *it);
 	uint32_t *by_b = malloc((p->nbufs + 1) * sizeof *by_b);
 	struct floor_key *bsort = malloc((p->nbufs + 1) * sizeof *bsort);
-	double best = (double)p->fixed, S = 0;
 
-	if (T == NULL || E == NULL || it == NULL || by_b == NULL || bsort == NULL) {
-		free(T);
-		free(E);
-		free(it);
-		free(by_b);
-		free(bsort);
-		return 0;
+	if (fl != NULL) {
+		fl->pp = pp;
+		fl->f = malloc(cap * sizeof *fl->f);
+		fl->need = malloc(cap * sizeof *fl->need);
 	}
+	if (fl == NULL || fl->f == NULL || fl->need == NULL || T == NULL || E == NULL ||
+	    it == NULL || by_b == NULL || bsort == NULL) {
+		plan_floor_free(fl);
+		fl = NULL;
+		goto out;
+	}
+	double S = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		T[i] = S;
 		S += p->dur[i] > 0 ? p->dur[i] : 0;
 		E[i] = S;
 	}
-	if (n > 0 && pp->d2h_bps > 0 && pp->h2d_bps > 0) {
-		/* every stride-th operation, then every one around the highest */
-		uint32_t stride = n / 1024 + 1;
-		for (uint32_t i = 0; i < n; i += stride) {
-			double f = floor_at(p, pp, T, E, S, stall_s, i, it, bsort, by_b);
-			if (f > best) {
-				best = f;
-				where = i;
-			}
-		}
-		uint32_t lo = where >= stride ? where - stride : 0;
-		uint32_t hi = where + stride < n ? where + stride : n - 1;
-		for (uint32_t i = lo; stride > 1 && i <= hi; i++) {
-			double f = floor_at(p, pp, T, E, S, stall_s, i, it, bsort, by_b);
-			if (f > best) {
-				best = f;
-				where = i;
-			}
-		}
-	} else if (n > 0) {
-		best = (double)prof_peak(p, &where);	/* nothing can move */
+	fl->S = S;
+	fl->low = fl->nostall = (double)p->fixed;
+	if (n == 0 || pp->d2h_bps <= 0 || pp->h2d_bps <= 0 || S <= 0) {
+		/* nothing can move */
+		fl->low = fl->nostall = n > 0 ? (double)prof_peak(p, &fl->nostall_op) : fl->nostall;
+		goto out;
 	}
+	/* every stride-th operation, then every one around the highest */
+	uint32_t where = 0;
+	for (uint32_t i = 0; i < n; i += stride) {
+		floor_at(p, pp, T, E, S, i, it, bsort, by_b, &fl->f[fl->nf]);
+		double v = floor_nostall(&fl->f[fl->nf++]);
+		if (v > fl->nostall) {
+			fl->nostall = v;
+			where = i;
+		}
+	}
+	uint32_t lo = where >= stride ? where - stride : 0;
+	uint32_t hi = where + stride < n ? where + stride : n - 1;
+	for (uint32_t i = lo; stride > 1 && i <= hi; i++) {
+		if (i % stride == 0)
+			continue;	/* sampled already */
+		floor_at(p, pp, T, E, S, i, it, bsort, by_b, &fl->f[fl->nf]);
+		double v = floor_nostall(&fl->f[fl->nf++]);
+		if (v > fl->nostall) {
+			fl->nostall = v;
+			where = i;
+		}
+	}
+	fl->nostall_op = where;
+	for (uint32_t i = 0; i < fl->nf; i++)
+		if (fl->f[i].base > fl->low)
+			fl->low = fl->f[i].base;
+out:
 	free(T);
 	free(E);
 	free(it);
 	free(by_b);
 	free(bsort);
+	return fl;
+}
+
+void
+plan_floor_free(struct plan_floor *fl)
+{
+	if (fl == NULL)
+		return;
+	free(fl->f);
+	free(fl->need);
+	free(fl);
+}
+
+uint64_t
+plan_floor_peak(struct plan_floor *fl, double stall_s, uint32_t *op)
+{
+	double high = fl->nostall, low = fl->low;
+	uint32_t at = fl->nostall_op;
+
+	/* the lowest peak whose stalls fit in stall_s: between what cannot move
+	 * anywhere and the floor without stalls */
+	for (int iter = 0; stall_s > 0 && fl->nf > 0 && iter < 80 && high - low > 0.5; iter++) {
+		double mid = (low + high) / 2;
+		uint32_t o;
+		if (floor_stall(fl->pp, fl->f, fl->nf, mid, fl->S, fl->need, &o) <= stall_s) {
+			high = mid;
+		} else {
+			low = mid;
+			at = o;
+		}
+	}
 	if (op)
-		*op = where;
-	return (uint64_t)best;
+		*op = at;
+	return (uint64_t)high;
+}
+
+double
+plan_floor_stall(struct plan_floor *fl, uint64_t peak, uint32_t *op)
+{
+	uint32_t o = fl->nostall_op;
+	double x = 0;
+
+	if ((double)peak < fl->nostall)
+		x = fl->nf > 0 ? floor_stall(fl->pp, fl->f, fl->nf, (double)peak, fl->S, fl->need, &o) :
+		    INFINITY;
+	if (op)
+		*op = o;
+	return x;
+}
+
+uint64_t
+plan_floor(const struct prof *p, const struct plan_params *pp, double stall_s, uint32_t *op)
+{
+	struct plan_floor *fl = plan_floor_new(p, pp);
+	if (fl == NULL)
+		return 0;
+	uint64_t v = plan_floor_peak(fl, stall_s, op);
+	plan_floor_free(fl);
+	return v;
 }
 
 void

@@ -216,14 +216,32 @@ uint64_t plan_bound(const struct prof *p, const struct plan_params *pp);
  * is away only if its copy to the host, after its last use, has landed, and
  * its copy back lands by its next use; one copy engine a direction. So for
  * any windows of a seconds before and b after, of the buffers used in
- * either window at most d2h * (a + stall_s) + h2d * (b + stall_s) bytes are
- * away: the rest, and what cannot move, is on the device. Buffers allocated
+ * either window at most d2h * a + h2d * b bytes are away, and the stall,
+ * which lengthens the windows it falls in, adds at most the faster
+ * engine's bandwidth times stall_s: the rest, and what cannot move, is on
+ * the device. Buffers allocated
  * in the iteration and not yet used need no copy (nothing to keep), and the
- * job's own copies are left out, so the floor is low, never high. Evaluated
- * at up to about 1100 operations. Returns 0 when out of memory.
+ * job's own copies are left out, so the floor is low, never high. Stalls
+ * lengthen only the windows they fall in: operations whose windows do not
+ * meet need theirs apart. Evaluated at up to about 1100 operations. Returns
+ * 0 when out of memory.
  */
 uint64_t plan_floor(const struct prof *p, const struct plan_params *pp, double stall_s,
     uint32_t *op);
+
+/*
+ * The same, for several questions of one profile: plan_floor_new looks at
+ * the operations once (NULL when out of memory; pp must outlive it);
+ * plan_floor_peak answers plan_floor's question; plan_floor_stall the other
+ * way round: the least stall, in seconds, with which any plan holds the peak
+ * at or under peak (INFINITY: none does; *op: the operation that needs the
+ * most). The stall is a floor too: operations whose windows do not meet
+ * need their stalls apart, and those are added up.
+ */
+struct plan_floor *plan_floor_new(const struct prof *p, const struct plan_params *pp);
+uint64_t plan_floor_peak(struct plan_floor *fl, double stall_s, uint32_t *op);
+double plan_floor_stall(struct plan_floor *fl, uint64_t peak, uint32_t *op);
+void plan_floor_free(struct plan_floor *fl);
 
 /* What holds the memory at one operation under a plan, in bytes. */
 struct plan_explain {

@@ -792,6 +792,35 @@ START_TEST(floor_under_every_plan)
 }
 END_TEST
 
+/*
+ * The least stall: at the hump of such a gap, 5/8 GiB must wait for the
+ * copy back (5 operations' time at 8 a GiB). Two of them, far apart, need
+ * their stalls apart: 10 operations in all, and with 5 the floor is over
+ * the GiB the humps hold.
+ */
+START_TEST(floor_stalls_apart_add_up)
+{
+	int u[] = { 0, 12, -1 }, v[] = { 50, 62, -1 };
+	buf(GIB, 0, 12, 1, u);
+	buf(GIB, 50, 62, 1, v);
+	hump(GIB, 9, 9);
+	hump(GIB, 59, 59);
+	struct plan_params pp = params(GIB, 8, 0);
+	struct plan_floor *fl = plan_floor_new(&pr, &pp);
+	ck_assert_ptr_nonnull(fl);
+	uint32_t at;
+	ck_assert_uint_eq(plan_floor_peak(fl, 0, &at), GIB + GIB / 8 * 5);
+	ck_assert(at == 9 || at == 59);
+	ck_assert(fabs(plan_floor_stall(fl, GIB, NULL) - 10 * OP) < 1e-12);
+	ck_assert(fabs(plan_floor_stall(fl, GIB + GIB / 8 * 5, NULL)) == 0);
+	ck_assert_uint_gt(plan_floor_peak(fl, 5 * OP, NULL), GIB);
+	ck_assert_uint_eq(plan_floor_peak(fl, 10 * OP, NULL), GIB);
+	/* under what cannot move, no stall does */
+	ck_assert(plan_floor_stall(fl, GIB - 1, NULL) == INFINITY);
+	plan_floor_free(fl);
+}
+END_TEST
+
 enum { ACC_L = 4, ACC_M = 8, ACC_F = 10, ACC_B = 20 };
 
 /* The profile of accumulation_trades_stalls_for_memory (below); fop[m][0]:
@@ -1201,6 +1230,7 @@ main(void)
 	tcase_add_test(tc, late_restore_predicts_stall);
 	tcase_add_test(tc, late_restores_in_one_stretch_cost_the_latest);
 	tcase_add_test(tc, floor_under_every_plan);
+	tcase_add_test(tc, floor_stalls_apart_add_up);
 	tcase_add_test(tc, no_times_no_plan);
 	tcase_add_test(tc, accumulation_trades_stalls_for_memory);
 	tcase_add_test(tc, job_copies_leave_the_bound_of_accumulation);

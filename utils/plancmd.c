@@ -789,6 +789,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	struct scan sc = { .move_ns = { -1, -1 } };
 	struct build b = { 0 };
 	struct plan pl = { 0 };
+	struct plan_floor *fl = NULL;
 	struct choice ch;
 	int rc = 1;
 
@@ -913,13 +914,13 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	fprintf(out, "bound: %.2f GiB (the lowest peak with no restore late)\n", (double)bound / GIB);
 	if (prof_time(p) > 0) {
 		/* the floor under any plan, with no stall and with 5% of the iteration */
-		uint32_t at0, at5;
-		double st5 = prof_time(p) * 0.05;
-		uint64_t f0 = plan_floor(p, &pp, 0, &at0), f5 = plan_floor(p, &pp, st5, &at5);
-		if (f0 == 0 && peak > 0) {
+		if ((fl = plan_floor_new(p, &pp)) == NULL) {
 			oom(&s);
 			goto out;
 		}
+		uint32_t at0, at5;
+		double st5 = prof_time(p) * 0.05;
+		uint64_t f0 = plan_floor_peak(fl, 0, &at0), f5 = plan_floor_peak(fl, st5, &at5);
 		fprintf(out, "floor: %.2f GiB with no stall (at operation %llu), %.2f GiB with "
 		    "stalls of %.6f s, 5%% of the iteration (at operation %llu): no plan of whole "
 		    "buffers moved at these bandwidths goes lower\n", (double)f0 / GIB,
@@ -927,9 +928,9 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 		    (unsigned long long)(s0 + at5));
 	}
 
-	fprintf(out, "\n%10s  %10s  %3s  %5s  %11s  %8s  %10s  %10s  %10s  %6s\n", "target GiB",
-	    "peak GiB", "met", "moves", "to host GiB", "back GiB", "step s", "stall s", "host s",
-	    "ratio");
+	fprintf(out, "\n%10s  %10s  %3s  %5s  %11s  %8s  %10s  %10s  %10s  %6s  %12s\n",
+	    "target GiB", "peak GiB", "met", "moves", "to host GiB", "back GiB", "step s", "stall s",
+	    "host s", "ratio", "least stall");
 	size_t nt = o->ntarget ? o->ntarget : sizeof fractions / sizeof fractions[0];
 	uint64_t target = 0;
 	int capped = 0;
@@ -946,11 +947,13 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 		}
 		capped |= pl.stall_capped;
 		double before = pl.step_before_s + pl.host_idle_before_s;
-		fprintf(out, "%10.2f  %10.2f  %3s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %10.6f  %6.3f\n",
-		    (double)target / GIB, (double)pl.peak / GIB,
+		/* the least stall of any plan for the target (the floor's) */
+		double least = fl != NULL ? plan_floor_stall(fl, target, NULL) : 0;
+		fprintf(out, "%10.2f  %10.2f  %3s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %10.6f  %6.3f  "
+		    "%12.6f\n", (double)target / GIB, (double)pl.peak / GIB,
 		    pl.met ? "yes" : pl.stall_capped ? "no*" : "no", pl.n,
 		    (double)pl.bytes_d2h / GIB, (double)pl.bytes_h2d / GIB, pl.step_s, pl.stall_s,
-		    pl.host_idle_s, before > 0 ? pl.step_s / before : 1.0);
+		    pl.host_idle_s, before > 0 ? pl.step_s / before : 1.0, least);
 	}
 	if (capped)
 		fprintf(out, "no*: stopped where the predicted stalls reached the iteration's own "
@@ -970,6 +973,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	rc = 0;
 out:
 	plan_fini(&pl);
+	plan_floor_free(fl);
 	rec_fini(&b.r);
 	free(b.bid);
 	free(b.issue);
