@@ -1018,8 +1018,12 @@ candidates(const struct sim *s, uint32_t *count)
 	return c;
 }
 
-int
-plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
+/*
+ * plan_make's search, on the iteration with the device idle pad[i] seconds
+ * before operation i (NULL: none; a wait the plan takes as a stall).
+ */
+static int
+make(const struct prof *p, const struct plan_params *pp, const double *pad, struct plan *out)
 {
 	struct sim s = { .p = p, .pp = pp, .n = p->nops };
 	uint32_t n = p->nops;
@@ -1053,8 +1057,12 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	}
 	for (uint32_t i = 0; i < n; i++)
 		s.prev_h2d[i] = p->xfer[i] == PROF_XFER_H2D ? i : i > 0 ? s.prev_h2d[i - 1] : PROF_NONE;
-	double t = 0;
+	double t = 0, padded = 0;
 	for (uint32_t i = 0; i < n; i++) {
+		if (pad != NULL) {
+			t += pad[i];
+			padded += pad[i];
+		}
 		s.T[i] = t;
 		t += p->dur[i] > 0 ? p->dur[i] : 0;
 		s.E[i] = t;
@@ -1328,7 +1336,7 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 			out->mv[k].issue -= n;	/* in the next iteration: its position there */
 	out->peak = (uint64_t)s.peak + p->fixed;
 	out->peak_op = s.peak_op;
-	out->stall_s = s.stall;
+	out->stall_s = s.stall + padded;
 	out->step_s = s.S + s.stall;
 	out->simulations = s.nsim;
 	for (uint32_t k = 0; k < m; k++) {
@@ -1696,16 +1704,21 @@ struct plan_floor {
 	struct floor_op *f;
 	uint32_t nf;
 	double (*need)[2];
+	double *T;		/* each operation's start */
+	uint32_t n;
+	uint32_t extra;		/* f[extra]: the operation floor_new was asked for */
 	double nostall;		/* the floor with no stall */
 	uint32_t nostall_op;
 	double low;		/* what cannot move, at its most */
 };
 
-struct plan_floor *
-plan_floor_new(const struct prof *p, const struct plan_params *pp)
+/* plan_floor_new on the iteration with the device idle pad[i] seconds before
+ * operation i (NULL: none) */
+static struct plan_floor *
+floor_new(const struct prof *p, const struct plan_params *pp, const double *pad, uint32_t extra)
 {
 	uint32_t n = p->nops;
-	uint32_t stride = n / 1024 + 1, cap = n / stride + 2 * stride + 2;
+	uint32_t stride = n / 1024 + 1, cap = n / stride + 2 * stride + 3;
 	struct plan_floor *fl = calloc(1, sizeof *fl);
 	double *T = malloc((n + 1) * sizeof *T), *E = malloc((n + 1) * sizeof *E);
 	struct floor_item *it = malloc((p->nbufs + 1) * sizeof *it);
@@ -1714,6 +1727,7 @@ plan_floor_new(const struct prof *p, const struct plan_params *pp)
 
 	if (fl != NULL) {
 		fl->pp = pp;
+		fl->n = n;
 		fl->f = malloc(cap * sizeof *fl->f);
 		fl->need = malloc(cap * sizeof *fl->need);
 	}
@@ -1725,6 +1739,7 @@ plan_floor_new(const struct prof *p, const struct plan_params *pp)
 	}
 	double S = 0;
 	for (uint32_t i = 0; i < n; i++) {
+		S += pad != NULL ? pad[i] : 0;
 		T[i] = S;
 		S += p->dur[i] > 0 ? p->dur[i] : 0;
 		E[i] = S;
@@ -1759,11 +1774,20 @@ plan_floor_new(const struct prof *p, const struct plan_params *pp)
 		}
 	}
 	fl->nostall_op = where;
+	fl->extra = PROF_NONE;
+	if (extra < n) {
+		/* the caller's operation, last, out of the floor itself */
+		floor_at(p, pp, T, E, S, extra, it, bsort, by_b, &fl->f[fl->nf]);
+		fl->extra = fl->nf++;
+	}
 	for (uint32_t i = 0; i < fl->nf; i++)
 		if (fl->f[i].base > fl->low)
 			fl->low = fl->f[i].base;
 out:
-	free(T);
+	if (fl != NULL)
+		fl->T = T;	/* its own from here */
+	else
+		free(T);
 	free(E);
 	free(it);
 	free(by_b);
@@ -1771,11 +1795,18 @@ out:
 	return fl;
 }
 
+struct plan_floor *
+plan_floor_new(const struct prof *p, const struct plan_params *pp)
+{
+	return floor_new(p, pp, NULL, PROF_NONE);
+}
+
 void
 plan_floor_free(struct plan_floor *fl)
 {
 	if (fl == NULL)
 		return;
+	free(fl->T);
 	free(fl->f);
 	free(fl->need);
 	free(fl);
@@ -1858,4 +1889,202 @@ plan_explain(const struct prof *p, const struct plan_params *pp, const struct pl
 		else
 			out->kept += b->size;
 	}
+}
+
+/* ---- stalls as waits ---- */
+
+struct window {
+	double lo, hi, need;
+};
+
+static int
+cmp_window_hi(const void *x, const void *y)
+{
+	double a = ((const struct window *)x)->hi, b = ((const struct window *)y)->hi;
+	return a < b ? -1 : a > b;
+}
+
+/*
+ * Add to pad the waits that the floor says a peak of P needs on the iteration
+ * so padded: where the operations that need a stall have their windows, as
+ * few waits as cover them all (each at the end of the earliest-ending window
+ * not yet covered, as long as the most any window it covers needs). Returns
+ * the seconds added (0: the floor needs none), or -1 when out of memory or
+ * when no wait helps (what cannot move is over P).
+ */
+static double
+add_waits(const struct prof *p, const struct plan_params *pp, double *pad, double P,
+    uint32_t op, double excess)
+{
+	struct plan_floor *fl = floor_new(p, pp, pad, op);
+	struct window *w = NULL;
+	uint32_t nw = 0;
+	double added = 0, S;
+
+	if (fl == NULL || (w = malloc((fl->nf + 1) * sizeof *w)) == NULL) {
+		plan_floor_free(fl);
+		return -1;
+	}
+	S = fl->S;
+	for (uint32_t i = 0; i < fl->nf; i++) {
+		int k;
+		/* at op, for excess less than its own floor */
+		double Pi = i == fl->extra ? floor_nostall(&fl->f[i]) - excess : P;
+		double x = floor_need(pp, &fl->f[i], Pi, &k);
+		if (x == INFINITY && i == fl->extra)
+			continue;
+		if (x == INFINITY) {
+			added = -1;
+			goto out;
+		}
+		if (x <= 0 || k < 0)
+			continue;
+		double lo = fl->f[i].lo[k], hi = fl->f[i].hi[k];
+		/* in [0, S) from its start */
+		double len = hi - lo;
+		lo = fmod(lo, S);
+		if (lo < 0)
+			lo += S;
+		w[nw++] = (struct window){ lo, lo + (len < S ? len : S), x };
+	}
+	qsort(w, nw, sizeof *w, cmp_window_hi);
+	for (uint32_t a = 0; a < nw; a++) {
+		if (w[a].need <= 0)
+			continue;	/* covered */
+		double at = w[a].hi, most = 0;
+		for (uint32_t b = a; b < nw; b++) {
+			int holds = 0;
+			for (int k = -1; k <= 1 && !holds; k++)
+				holds = w[b].lo <= at + k * S && at + k * S <= w[b].hi;
+			if (holds && w[b].need > 0) {
+				if (w[b].need > most)
+					most = w[b].need;
+				w[b].need = 0;
+			}
+		}
+		/* before the first operation that starts at or after it */
+		double t = fmod(at, S);
+		uint32_t lo = 0, hi = fl->n;
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			if (fl->T[mid] < t)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		pad[lo < fl->n ? lo : 0] += most;
+		added += most;
+	}
+out:
+	free(w);
+	plan_floor_free(fl);
+	return added;
+}
+
+/*
+ * Under the bound, stalls placed as waits: pad the iteration where the floor
+ * says stalls are needed, plan it without stalls, and, while that misses the
+ * target, pad more (for a lower peak each round, the planner being a little
+ * above the floor: from as far above as its bound is above the floor, then
+ * 1/256 of the target less each round, up to 12 rounds, or 5 that lower the
+ * plan's peak no more); short of the target still, go on from the last with
+ * the greedy search's stalls. Fills out (met or
+ * not) and returns 0; 1 when the greedy plan's stall (greedy_stall) is about
+ * the floor's least already, or no wait helps; -1 when out of memory.
+ */
+static int
+plan_waits(const struct prof *p, const struct plan_params *pp, uint64_t bound,
+    double greedy_stall, struct plan *out)
+{
+	uint32_t n = p->nops;
+	double *pad = calloc(n + 1, sizeof *pad);
+	struct plan_params q = *pp;
+	int ret = -1;
+
+	memset(out, 0, sizeof *out);
+	if (pad == NULL)
+		return -1;
+	q.allow_stall = 0;
+	/* the planner stops a little above the floor: ask the floor for as much
+	 * less from the start, then a little less each round */
+	struct plan_floor *fl = floor_new(p, pp, NULL, PROF_NONE);
+	if (fl == NULL) {
+		free(pad);
+		return -1;
+	}
+	double gap = (double)bound - fl->nostall;
+	/* stalls spent near as well as the floor allows: nothing to gain */
+	double least = plan_floor_stall(fl, pp->target, NULL);
+	plan_floor_free(fl);
+	if (least == INFINITY || greedy_stall <= least * 1.25 + 1e-3) {
+		free(pad);
+		return 1;
+	}
+	double P = (double)pp->target - (gap > 0 ? gap : 0), step = (double)pp->target / 256;
+	double last = INFINITY;
+	int flat = 0, made = 0;
+	for (int round = 0; round < 12; round++) {
+		/* after a miss, also where the plan peaked, for what it missed by */
+		double got = add_waits(p, pp, pad, P - step * round, round ? out->peak_op : PROF_NONE,
+		    round ? (double)out->peak - (double)pp->target : 0);
+		if (got < 0)
+			break;
+		if (got == 0 && round > 0 && out->n > 0 && !out->met)
+			continue;	/* the floor is met: ask for a lower one */
+		plan_fini(out);
+		if (make(p, &q, pad, out) != 0) {
+			free(pad);
+			return -1;
+		}
+		made = 1;
+		if (out->met)
+			break;
+		/* the waits no longer buy a lower peak (five rounds): give up */
+		if (last - (double)out->peak < step / 2) {
+			if (++flat == 5)
+				break;
+		} else {
+			flat = 0;
+			last = (double)out->peak;
+		}
+	}
+	if (made && !out->met && pp->allow_stall) {
+		/* short of it still: on from there with the planner's own stalls */
+		plan_fini(out);
+		if (make(p, pp, pad, out) != 0) {
+			free(pad);
+			return -1;
+		}
+	}
+	ret = made ? 0 : 1;	/* none made: no wait helps */
+	free(pad);
+	return ret;
+}
+
+int
+plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
+{
+	if (make(p, pp, NULL, out) != 0)
+		return -1;
+	/* under the bound with stalls allowed: the stalls as waits where the
+	 * floor wants them, when that costs less */
+	if (!pp->allow_stall || pp->no_waits || out->bound == 0 || out->n == 0)
+		return 0;
+	struct plan alt;
+	if (plan_waits(p, pp, out->bound, out->stall_s, &alt) != 0)
+		return 0;	/* out of memory, or nothing to gain: the plan made stands */
+	int better = alt.met && (!out->met || alt.step_s < out->step_s);
+	if (!better && !out->met && !alt.met && alt.peak < out->peak && alt.stall_s <= out->stall_s)
+		better = 1;
+	if (better) {
+		alt.bound = out->bound;
+		alt.simulations += out->simulations;
+		alt.waited = 1;
+		plan_fini(out);
+		*out = alt;
+	} else {
+		out->simulations += alt.simulations;
+		plan_fini(&alt);
+	}
+	return 0;
 }

@@ -148,6 +148,8 @@ struct plan_params {
 	double host_offload_s;	/* an offload, its memory's release included */
 	double host_restore_s;
 	int allow_stall;	/* 0: only gaps whose restores are on time */
+	int no_waits;		/* with allow_stall: the greedy search's stalls only, not
+				 * also waits where the floor wants them (plan_make) */
 };
 
 struct plan_move {
@@ -188,6 +190,8 @@ struct plan {
 	int met;		/* peak <= target */
 	int stall_capped;	/* stopped short of the target: the predicted stalls
 				 * reached the iteration's own time */
+	int waited;		/* under the bound: its stalls are waits of the device
+				 * placed where the floor wants them (plan_make) */
 	uint32_t simulations;	/* of both copy engines, that the search ran (its cost:
 				 * each is linear in the operations) */
 	uint64_t bound;		/* where the target is under it: the lowest peak

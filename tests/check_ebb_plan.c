@@ -441,6 +441,7 @@ START_TEST(usage_errors)
 	static const char *const bad_target[] = { "--target", "lots", NULL };
 	static const char *const bad_fraction[] = { "-f", "1.5", NULL };
 	static const char *const bad_gbps[] = { "--d2h", "-3", NULL };
+	static const char *const no_waits_alone[] = { "--no-waits", NULL };
 	struct run_result r;
 	const char *path = write_trace("", "");
 
@@ -453,6 +454,10 @@ START_TEST(usage_errors)
 	run_free(&r);
 	plan(&r, path, bad_gbps);
 	ck_assert_int_eq(r.status, 2);
+	run_free(&r);
+	plan(&r, path, no_waits_alone);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "--no-waits is about stalls"));
 	run_free(&r);
 	plan(&r, "/nonexistent/trace", bad_fraction + 2);
 	ck_assert_int_eq(r.status, 2);

@@ -33,7 +33,8 @@ usage(FILE *f)
 	    "usage: ebb run [--mode MODE] [--limit SIZE] [--trace FILE] [--verbose N] [--lib PATH] -- CMD [ARGS...]\n"
 	    "       ebb report TRACE\n"
 	    "       ebb plan TRACE [--target SIZE]... [--fraction F]... [--d2h GBPS] [--h2d GBPS]\n"
-	    "                [--min-bytes SIZE] [--allow-stall] [--moves] [--move-cost US,US]\n"
+	    "                [--min-bytes SIZE] [--allow-stall [--no-waits]] [--moves]\n"
+	    "                [--move-cost US,US]\n"
 	    "       ebb --version | --help\n"
 	    "\n"
 	    "run      run CMD with libebb.so preloaded (see ebb(1); variables in ebb(7))\n"
@@ -55,6 +56,8 @@ usage(FILE *f)
 	    "      --min-bytes SIZE  smallest buffer that moves (default 2M, as\n"
 	    "                      EBB_MIN_OFFLOAD_BYTES)\n"
 	    "      --allow-stall   let restores be late when that lowers the peak\n"
+	    "      --no-waits      with --allow-stall: only the greedy search's stalls, not\n"
+	    "                      also waits placed where the floor wants them\n"
 	    "      --moves         list the moves of the last target\n"
 	    "      --move-cost OFF,RES  the host's microseconds to issue an offload and a\n"
 	    "                      restore (default: the trace's plan-host-offload-ns and\n"
@@ -265,6 +268,7 @@ cmd_plan(int argc, char **argv)
 		{ "h2d", required_argument, NULL, 'H' },
 		{ "min-bytes", required_argument, NULL, 'b' },
 		{ "allow-stall", no_argument, NULL, 's' },
+		{ "no-waits", no_argument, NULL, 'W' },
 		{ "moves", no_argument, NULL, 'M' },
 		{ "move-cost", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
@@ -321,6 +325,9 @@ cmd_plan(int argc, char **argv)
 		case 's':
 			o.allow_stall = 1;
 			break;
+		case 'W':
+			o.no_waits = 1;
+			break;
 		case 'M':
 			o.moves = 1;
 			break;
@@ -354,6 +361,11 @@ cmd_plan(int argc, char **argv)
 	}
 	if (optind != argc - 1) {
 		fprintf(stderr, "usage: ebb plan TRACE [options] (ebb --help lists them)\n");
+		goto out;
+	}
+	if (o.no_waits && !o.allow_stall) {
+		fprintf(stderr, "%s plan: --no-waits is about stalls: give it with --allow-stall\n",
+		    progname);
 		goto out;
 	}
 	o.target = t;

@@ -849,7 +849,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	struct plan_params pp = {
 		.d2h_bps = gbps[0] * 1e9, .h2d_bps = gbps[1] * 1e9,
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = o->min_bytes,
-		.allow_stall = o->allow_stall,
+		.allow_stall = o->allow_stall, .no_waits = o->no_waits,
 		/* what a move costs the host: given, else the trace's notes, else 0 */
 		.host_offload_s = (o->move_given ? o->move_us[0] * 1e3 :
 		    sc.move_ns[0] >= 0 ? sc.move_ns[0] : 0) / 1e9,
