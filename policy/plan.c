@@ -567,21 +567,30 @@ wait_stall(struct sim *s, uint32_t m)
 	return shift - shift0;
 }
 
+/* The first of the n increasing values of v at or above t (n: none). */
+static uint32_t
+first_from_value(const double *v, uint32_t n, double t)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (v[mid] < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* How much late restores have delayed the device by time t (of the timeline
  * without delays): those whose use came before t. */
 static double
 delay_by(const struct sim *s, double t)
 {
-	uint32_t lo = 0, hi = s->ndelay;	/* the first delay at or after t */
+	uint32_t k = first_from_value(s->delay_at, s->ndelay, t);
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (s->delay_at[mid] < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo > 0 ? s->delay_sum[lo - 1] : 0;
+	return k > 0 ? s->delay_sum[k - 1] : 0;
 }
 
 /* The device waits d at time t (of the timeline without delays). */
@@ -1626,12 +1635,20 @@ floor_meet(double a, double b, double c, double d, double S)
 	return x <= b - a || y <= d - c;
 }
 
+/* An operation's need of a stall, in the windows of f[i].lo[w], hi[w]. */
+struct floor_ask {
+	double x;
+	uint32_t i;
+	int w;
+};
+
 static int
-cmp_need(const void *x, const void *y, void *ctx)
+cmp_need(const void *x, const void *y)
 {
-	(void)ctx;
-	double a = *(const double *)x, b = *(const double *)y;
-	return a > b ? -1 : a < b;
+	const struct floor_ask *a = x, *b = y;
+	if (a->x != b->x)
+		return a->x > b->x ? -1 : 1;	/* most first */
+	return a->i < b->i ? -1 : a->i > b->i;
 }
 
 /*
@@ -1639,14 +1656,14 @@ cmp_need(const void *x, const void *y, void *ctx)
  * its stall in its windows, and operations whose windows do not meet need
  * theirs apart, so the sum over any such set of operations is a floor (the
  * set: by need, most first, each whose windows meet none taken before).
- * *op: the operation that needs the most. need and win: scratch of nf.
+ * *op: the operation that needs the most. need: scratch of nf.
  */
 static double
 floor_stall(const struct plan_params *pp, const struct floor_op *f, uint32_t nf, double P,
-    double S, double (*need)[2], uint32_t *op)
+    double S, struct floor_ask *need, uint32_t *op)
 {
-	uint32_t m = 0;
-	double most = 0, sum = 0;
+	uint32_t m = 0, taken = 0;
+	double sum = 0;
 
 	*op = nf ? f[0].op : 0;
 	for (uint32_t i = 0; i < nf; i++) {
@@ -1656,44 +1673,25 @@ floor_stall(const struct plan_params *pp, const struct floor_op *f, uint32_t nf,
 			*op = f[i].op;
 			return INFINITY;
 		}
-		if (x <= 0)
-			continue;
-		if (x > most) {
-			most = x;
-			*op = f[i].op;
-		}
-		need[m][0] = x;
-		need[m][1] = (double)i * 4 + w;	/* which operation, which windows */
-		m++;
+		if (x > 0)
+			need[m++] = (struct floor_ask){ x, i, w };
 	}
-	/* by need, most first (the pairs sort on their first double) */
-	for (uint32_t a = 1; a < m; a++)	/* few need a stall: insertion */
-		for (uint32_t b = a; b > 0 && cmp_need(need[b], need[b - 1], NULL) < 0; b--) {
-			double t0 = need[b][0], t1 = need[b][1];
-			need[b][0] = need[b - 1][0];
-			need[b][1] = need[b - 1][1];
-			need[b - 1][0] = t0;
-			need[b - 1][1] = t1;
-		}
-	uint32_t taken = 0;
+	if (m == 0)
+		return 0;
+	qsort(need, m, sizeof *need, cmp_need);
+	*op = f[need[0].i].op;
 	for (uint32_t a = 0; a < m; a++) {
-		uint32_t ia = (uint32_t)need[a][1] / 4, wa = (uint32_t)need[a][1] % 4;
+		const struct floor_ask *x = &need[a];
 		int meets = 0;
 		for (uint32_t b = 0; b < taken && !meets; b++) {
-			uint32_t ib = (uint32_t)need[b][1] / 4, wb = (uint32_t)need[b][1] % 4;
-			meets = floor_meet(f[ia].lo[wa], f[ia].hi[wa], f[ib].lo[wb], f[ib].hi[wb], S);
+			const struct floor_ask *y = &need[b];
+			meets = floor_meet(f[x->i].lo[x->w], f[x->i].hi[x->w], f[y->i].lo[y->w],
+			    f[y->i].hi[y->w], S);
 		}
 		if (meets)
 			continue;
-		sum += need[a][0];
-		if (taken != a) {	/* keep the taken ones first */
-			double t0 = need[taken][0], t1 = need[taken][1];
-			need[taken][0] = need[a][0];
-			need[taken][1] = need[a][1];
-			need[a][0] = t0;
-			need[a][1] = t1;
-		}
-		taken++;
+		sum += x->x;
+		need[taken++] = *x;	/* the taken ones first (a >= taken) */
 	}
 	return sum;
 }
@@ -1703,7 +1701,7 @@ struct plan_floor {
 	double S;
 	struct floor_op *f;
 	uint32_t nf;
-	double (*need)[2];
+	struct floor_ask *need;	/* scratch of floor_stall */
 	double *T;		/* each operation's start */
 	uint32_t n;
 	uint32_t extra;		/* f[extra]: the operation floor_new was asked for */
@@ -1963,16 +1961,8 @@ add_waits(const struct prof *p, const struct plan_params *pp, double *pad, doubl
 			}
 		}
 		/* before the first operation that starts at or after it */
-		double t = fmod(at, S);
-		uint32_t lo = 0, hi = fl->n;
-		while (lo < hi) {
-			uint32_t mid = lo + (hi - lo) / 2;
-			if (fl->T[mid] < t)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		pad[lo < fl->n ? lo : 0] += most;
+		uint32_t next = first_from_value(fl->T, fl->n, fmod(at, S));
+		pad[next < fl->n ? next : 0] += most;
 		added += most;
 	}
 out:
