@@ -691,7 +691,7 @@ plan_recorded(pthread_mutex_t *lock)
 		.target = target, .d2h_bps = d2h, .h2d_bps = h2d,
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = conf->min_offload_bytes,
 		/* under the bound, stalls rather than faults */
-		.allow_stall = 1,
+		.allow_stall = 1, .no_waits = !conf->plan_waits,
 		.host_offload_s = off_s, .host_restore_s = res_s,
 	};
 	struct plan pl;
