@@ -1978,9 +1978,9 @@ out:
  * above the floor: from as far above as its bound is above the floor, then
  * 1/256 of the target less each round, up to 12 rounds, or 5 that lower the
  * plan's peak no more); short of the target still, go on from the last with
- * the greedy search's stalls. Fills out (met or
- * not) and returns 0; 1 when the greedy plan's stall (greedy_stall) is about
- * the floor's least already, or no wait helps; -1 when out of memory.
+ * the greedy search's stalls. Fills out (met or not) and returns 0; 1 when
+ * the greedy plan's stall (greedy_stall) is about the floor's least already,
+ * or no wait helps (out is then empty); -1 when out of memory.
  */
 static int
 plan_waits(const struct prof *p, const struct plan_params *pp, uint64_t bound,

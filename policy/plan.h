@@ -201,9 +201,11 @@ struct plan {
 
 /*
  * Plan for the profile: moves without stalls first; when those run out
- * short of the target and pp->allow_stall, more with stalls from there.
- * Returns 0 (out filled; out->met says whether the
- * target was reached), or -1 when out of memory. Free with plan_fini.
+ * short of the target and pp->allow_stall, more with stalls from there, the
+ * greedy search's; and, unless pp->no_waits, also the stalls as waits where
+ * plan_floor wants them, keeping the faster plan (out->waited: the waits).
+ * Returns 0 (out filled; out->met says whether the target was reached), or
+ * -1 when out of memory. Free with plan_fini.
  */
 int plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out);
 void plan_fini(struct plan *pl);
