@@ -1415,6 +1415,7 @@ void
 plan_fini(struct plan *pl)
 {
 	free(pl->mv);
+	free(pl->waits);
 	memset(pl, 0, sizeof *pl);
 }
 
@@ -2045,6 +2046,20 @@ plan_waits(const struct prof *p, const struct plan_params *pp, uint64_t bound,
 			free(pad);
 			return -1;
 		}
+	}
+	if (made) {
+		/* where the device waits, for the caller */
+		uint32_t k = 0;
+		for (uint32_t i = 0; i < n; i++)
+			k += pad[i] > 0;
+		if ((out->waits = malloc((k ? k : 1) * sizeof *out->waits)) == NULL) {
+			plan_fini(out);
+			free(pad);
+			return -1;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			if (pad[i] > 0)
+				out->waits[out->nwaits++] = (struct plan_wait){ i, pad[i] };
 	}
 	ret = made ? 0 : 1;	/* none made: no wait helps */
 	free(pad);

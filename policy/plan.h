@@ -192,6 +192,11 @@ struct plan {
 				 * reached the iteration's own time */
 	int waited;		/* under the bound: its stalls are waits of the device
 				 * placed where the floor wants them (plan_make) */
+	struct plan_wait {
+		uint32_t op;	/* the device waits before this operation */
+		double s;	/* this long, by the plan */
+	} *waits;		/* of a waited plan, by operation */
+	uint32_t nwaits;
 	uint32_t simulations;	/* of both copy engines, that the search ran (its cost:
 				 * each is linear in the operations) */
 	uint64_t bound;		/* where the target is under it: the lowest peak

@@ -753,6 +753,11 @@ plan_recorded(pthread_mutex_t *lock)
 		ebb_trace_note_u64("plan-host-restore-ns", (uint64_t)(pp.host_restore_s * 1e9));
 		ebb_trace_note_u64("plan-stall-capped", (uint64_t)pl.stall_capped);
 		ebb_trace_note_u64("plan-waited", (uint64_t)pl.waited);
+		double waited_s = 0;
+		for (uint32_t k = 0; k < pl.nwaits; k++)
+			waited_s += pl.waits[k].s;
+		ebb_trace_note_u64("plan-waits", pl.nwaits);
+		ebb_trace_note_u64("plan-waits-ns", (uint64_t)(waited_s * 1e9));
 		ebb_trace_note_u64("plan-made-ns", made_ns);
 		ebb_trace_note_u64("plan-simulations", pl.simulations);
 		ebb_trace_note_u64("plan-peak-seq", r.s0 + pl.peak_op);

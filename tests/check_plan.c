@@ -915,6 +915,15 @@ START_TEST(accumulation_trades_stalls_for_memory)
 	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
 	ck_assert(pl.met && pl.waited);
 	ck_assert_msg(pl.stall_s < greedy * 0.75, "waits %g s, greedy %g s", pl.stall_s, greedy);
+	/* its waits, by operation, are part of its stall */
+	ck_assert_uint_gt(pl.nwaits, 0);
+	double waits = 0;
+	for (uint32_t k = 0; k < pl.nwaits; k++) {
+		ck_assert(pl.waits[k].s > 0 && pl.waits[k].op < pr.nops);
+		ck_assert(k == 0 || pl.waits[k].op > pl.waits[k - 1].op);
+		waits += pl.waits[k].s;
+	}
+	ck_assert(waits <= pl.stall_s + 1e-12);
 	ck_assert(fabs(pl.step_s - pl.step_before_s - pl.stall_s) < 1e-9);
 	ck_assert_uint_le(plan_floor(&pr, &pp, pl.stall_s, NULL), pl.peak);
 }

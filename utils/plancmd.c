@@ -778,6 +778,19 @@ print_moves(FILE *out, const struct build *b, const struct plan *pl, uint64_t s0
 		    (unsigned long long)b->bid[mv->buf], key, (double)pb->size / MIB, after, at, use,
 		    mv->wrap ? "yes" : "no");
 	}
+	if (pl->nwaits == 0)
+		return;
+	/* a waited plan: where its stalls are */
+	double all = 0;
+	for (uint32_t k = 0; k < pl->nwaits; k++)
+		all += pl->waits[k].s;
+	fprintf(out, "\nwaits of the plan (the device waits before the operation; %.6f s in all):\n",
+	    all);
+	fprintf(out, "%13s  %10s\n", "before", "s");
+	for (uint32_t k = 0; k < pl->nwaits; k++) {
+		put_op(at, sizeof at, s0, p->nops, pl->waits[k].op, 0);
+		fprintf(out, "%13s  %10.6f\n", at, pl->waits[k].s);
+	}
 }
 
 int
