@@ -232,6 +232,40 @@ prof_time(const struct prof *p)
 	return s;
 }
 
+/*
+ * Each operation's start and end, with the device idle pad[i] seconds before
+ * operation i (pad NULL: never); returns the iteration's time.
+ */
+static double
+timeline(const struct prof *p, const double *pad, double *T, double *E)
+{
+	double t = 0;
+
+	for (uint32_t i = 0; i < p->nops; i++) {
+		t += pad != NULL ? pad[i] : 0;
+		T[i] = t;
+		t += p->dur[i] > 0 ? p->dur[i] : 0;
+		E[i] = t;
+	}
+	return t;
+}
+
+/* The first of the n increasing values of v at or above t (n: none). */
+static uint32_t
+first_from_value(const double *v, uint32_t n, double t)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (v[mid] < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* ---- the planner ---- */
 
 enum gap_kind {
@@ -359,14 +393,7 @@ first_from(const struct sim *s, double r)
 	uint32_t lo, hi;
 
 	bucket_range(s, s->tidx, s->T, r, 0, &lo, &hi);
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (s->T[mid] >= r)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return lo;
+	return lo + first_from_value(s->T + lo, hi - lo, r);
 }
 
 /* The first operation (extended) that starts at or after t (t >= 0). */
@@ -565,22 +592,6 @@ wait_stall(struct sim *s, uint32_t m)
 			shift0 = shift;
 	}
 	return shift - shift0;
-}
-
-/* The first of the n increasing values of v at or above t (n: none). */
-static uint32_t
-first_from_value(const double *v, uint32_t n, double t)
-{
-	uint32_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (v[mid] < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
 }
 
 /* How much late restores have delayed the device by time t (of the timeline
@@ -1066,17 +1077,10 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, stru
 	}
 	for (uint32_t i = 0; i < n; i++)
 		s.prev_h2d[i] = p->xfer[i] == PROF_XFER_H2D ? i : i > 0 ? s.prev_h2d[i - 1] : PROF_NONE;
-	double t = 0, padded = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		if (pad != NULL) {
-			t += pad[i];
-			padded += pad[i];
-		}
-		s.T[i] = t;
-		t += p->dur[i] > 0 ? p->dur[i] : 0;
-		s.E[i] = t;
-	}
-	s.S = t;
+	s.S = timeline(p, pad, s.T, s.E);
+	double padded = 0;	/* the waits: stalls */
+	for (uint32_t i = 0; pad != NULL && i < n; i++)
+		padded += pad[i];
 	/* an index into T and E by time, for the searches of every simulation */
 	s.tidx = malloc((n + 1) * sizeof *s.tidx);
 	s.eidx = malloc((n + 1) * sizeof *s.eidx);
@@ -1736,13 +1740,7 @@ floor_new(const struct prof *p, const struct plan_params *pp, const double *pad,
 		fl = NULL;
 		goto out;
 	}
-	double S = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		S += pad != NULL ? pad[i] : 0;
-		T[i] = S;
-		S += p->dur[i] > 0 ? p->dur[i] : 0;
-		E[i] = S;
-	}
+	double S = timeline(p, pad, T, E);
 	fl->S = S;
 	fl->low = fl->nostall = (double)p->fixed;
 	if (n == 0 || pp->d2h_bps <= 0 || pp->h2d_bps <= 0 || S <= 0) {
@@ -1904,27 +1902,24 @@ cmp_window_hi(const void *x, const void *y)
 }
 
 /*
- * Add to pad the waits that the floor says a peak of P needs on the iteration
- * so padded: where the operations that need a stall have their windows, as
- * few waits as cover them all (each at the end of the earliest-ending window
- * not yet covered, as long as the most any window it covers needs). Returns
- * the seconds added (0: the floor needs none), or -1 when out of memory or
- * when no wait helps (what cannot move is over P).
+ * Add to pad the waits that the floor fl (of the iteration so padded) says
+ * a peak of P needs: where the operations that need a stall have their
+ * windows, as few waits as cover them all (each at the end of the
+ * earliest-ending window not yet covered, as long as the most any window it
+ * covers needs); at fl's extra operation, for excess less than its own
+ * floor. Returns the seconds added (0: the floor needs none), or -1 when out
+ * of memory or when no wait helps (what cannot move is over P).
  */
 static double
-add_waits(const struct prof *p, const struct plan_params *pp, double *pad, double P,
-    uint32_t op, double excess)
+add_waits(const struct plan_floor *fl, const struct plan_params *pp, double *pad, double P,
+    double excess)
 {
-	struct plan_floor *fl = floor_new(p, pp, pad, op);
-	struct window *w = NULL;
+	struct window *w = malloc((fl->nf + 1) * sizeof *w);
 	uint32_t nw = 0;
-	double added = 0, S;
+	double added = 0, S = fl->S;
 
-	if (fl == NULL || (w = malloc((fl->nf + 1) * sizeof *w)) == NULL) {
-		plan_floor_free(fl);
+	if (w == NULL)
 		return -1;
-	}
-	S = fl->S;
 	for (uint32_t i = 0; i < fl->nf; i++) {
 		int k;
 		/* at op, for excess less than its own floor */
@@ -1968,7 +1963,6 @@ add_waits(const struct prof *p, const struct plan_params *pp, double *pad, doubl
 	}
 out:
 	free(w);
-	plan_floor_free(fl);
 	return added;
 }
 
@@ -1999,34 +1993,36 @@ plan_waits(const struct prof *p, const struct plan_params *pp, uint64_t bound,
 	/* the planner stops a little above the floor: ask the floor for as much
 	 * less from the start, then a little less each round */
 	struct plan_floor *fl = floor_new(p, pp, NULL, PROF_NONE);
-	if (fl == NULL) {
-		free(pad);
-		return -1;
-	}
+	if (fl == NULL)
+		goto out;
 	double gap = (double)bound - fl->nostall;
 	/* stalls spent near as well as the floor allows: nothing to gain */
 	double least = plan_floor_stall(fl, pp->target, NULL);
-	plan_floor_free(fl);
 	if (least == INFINITY || greedy_stall <= least * 1.25 + 1e-3) {
-		free(pad);
-		return 1;
+		ret = 1;
+		goto out;
 	}
 	double P = (double)pp->target - (gap > 0 ? gap : 0), step = (double)pp->target / 256;
 	double last = INFINITY;
 	int flat = 0, made = 0;
 	for (int round = 0; round < 12; round++) {
-		/* after a miss, also where the plan peaked, for what it missed by */
-		double got = add_waits(p, pp, pad, P - step * round, round ? out->peak_op : PROF_NONE,
+		/* after a miss, the floor of the iteration padded so far, and also
+		 * where the plan peaked, for what it missed by (the first round
+		 * has the floor of the iteration as it is) */
+		if (round > 0) {
+			plan_floor_free(fl);
+			if ((fl = floor_new(p, pp, pad, out->peak_op)) == NULL)
+				break;
+		}
+		double got = add_waits(fl, pp, pad, P - step * round,
 		    round ? (double)out->peak - (double)pp->target : 0);
 		if (got < 0)
 			break;
-		if (got == 0 && round > 0 && out->n > 0 && !out->met)
-			continue;	/* the floor is met: ask for a lower one */
+		if (got == 0 && round > 0 && out->n > 0)
+			continue;	/* the floor is met, the plan not: ask for a lower one */
 		plan_fini(out);
-		if (make(p, &q, pad, out) != 0) {
-			free(pad);
-			return -1;
-		}
+		if (make(p, &q, pad, out) != 0)
+			goto out;
 		made = 1;
 		if (out->met)
 			break;
@@ -2039,29 +2035,30 @@ plan_waits(const struct prof *p, const struct plan_params *pp, uint64_t bound,
 			last = (double)out->peak;
 		}
 	}
-	if (made && !out->met && pp->allow_stall) {
+	if (!made) {
+		ret = 1;	/* no wait helps */
+		goto out;
+	}
+	if (!out->met && pp->allow_stall) {
 		/* short of it still: on from there with the planner's own stalls */
 		plan_fini(out);
-		if (make(p, pp, pad, out) != 0) {
-			free(pad);
-			return -1;
-		}
+		if (make(p, pp, pad, out) != 0)
+			goto out;
 	}
-	if (made) {
-		/* where the device waits, for the caller */
-		uint32_t k = 0;
-		for (uint32_t i = 0; i < n; i++)
-			k += pad[i] > 0;
-		if ((out->waits = malloc((k ? k : 1) * sizeof *out->waits)) == NULL) {
-			plan_fini(out);
-			free(pad);
-			return -1;
-		}
-		for (uint32_t i = 0; i < n; i++)
-			if (pad[i] > 0)
-				out->waits[out->nwaits++] = (struct plan_wait){ i, pad[i] };
+	/* where the device waits, for the caller */
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < n; i++)
+		k += pad[i] > 0;
+	if ((out->waits = malloc((k ? k : 1) * sizeof *out->waits)) == NULL) {
+		plan_fini(out);
+		goto out;
 	}
-	ret = made ? 0 : 1;	/* none made: no wait helps */
+	for (uint32_t i = 0; i < n; i++)
+		if (pad[i] > 0)
+			out->waits[out->nwaits++] = (struct plan_wait){ i, pad[i] };
+	ret = 0;
+out:
+	plan_floor_free(fl);
 	free(pad);
 	return ret;
 }

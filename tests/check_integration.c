@@ -722,14 +722,14 @@ END_TEST
  * EBB_PLAN_WAITS=0, the greedy search's); in steady state nothing is
  * restored on use or evicted. */
 static void
-below_bound(const char *waits)
+below_bound(const char *env)
 {
 	const char *path = tmp_file("plan");
 	struct run_result r;
 	struct trace t;
 	unsigned long long frees, peak;
 
-	run_plan("30", waits, path, &r, &t);
+	run_plan("30", env, path, &r, &t);
 	driver_line(r.out, &frees, &peak);
 	ck_assert_uint_le(peak, 24ULL << 20);
 	uint64_t target = strtoull(note_value(&t, "plan-target-bytes"), NULL, 10);
@@ -741,7 +741,7 @@ below_bound(const char *waits)
 	ck_assert_msg(faults == 0 && evictions == 0, "%zu restores on use, %zu evictions under "
 	    "the plan", faults, evictions);
 	/* which plan is faster depends on the run's times; without waits, none */
-	if (strstr(waits, "EBB_PLAN_WAITS=0") != NULL)
+	if (strstr(env, "EBB_PLAN_WAITS=0") != NULL)
 		ck_assert_str_eq(note_value(&t, "plan-waited"), "0");
 	else
 		ck_assert_ptr_nonnull(note_value(&t, "plan-waited"));
