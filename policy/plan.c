@@ -1441,6 +1441,8 @@ plan_bound(const struct prof *p, const struct plan_params *pp)
 struct floor_item {
 	double a, b;		/* seconds since its last use, until its next (INFINITY: none) */
 	double size;
+	int64_t last, next;	/* those uses (unrolled: below 0, the iteration before;
+				 * n and up, the one after) */
 };
 
 struct floor_key {
@@ -1477,28 +1479,28 @@ cmp_by_b(const void *x, const void *y)
 	return a->at < b->at ? -1 : a->at > b->at;
 }
 
-/* Fill f for operation i; it, bsort and by_b are scratch of nbufs each. */
-static void
-floor_at(const struct prof *p, const struct plan_params *pp, const double *T,
+/*
+ * The buffers that exist at operation i and can move, as items (it, sorted by
+ * a; by_b: their positions in order of b; bsort is scratch): returns how
+ * many. *base: the bytes that stay whatever the plan (what cannot move, or
+ * is made or used at i with nothing in it before).
+ */
+static uint32_t
+floor_items(const struct prof *p, const struct plan_params *pp, const double *T,
     const double *E, double S, uint32_t i, struct floor_item *it, struct floor_key *bsort,
-    uint32_t *by_b, struct floor_op *f)
+    uint32_t *by_b, double *base)
 {
 	uint32_t n = p->nops, k = 0;
 
-	f->op = i;
-	f->base = (double)p->fixed;
-	for (int w = 0; w < 3; w++) {
-		f->c[w] = -INFINITY;
-		f->lo[w] = f->hi[w] = T[i];
-	}
+	*base = (double)p->fixed;
 	for (uint32_t bi = 0; bi < p->nbufs; bi++) {
 		const struct prof_buf *b = &p->buf[bi];
 		uint32_t first = b->alloc == PROF_NONE ? 0 : b->alloc;
-		uint32_t last = b->free == PROF_NONE ? n - 1 : b->free;
-		if (i < first || i > last)
+		uint32_t end = b->free == PROF_NONE ? n - 1 : b->free;
+		if (i < first || i > end)
 			continue;
 		if (!b->movable || b->size < pp->min_bytes) {
-			f->base += (double)b->size;
+			*base += (double)b->size;
 			continue;
 		}
 		/* its uses around i: the first at or after, the last before */
@@ -1511,26 +1513,33 @@ floor_at(const struct prof *p, const struct plan_params *pp, const double *T,
 				hi = mid;
 		}
 		double a = INFINITY, nb = INFINITY;
+		int64_t last = -1, next = -1;
 		int wraps = prof_persistent(b) && b->nuse > 0;
-		if (lo > 0)
-			a = T[i] - E[b->use[lo - 1]];
-		else if (wraps)
+		if (lo > 0) {
+			last = b->use[lo - 1];
+			a = T[i] - E[last];
+		} else if (wraps) {
+			last = (int64_t)b->use[b->nuse - 1] - n;
 			a = T[i] - (E[b->use[b->nuse - 1]] - S);
-		if (lo < b->nuse)
-			nb = T[b->use[lo]] - T[i];
-		else if (wraps)
+		}
+		if (lo < b->nuse) {
+			next = b->use[lo];
+			nb = T[next] - T[i];
+		} else if (wraps) {
+			next = (int64_t)b->use[0] + n;
 			nb = T[b->use[0]] + S - T[i];
+		}
 		if (a == INFINITY) {
 			/* nothing in it yet, or idle throughout: away for free, unless
 			 * the operation makes it */
 			if (nb == 0)
-				f->base += (double)b->size;
+				*base += (double)b->size;
 			continue;
 		}
-		it[k++] = (struct floor_item){ a, nb, (double)b->size };
+		it[k++] = (struct floor_item){ a, nb, (double)b->size, last, next };
 	}
 	if (k == 0)
-		return;
+		return 0;
 	qsort(it, k, sizeof *it, cmp_item_a);
 	/* by next use, for the sweeps over b: the items' positions by a, in order of b */
 	for (uint32_t x = 0; x < k; x++) {
@@ -1540,13 +1549,41 @@ floor_at(const struct prof *p, const struct plan_params *pp, const double *T,
 	qsort(bsort, k, sizeof *bsort, cmp_by_b);
 	for (uint32_t x = 0; x < k; x++)
 		by_b[x] = bsort[x].at;
+	return k;
+}
+
+/* The window before op i: the items of it up to ia (exclusive) in the
+ * window, from 0 (none); the next choice (up to 32 choices, ties of a taken
+ * along). */
+static uint32_t
+floor_next_a(const struct floor_item *it, uint32_t k, uint32_t ia)
+{
+	uint32_t next = ia + k / 32 + 1 < k ? ia + k / 32 + 1 : k;
+	while (next < k && it[next].a == it[next - 1].a)
+		next++;
+	return next;
+}
+
+/* Fill f for operation i; it, bsort and by_b are scratch of nbufs each. */
+static void
+floor_at(const struct prof *p, const struct plan_params *pp, const double *T,
+    const double *E, double S, uint32_t i, struct floor_item *it, struct floor_key *bsort,
+    uint32_t *by_b, struct floor_op *f)
+{
+	f->op = i;
+	for (int w = 0; w < 3; w++) {
+		f->c[w] = -INFINITY;
+		f->lo[w] = f->hi[w] = T[i];
+	}
+	uint32_t k = floor_items(p, pp, T, E, S, i, it, bsort, by_b, &f->base);
+	if (k == 0)
+		return;
 	/*
 	 * The window before: none, or up to the a of item ia - 1 (items sorted by
 	 * a, up to 32 choices); the window after, for each: the best b over the
 	 * items not in the window before.
 	 */
 	double in_a = 0;
-	uint32_t step = k / 32 + 1;
 	for (uint32_t ia = 0;; ) {
 		double alpha = ia > 0 ? it[ia - 1].a : 0;
 		if (ia > 0 && !isfinite(alpha))
@@ -1580,10 +1617,7 @@ floor_at(const struct prof *p, const struct plan_params *pp, const double *T,
 		}
 		if (ia >= k)
 			break;
-		uint32_t next = ia + step < k ? ia + step : k;
-		/* take ties of a along: the window holds all of them */
-		while (next < k && it[next].a == it[next - 1].a)
-			next++;
+		uint32_t next = floor_next_a(it, k, ia);
 		for (uint32_t x = ia; x < next; x++)
 			in_a += it[x].size;
 		ia = next;
@@ -1715,13 +1749,20 @@ struct plan_floor {
 	double low;		/* what cannot move, at its most */
 };
 
-/* plan_floor_new on the iteration with the device idle pad[i] seconds before
- * operation i (NULL: none) */
+/*
+ * plan_floor_new on the iteration with the device idle pad[i] seconds before
+ * operation i (NULL: none). The floor is sampled (1024 operations, and every
+ * one around the highest); with over finite, also every operation between
+ * two samples either of which is over it (add_waits needs each operation
+ * that asks for a stall, in an optimizer step of a hundred short launches
+ * as well).
+ */
 static struct plan_floor *
-floor_new(const struct prof *p, const struct plan_params *pp, const double *pad, uint32_t extra)
+floor_new(const struct prof *p, const struct plan_params *pp, const double *pad, uint32_t extra,
+    double over)
 {
 	uint32_t n = p->nops;
-	uint32_t stride = n / 1024 + 1, cap = n / stride + 2 * stride + 3;
+	uint32_t stride = n / 1024 + 1, cap = isfinite(over) ? n + 1 : n / stride + 2 * stride + 3;
 	struct plan_floor *fl = calloc(1, sizeof *fl);
 	double *T = malloc((n + 1) * sizeof *T), *E = malloc((n + 1) * sizeof *E);
 	struct floor_item *it = malloc((p->nbufs + 1) * sizeof *it);
@@ -1770,6 +1811,22 @@ floor_new(const struct prof *p, const struct plan_params *pp, const double *pad,
 			where = i;
 		}
 	}
+	/* every operation between two samples either of which is over over */
+	uint32_t ns = (n + stride - 1) / stride;
+	for (uint32_t j = 0; isfinite(over) && stride > 1 && j < ns; j++) {
+		int hot = floor_nostall(&fl->f[j]) > over ||
+		    (j + 1 < ns && floor_nostall(&fl->f[j + 1]) > over);
+		for (uint32_t i = j * stride + 1; hot && i < (j + 1) * stride && i < n; i++) {
+			if (i >= lo && i <= hi)
+				continue;	/* done around the highest */
+			floor_at(p, pp, T, E, S, i, it, bsort, by_b, &fl->f[fl->nf]);
+			double v = floor_nostall(&fl->f[fl->nf++]);
+			if (v > fl->nostall) {
+				fl->nostall = v;
+				where = i;
+			}
+		}
+	}
 	fl->nostall_op = where;
 	fl->extra = PROF_NONE;
 	if (extra < n) {
@@ -1795,7 +1852,7 @@ out:
 struct plan_floor *
 plan_floor_new(const struct prof *p, const struct plan_params *pp)
 {
-	return floor_new(p, pp, NULL, PROF_NONE);
+	return floor_new(p, pp, NULL, PROF_NONE, INFINITY);
 }
 
 void
@@ -1890,36 +1947,180 @@ plan_explain(const struct prof *p, const struct plan_params *pp, const struct pl
 
 /* ---- stalls as waits ---- */
 
-struct window {
-	double lo, hi, need;
+/* A stall of x seconds that a peak needs, anywhere in pad[lo..hi]
+ * (operations of the iteration unrolled: below 0 the one before, n and up
+ * the one after) */
+struct ask {
+	int64_t lo, hi;
+	double x;
+};
+
+struct asks {
+	struct ask *a;
+	uint32_t n, cap;
 };
 
 static int
-cmp_window_hi(const void *x, const void *y)
+ask_add(struct asks *q, int64_t lo, int64_t hi, double x)
 {
-	double a = ((const struct window *)x)->hi, b = ((const struct window *)y)->hi;
-	return a < b ? -1 : a > b;
+	if (lo > hi)
+		return 0;	/* no room for a stall: used at the operation itself */
+	if (q->n == q->cap) {
+		uint32_t cap = q->cap ? 2 * q->cap : 1024;
+		struct ask *a = realloc(q->a, cap * sizeof *a);
+		if (a == NULL)
+			return -1;
+		q->a = a;
+		q->cap = cap;
+	}
+	q->a[q->n++] = (struct ask){ lo, hi, x };
+	return 0;
 }
 
 /*
- * Add to pad the waits that the floor fl (of the iteration so padded) says
- * a peak of P needs: where the operations that need a stall have their
- * windows, as few waits as cover them all (each at the end of the
- * earliest-ending window not yet covered, as long as the most any window it
- * covers needs); at fl's extra operation, for excess less than its own
- * floor. Returns the seconds added (0: the floor needs none), or -1 when out
- * of memory or when no wait helps (what cannot move is over P).
+ * The stalls operation i needs for at most P to stay there (the floor's
+ * windows of floor_at, each one a constraint): for each window before it,
+ * each window after, and each pair of a window before (of floor_at's choices)
+ * and one after, what the engines cannot copy in it beyond P, as seconds of
+ * stall somewhere in it. Of each kind, only those that ask more than every
+ * smaller window of the kind: a larger window that asks less is met with the
+ * smaller's stall. Returns 0, or -1 when out of memory.
+ */
+static int
+floor_asks(const struct prof *p, const struct plan_params *pp, const double *T,
+    const double *E, double S, uint32_t i, double P, struct floor_item *it,
+    struct floor_key *bsort, uint32_t *by_b, struct asks *q)
+{
+	double base, d2h = pp->d2h_bps, h2d = pp->h2d_bps, slow = d2h < h2d ? d2h : h2d;
+	uint32_t k = floor_items(p, pp, T, E, S, i, it, bsort, by_b, &base);
+	double room = P - base;
+
+	if (k == 0 || room < 0)
+		return 0;
+	/* windows after */
+	double run = 0, most = 0;
+	for (uint32_t x = 0; x < k; x++) {
+		const struct floor_item *y = &it[by_b[x]];
+		if (!isfinite(y->b))
+			break;
+		run += y->size;
+		double need = (run - h2d * y->b - room) / h2d;
+		if (need > most) {
+			if (ask_add(q, (int64_t)i + 1, y->next, need) != 0)
+				return -1;
+			most = need;
+		}
+	}
+	/* windows before, each end of a tie of a */
+	double in_a = 0;
+	most = 0;
+	for (uint32_t x = 0; x < k && isfinite(it[x].a); x++) {
+		in_a += it[x].size;
+		if (x + 1 < k && it[x + 1].a == it[x].a)
+			continue;
+		double need = (in_a - d2h * it[x].a - room) / d2h;
+		if (need > most) {
+			if (ask_add(q, it[x].last + 1, i, need) != 0)
+				return -1;
+			most = need;
+		}
+	}
+	/* pairs, for floor_at's windows before */
+	in_a = 0;
+	for (uint32_t ia = 0;;) {
+		double got = ia > 0 ? in_a - d2h * it[ia - 1].a : 0;
+		if (ia > 0 && !isfinite(it[ia - 1].a))
+			break;
+		run = most = 0;
+		for (uint32_t x = 0; got > 0 && x < k; x++) {
+			const struct floor_item *y = &it[by_b[x]];
+			if (by_b[x] < ia)
+				continue;	/* in the window before */
+			if (!isfinite(y->b))
+				break;
+			run += y->size;
+			double after = run - h2d * y->b;
+			double need = (got + after - room) / slow;
+			if (after > 0 && need > most) {
+				if (ask_add(q, it[ia - 1].last + 1, y->next, need) != 0)
+					return -1;
+				most = need;
+			}
+		}
+		if (ia >= k)
+			break;
+		uint32_t next = floor_next_a(it, k, ia);
+		for (uint32_t x = ia; x < next; x++)
+			in_a += it[x].size;
+		ia = next;
+	}
+	return 0;
+}
+
+static int
+cmp_ask_hi(const void *x, const void *y)
+{
+	const struct ask *a = x, *b = y;
+	if (a->hi != b->hi)
+		return a->hi < b->hi ? -1 : 1;
+	return a->lo > b->lo ? -1 : a->lo < b->lo;	/* the shorter first */
+}
+
+/* Fenwick tree over the operations of the iteration: pads added this round */
+static void
+fen_add(double *t, uint32_t n, uint32_t i, double v)
+{
+	for (i++; i <= n; i += i & -i)
+		t[i] += v;
+}
+
+static double
+fen_sum(const double *t, uint32_t i)	/* of [0, i) */
+{
+	double v = 0;
+	for (; i > 0; i -= i & -i)
+		v += t[i];
+	return v;
+}
+
+/* of pad[lo..hi], unrolled, around the iteration */
+static double
+fen_range(const double *t, uint32_t n, int64_t lo, int64_t hi)
+{
+	if (hi - lo + 1 >= (int64_t)n)
+		return fen_sum(t, n);
+	int64_t a = ((lo % n) + n) % n, b = ((hi % n) + n) % n;
+	if (a <= b)
+		return fen_sum(t, (uint32_t)b + 1) - fen_sum(t, (uint32_t)a);
+	return fen_sum(t, n) - fen_sum(t, (uint32_t)a) + fen_sum(t, (uint32_t)b + 1);
+}
+
+/*
+ * Add to pad the waits that a peak of P needs by the floor fl (of the
+ * iteration so padded): every operation of fl over P asks for stalls in its
+ * windows (floor_asks); the fewest seconds that meet every ask, by the
+ * greedy that is exact for stalls asked of intervals of a line: by the end
+ * of the interval, what an ask still lacks goes at its end, where it serves
+ * the most asks after it. At fl's extra operation, asks for excess less than
+ * its own floor. Returns the seconds added (0: the floor needs none), or -1
+ * when out of memory or when no wait helps (what cannot move is over P).
  */
 static double
-add_waits(const struct plan_floor *fl, const struct plan_params *pp, double *pad, double P,
-    double excess)
+add_waits(const struct prof *p, const struct plan_floor *fl, const struct plan_params *pp,
+    double *pad, double P, double excess)
 {
-	struct window *w = malloc((fl->nf + 1) * sizeof *w);
-	uint32_t nw = 0;
-	double added = 0, S = fl->S;
+	uint32_t n = p->nops;
+	struct asks q = { 0 };
+	double added = -1;
+	double *T = malloc((n + 1) * sizeof *T), *E = malloc((n + 1) * sizeof *E);
+	double *fen = calloc(n + 1, sizeof *fen);
+	struct floor_item *it = malloc((p->nbufs + 1) * sizeof *it);
+	uint32_t *by_b = malloc((p->nbufs + 1) * sizeof *by_b);
+	struct floor_key *bsort = malloc((p->nbufs + 1) * sizeof *bsort);
 
-	if (w == NULL)
-		return -1;
+	if (T == NULL || E == NULL || fen == NULL || it == NULL || by_b == NULL || bsort == NULL)
+		goto out;
+	double S = timeline(p, pad, T, E);
 	for (uint32_t i = 0; i < fl->nf; i++) {
 		int k;
 		/* at op, for excess less than its own floor */
@@ -1927,48 +2128,38 @@ add_waits(const struct plan_floor *fl, const struct plan_params *pp, double *pad
 		double x = floor_need(pp, &fl->f[i], Pi, &k);
 		if (x == INFINITY && i == fl->extra)
 			continue;
-		if (x == INFINITY) {
-			added = -1;
+		if (x == INFINITY)
 			goto out;
-		}
-		if (x <= 0 || k < 0)
-			continue;
-		double lo = fl->f[i].lo[k], hi = fl->f[i].hi[k];
-		/* in [0, S) from its start */
-		double len = hi - lo;
-		lo = fmod(lo, S);
-		if (lo < 0)
-			lo += S;
-		w[nw++] = (struct window){ lo, lo + (len < S ? len : S), x };
+		if (x > 0 && floor_asks(p, pp, T, E, S, fl->f[i].op, Pi, it, bsort, by_b, &q) != 0)
+			goto out;
 	}
-	qsort(w, nw, sizeof *w, cmp_window_hi);
-	for (uint32_t a = 0; a < nw; a++) {
-		if (w[a].need <= 0)
-			continue;	/* covered */
-		double at = w[a].hi, most = 0;
-		for (uint32_t b = a; b < nw; b++) {
-			int holds = 0;
-			for (int k = -1; k <= 1 && !holds; k++)
-				holds = w[b].lo <= at + k * S && at + k * S <= w[b].hi;
-			if (holds && w[b].need > 0) {
-				if (w[b].need > most)
-					most = w[b].need;
-				w[b].need = 0;
-			}
-		}
-		/* before the first operation that starts at or after it */
-		uint32_t next = first_from_value(fl->T, fl->n, fmod(at, S));
-		pad[next < fl->n ? next : 0] += most;
-		added += most;
+	added = 0;
+	if (q.n > 0)
+		qsort(q.a, q.n, sizeof *q.a, cmp_ask_hi);
+	for (uint32_t a = 0; a < q.n; a++) {
+		const struct ask *x = &q.a[a];
+		double lack = x->x - fen_range(fen, n, x->lo, x->hi);
+		if (lack <= 1e-9)
+			continue;
+		uint32_t at = (uint32_t)(((x->hi % n) + n) % n);
+		fen_add(fen, n, at, lack);
+		pad[at] += lack;
+		added += lack;
 	}
 out:
-	free(w);
+	free(q.a);
+	free(T);
+	free(E);
+	free(fen);
+	free(it);
+	free(by_b);
+	free(bsort);
 	return added;
 }
 
 /*
  * Under the bound, stalls placed as waits: pad the iteration where the floor
- * says stalls are needed, plan it without stalls, and, while that misses the
+ * says stalls are needed (add_waits), plan it without stalls, and, while that misses the
  * target, pad more (for a lower peak each round, the planner being a little
  * above the floor: from as far above as its bound is above the floor, then
  * 1/256 of the target less each round, up to 12 rounds, or 5 that lower the
@@ -1992,7 +2183,7 @@ plan_waits(const struct prof *p, const struct plan_params *pp, uint64_t bound,
 	q.allow_stall = 0;
 	/* the planner stops a little above the floor: ask the floor for as much
 	 * less from the start, then a little less each round */
-	struct plan_floor *fl = floor_new(p, pp, NULL, PROF_NONE);
+	struct plan_floor *fl = floor_new(p, pp, NULL, PROF_NONE, INFINITY);
 	if (fl == NULL)
 		goto out;
 	double gap = (double)bound - fl->nostall;
@@ -2009,12 +2200,11 @@ plan_waits(const struct prof *p, const struct plan_params *pp, uint64_t bound,
 		/* after a miss, the floor of the iteration padded so far, and also
 		 * where the plan peaked, for what it missed by (the first round
 		 * has the floor of the iteration as it is) */
-		if (round > 0) {
-			plan_floor_free(fl);
-			if ((fl = floor_new(p, pp, pad, out->peak_op)) == NULL)
-				break;
-		}
-		double got = add_waits(fl, pp, pad, P - step * round,
+		plan_floor_free(fl);
+		if ((fl = floor_new(p, pp, pad, round ? out->peak_op : PROF_NONE,
+		    P - step * round)) == NULL)
+			break;
+		double got = add_waits(p, fl, pp, pad, P - step * round,
 		    round ? (double)out->peak - (double)pp->target : 0);
 		if (got < 0)
 			break;
