@@ -5,35 +5,41 @@
 # save_on_cpu, and under ebb at several limits (bench/plan.sh does each pass).
 #
 # usage: bench/plan-all.sh [PASS...]
-#   PASS  w1-a8, w2-a8, w1-a1, w2-a1: the job without ebb and under ebb at
-#         several limits (w1-a1 and w2-a1 beside HF gradient checkpointing);
-#         anchors-w1, anchors-w2: checkpointing and torch save_on_cpu with
-#         accumulation, which do not change with ebb's code (save_on_cpu runs
-#         3 steps at 8x the step time). Default: the first four. On the GPU
-#         machine a command may run 10 minutes: give one pass per call.
+#   PASS  w1-a8, w2-a8, w2-a8-62, w1-a1, w2-a1: the job without ebb and under
+#         ebb at several limits (w1-a1 and w2-a1 beside HF gradient
+#         checkpointing; w2-a8-62: W2 at the goal's 62 GiB by NVML, a limit of
+#         60.5 GiB); anchors-w1, anchors-w2: checkpointing and torch
+#         save_on_cpu with accumulation, which do not change with ebb's code
+#         (save_on_cpu runs 3 steps at 8x the step time). Default: w1-a8,
+#         w2-a8, w1-a1, w2-a1. On the GPU machine a command may run 10
+#         minutes: give one pass per call (a W2 pass of the baseline and three
+#         limits took more than 9.5 minutes at 1acef84).
 # The limits: W1 with accumulation peaks near 69 GiB, without near 64 GiB; W2
-# near 101 and 87 GiB; the points run from above the planner's bound down to
-# where only waits get there (ebb plan on a trace gives the bound, the floor
-# and each target's least stall before a run). Steps: 12, of which the last 3
-# are measured: learning, the first plan for a micro-batch, the departure at
-# the optimizer step, learning the whole step and planning it (up to about
-# 10 s for W1 under its bound) take the first eight or nine.
-# env: as bench/plan.sh (STEPS and WARMUP default to 12 and 9 here); OUT gets
+# near 101 and 87 GiB; NVML's peak comes out about 1.4 GiB over the limit. The
+# points run from above the planner's bound down to where only waits get
+# there (ebb plan on a trace gives the bound, the floor and each target's
+# least stall before a run). Steps: 10, of which the last 3 are measured:
+# learning, the first plan for a micro-batch, the departure at the optimizer
+# step, learning the whole step and planning it take the first seven (W1's
+# plans under its bound took 9 s at 52G and 21 s at 50G on the planning
+# thread at 1acef84: 50G is left out).
+# env: as bench/plan.sh (STEPS and WARMUP default to 10 and 7 here); OUT gets
 # one folder per pass.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/ebb-plan}
-export STEPS=${STEPS:-12} WARMUP=${WARMUP:-9}
+export STEPS=${STEPS:-10} WARMUP=${WARMUP:-7}
 passes=${*:-w1-a8 w2-a8 w1-a1 w2-a1}
 for p in $passes; do
 	case $p in
-	w1-a8) args="w1 8 ebb:60G ebb:56G ebb:52G ebb:50G" ;;
-	w2-a8) args="w2 8 ebb:70G ebb:66G ebb:62G" ;;
+	w1-a8) args="w1 8 ebb:56G ebb:54G ebb:52G" ;;
+	w2-a8) args="w2 8 ebb:66G ebb:64G" ;;
+	w2-a8-62) args="w2 8 ebb:61952M" ;;
 	w1-a1) args="w1 1 ckpt ebb:56G ebb:52G" ;;
 	w2-a1) args="w2 1 ckpt ebb:76G ebb:68G" ;;
 	anchors-w1) args="w1 8 ckpt save_on_cpu" ;;
 	anchors-w2) args="w2 8 ckpt save_on_cpu" ;;
-	*) echo "bench/plan-all.sh: unknown pass $p (w1-a8, w2-a8, w1-a1, w2-a1, anchors-w1," \
+	*) echo "bench/plan-all.sh: unknown pass $p (w1-a8, w2-a8, w2-a8-62, w1-a1, w2-a1, anchors-w1," \
 	    "anchors-w2)" >&2; exit 2 ;;
 	esac
 	OUT=$OUT/$p "$here/plan.sh" $args
