@@ -1811,15 +1811,31 @@ floor_new(const struct prof *p, const struct plan_params *pp, const double *pad,
 			where = i;
 		}
 	}
-	/* every operation between two samples either of which is over over */
-	uint32_t ns = (n + stride - 1) / stride;
-	for (uint32_t j = 0; isfinite(over) && stride > 1 && j < ns; j++) {
-		int hot = floor_nostall(&fl->f[j]) > over ||
-		    (j + 1 < ns && floor_nostall(&fl->f[j + 1]) > over);
-		for (uint32_t i = j * stride + 1; hot && i < (j + 1) * stride && i < n; i++) {
+	/*
+	 * Every operation between two samples either of which is over over,
+	 * the highest first, up to about 2^27 buffers looked at (a few tenths
+	 * of a second; far below the floor that is a small part of the
+	 * iteration, and the rounds of the waits search ask again).
+	 */
+	uint32_t ns = (n + stride - 1) / stride, nhot = 0;
+	struct floor_key *hot = isfinite(over) && stride > 1 ? malloc(ns * sizeof *hot) : NULL;
+	for (uint32_t j = 0; hot != NULL && j < ns; j++) {
+		double v = floor_nostall(&fl->f[j]);
+		if (j + 1 < ns && floor_nostall(&fl->f[j + 1]) > v)
+			v = floor_nostall(&fl->f[j + 1]);
+		if (v > over)
+			hot[nhot++] = (struct floor_key){ -v, j };
+	}
+	if (nhot > 0)
+		qsort(hot, nhot, sizeof *hot, cmp_by_b);
+	uint64_t budget = ((uint64_t)1 << 27) / (p->nbufs + 1), done = 0;
+	for (uint32_t h = 0; h < nhot && done < budget; h++) {
+		uint32_t j = hot[h].at;
+		for (uint32_t i = j * stride + 1; i < (j + 1) * stride && i < n; i++) {
 			if (i >= lo && i <= hi)
 				continue;	/* done around the highest */
 			floor_at(p, pp, T, E, S, i, it, bsort, by_b, &fl->f[fl->nf]);
+			done++;
 			double v = floor_nostall(&fl->f[fl->nf++]);
 			if (v > fl->nostall) {
 				fl->nostall = v;
@@ -1827,6 +1843,7 @@ floor_new(const struct prof *p, const struct plan_params *pp, const double *pad,
 			}
 		}
 	}
+	free(hot);
 	fl->nostall_op = where;
 	fl->extra = PROF_NONE;
 	if (extra < n) {
