@@ -1741,7 +1741,7 @@ struct plan_floor {
 	struct floor_op *f;
 	uint32_t nf;
 	struct floor_ask *need;	/* scratch of floor_stall */
-	double *T;		/* each operation's start */
+	double *T, *E;		/* each operation's start and end */
 	uint32_t n;
 	uint32_t extra;		/* f[extra]: the operation floor_new was asked for */
 	double nostall;		/* the floor with no stall */
@@ -1762,7 +1762,11 @@ floor_new(const struct prof *p, const struct plan_params *pp, const double *pad,
     double over)
 {
 	uint32_t n = p->nops;
-	uint32_t stride = n / 1024 + 1, cap = isfinite(over) ? n + 1 : n / stride + 2 * stride + 3;
+	uint32_t stride = n / 1024 + 1;
+	/* the refinement below: about 2^27 buffers looked at, a stretch more */
+	uint64_t budget = isfinite(over) ? ((uint64_t)1 << 27) / (p->nbufs + 1) : 0;
+	uint64_t most = n / stride + 2 * stride + 3 + (budget ? budget + stride : 0);
+	uint32_t cap = most < (uint64_t)n + 1 ? (uint32_t)most : n + 1;
 	struct plan_floor *fl = calloc(1, sizeof *fl);
 	double *T = malloc((n + 1) * sizeof *T), *E = malloc((n + 1) * sizeof *E);
 	struct floor_item *it = malloc((p->nbufs + 1) * sizeof *it);
@@ -1828,7 +1832,7 @@ floor_new(const struct prof *p, const struct plan_params *pp, const double *pad,
 	}
 	if (nhot > 0)
 		qsort(hot, nhot, sizeof *hot, cmp_by_b);
-	uint64_t budget = ((uint64_t)1 << 27) / (p->nbufs + 1), done = 0;
+	uint64_t done = 0;
 	for (uint32_t h = 0; h < nhot && done < budget; h++) {
 		uint32_t j = hot[h].at;
 		for (uint32_t i = j * stride + 1; i < (j + 1) * stride && i < n; i++) {
@@ -1855,11 +1859,13 @@ floor_new(const struct prof *p, const struct plan_params *pp, const double *pad,
 		if (fl->f[i].base > fl->low)
 			fl->low = fl->f[i].base;
 out:
-	if (fl != NULL)
+	if (fl != NULL) {
 		fl->T = T;	/* its own from here */
-	else
+		fl->E = E;
+	} else {
 		free(T);
-	free(E);
+		free(E);
+	}
 	free(it);
 	free(by_b);
 	free(bsort);
@@ -1878,6 +1884,7 @@ plan_floor_free(struct plan_floor *fl)
 	if (fl == NULL)
 		return;
 	free(fl->T);
+	free(fl->E);
 	free(fl->f);
 	free(fl->need);
 	free(fl);
@@ -2129,15 +2136,13 @@ add_waits(const struct prof *p, const struct plan_floor *fl, const struct plan_p
 	uint32_t n = p->nops;
 	struct asks q = { 0 };
 	double added = -1;
-	double *T = malloc((n + 1) * sizeof *T), *E = malloc((n + 1) * sizeof *E);
 	double *fen = calloc(n + 1, sizeof *fen);
 	struct floor_item *it = malloc((p->nbufs + 1) * sizeof *it);
 	uint32_t *by_b = malloc((p->nbufs + 1) * sizeof *by_b);
 	struct floor_key *bsort = malloc((p->nbufs + 1) * sizeof *bsort);
 
-	if (T == NULL || E == NULL || fen == NULL || it == NULL || by_b == NULL || bsort == NULL)
+	if (fen == NULL || it == NULL || by_b == NULL || bsort == NULL)
 		goto out;
-	double S = timeline(p, pad, T, E);
 	for (uint32_t i = 0; i < fl->nf; i++) {
 		int k;
 		/* at op, for excess less than its own floor */
@@ -2147,7 +2152,8 @@ add_waits(const struct prof *p, const struct plan_floor *fl, const struct plan_p
 			continue;
 		if (x == INFINITY)
 			goto out;
-		if (x > 0 && floor_asks(p, pp, T, E, S, fl->f[i].op, Pi, it, bsort, by_b, &q) != 0)
+		if (x > 0 && floor_asks(p, pp, fl->T, fl->E, fl->S, fl->f[i].op, Pi, it, bsort, by_b,
+		    &q) != 0)
 			goto out;
 	}
 	added = 0;
@@ -2165,8 +2171,6 @@ add_waits(const struct prof *p, const struct plan_floor *fl, const struct plan_p
 	}
 out:
 	free(q.a);
-	free(T);
-	free(E);
 	free(fen);
 	free(it);
 	free(by_b);
