@@ -2006,16 +2006,18 @@ ask_add(struct asks *q, int64_t lo, int64_t hi, double x)
  * windows of floor_at, each one a constraint): for each window before it,
  * each window after, and each pair of a window before (of floor_at's choices)
  * and one after, what the engines cannot copy in it beyond P, as seconds of
- * stall somewhere in it. Of each kind, only those that ask more than every
+ * stall somewhere in it. A pair's stall gains pair_bps a second: the slower
+ * engine's for waits that must serve wherever in the pair they fall, the
+ * faster's for a floor. Of each kind, only those that ask more than every
  * smaller window of the kind: a larger window that asks less is met with the
  * smaller's stall. Returns 0, or -1 when out of memory.
  */
 static int
 floor_asks(const struct prof *p, const struct plan_params *pp, const double *T,
-    const double *E, double S, uint32_t i, double P, struct floor_item *it,
+    const double *E, double S, uint32_t i, double P, double pair_bps, struct floor_item *it,
     struct floor_key *bsort, uint32_t *by_b, struct asks *q)
 {
-	double base, d2h = pp->d2h_bps, h2d = pp->h2d_bps, slow = d2h < h2d ? d2h : h2d;
+	double base, d2h = pp->d2h_bps, h2d = pp->h2d_bps;
 	uint32_t k = floor_items(p, pp, T, E, S, i, it, bsort, by_b, &base);
 	double room = P - base;
 
@@ -2064,7 +2066,7 @@ floor_asks(const struct prof *p, const struct plan_params *pp, const double *T,
 				break;
 			run += y->size;
 			double after = run - h2d * y->b;
-			double need = (got + after - room) / slow;
+			double need = (got + after - room) / pair_bps;
 			if (after > 0 && need > most) {
 				if (ask_add(q, it[ia - 1].last + 1, y->next, need) != 0)
 					return -1;
@@ -2120,30 +2122,24 @@ fen_range(const double *t, uint32_t n, int64_t lo, int64_t hi)
 }
 
 /*
- * Add to pad the waits that a peak of P needs by the floor fl (of the
- * iteration so padded): every operation of fl over P asks for stalls in its
- * windows (floor_asks); the fewest seconds that meet every ask, by the
- * greedy that is exact for stalls asked of intervals of a line: by the end
- * of the interval, what an ask still lacks goes at its end, where it serves
- * the most asks after it. At fl's extra operation, asks for excess less than
- * its own floor. Returns the seconds added (0: the floor needs none), or -1
- * when out of memory or when no wait helps (what cannot move is over P).
+ * The asks of every operation of fl over P (floor_asks, pairs at pair_bps),
+ * into q; at fl's extra operation, for excess less than its own floor.
+ * Returns 0; 1 when what cannot move is over P at an operation (no stall
+ * helps); -1 when out of memory.
  */
-static double
-add_waits(const struct prof *p, const struct plan_floor *fl, const struct plan_params *pp,
-    double *pad, double P, double excess)
+static int
+collect_asks(const struct prof *p, const struct plan_floor *fl, const struct plan_params *pp,
+    double P, double excess, double pair_bps, struct asks *q)
 {
-	uint32_t n = p->nops;
-	struct asks q = { 0 };
-	double added = -1;
-	double *fen = calloc(n + 1, sizeof *fen);
 	struct floor_item *it = malloc((p->nbufs + 1) * sizeof *it);
 	uint32_t *by_b = malloc((p->nbufs + 1) * sizeof *by_b);
 	struct floor_key *bsort = malloc((p->nbufs + 1) * sizeof *bsort);
+	int ret = -1;
 
-	if (fen == NULL || it == NULL || by_b == NULL || bsort == NULL)
+	if (it == NULL || by_b == NULL || bsort == NULL)
 		goto out;
-	for (uint32_t i = 0; i < fl->nf; i++) {
+	ret = 0;
+	for (uint32_t i = 0; i < fl->nf && ret == 0; i++) {
 		int k;
 		/* at op, for excess less than its own floor */
 		double Pi = i == fl->extra ? floor_nostall(&fl->f[i]) - excess : P;
@@ -2151,47 +2147,224 @@ add_waits(const struct prof *p, const struct plan_floor *fl, const struct plan_p
 		if (x == INFINITY && i == fl->extra)
 			continue;
 		if (x == INFINITY)
-			goto out;
-		if (x > 0 && floor_asks(p, pp, fl->T, fl->E, fl->S, fl->f[i].op, Pi, it, bsort, by_b,
-		    &q) != 0)
-			goto out;
-	}
-	added = 0;
-	if (q.n > 0)
-		qsort(q.a, q.n, sizeof *q.a, cmp_ask_hi);
-	for (uint32_t a = 0; a < q.n; a++) {
-		const struct ask *x = &q.a[a];
-		double lack = x->x - fen_range(fen, n, x->lo, x->hi);
-		if (lack <= 1e-9)
-			continue;
-		uint32_t at = (uint32_t)(((x->hi % n) + n) % n);
-		fen_add(fen, n, at, lack);
-		pad[at] += lack;
-		added += lack;
+			ret = 1;
+		else if (x > 0 && floor_asks(p, pp, fl->T, fl->E, fl->S, fl->f[i].op, Pi, pair_bps,
+		    it, bsort, by_b, q) != 0)
+			ret = -1;
 	}
 out:
-	free(q.a);
-	free(fen);
 	free(it);
 	free(by_b);
 	free(bsort);
+	return ret;
+}
+
+/*
+ * The interval greedy over q's asks, on the iteration cut at operation cut
+ * (a line from there round to it again): by the end of each ask's window,
+ * what it still lacks goes at its end, where it serves the most asks after
+ * it. On a line that is the least total meeting every ask. An ask whose
+ * window holds the cut is left out with drop (what is left lies on the
+ * line: the total is then at most the least for all), and otherwise kept,
+ * wrapping round (the total then meets every ask, and may be more than the
+ * least: an ask ending just after the cut takes its stall there, where one
+ * later could have served an ask ending before the cut as well). With x
+ * (zeroed, n), the stall added before each operation. line: scratch of
+ * q->n, fen of n + 1. Returns the total.
+ */
+static double
+asks_greedy(const struct asks *q, uint32_t n, int64_t cut, int drop, struct ask *line,
+    double *fen, double *x)
+{
+	uint32_t m = 0;
+	double sum = 0;
+
+	for (uint32_t a = 0; a < q->n; a++) {
+		int64_t len = q->a[a].hi - q->a[a].lo;
+		int64_t lo = ((q->a[a].lo - cut) % n + n) % n;
+		if (len + 1 >= (int64_t)n) {
+			if (drop)
+				continue;
+			lo = 0;	/* the whole iteration */
+			len = n - 1;
+		}
+		if (lo + len >= (int64_t)n) {
+			if (drop)
+				continue;
+			lo -= n;	/* ends after the cut: first */
+		}
+		line[m++] = (struct ask){ lo, lo + len, q->a[a].x };
+	}
+	if (m > 0)
+		qsort(line, m, sizeof *line, cmp_ask_hi);
+	memset(fen, 0, (n + 1) * sizeof *fen);
+	for (uint32_t a = 0; a < m; a++) {
+		double lack = line[a].x - fen_range(fen, n, line[a].lo, line[a].hi);
+		if (lack <= 1e-12)
+			continue;
+		uint32_t at = (uint32_t)((line[a].hi % n + n) % n);
+		fen_add(fen, n, at, lack);
+		if (x != NULL)
+			x[(at + cut) % n] += lack;
+		sum += lack;
+	}
+	return sum;
+}
+
+/* Points around the iteration at which the greedy cuts it (and also at the
+ * operation whose asks' windows hold the fewest). */
+#define ASK_CUTS 16
+
+/* The cuts to try: ASK_CUTS points around, then the least covered operation
+ * (cover: scratch of n + 1). Returns how many (ASK_CUTS + 1). */
+static uint32_t
+ask_cuts(const struct asks *q, uint32_t n, int64_t *cuts, int64_t *cover)
+{
+	for (uint32_t c = 0; c < ASK_CUTS; c++)
+		cuts[c] = (int64_t)((uint64_t)n * c / ASK_CUTS);
+	memset(cover, 0, (n + 1) * sizeof *cover);
+	for (uint32_t a = 0; a < q->n; a++) {
+		int64_t len = q->a[a].hi - q->a[a].lo;
+		if (len + 1 >= (int64_t)n) {
+			cover[0]++;
+			continue;
+		}
+		int64_t lo = ((q->a[a].lo % n) + n) % n, hi = lo + len;
+		cover[lo]++;
+		if (hi + 1 < (int64_t)n) {
+			cover[hi + 1]--;
+		} else {
+			cover[n]--;	/* round the end, on from 0 */
+			cover[0]++;
+			cover[hi + 1 - n]--;
+		}
+	}
+	int64_t run = 0, least = INT64_MAX, at = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		run += cover[i];
+		if (run < least) {
+			least = run;
+			at = i;
+		}
+	}
+	cuts[ASK_CUTS] = at;
+	return ASK_CUTS + 1;
+}
+
+/*
+ * Add to pad the waits that a peak of P needs by the floor fl (of the
+ * iteration so padded): every operation of fl over P asks for stalls in its
+ * windows (floor_asks); the fewest seconds that meet every ask, by the
+ * interval greedy (asks_greedy) from the cut where it places the least. At
+ * fl's extra operation, asks for excess less than its own floor. Returns the
+ * seconds added (0: the floor needs none), INFINITY when no wait helps (what
+ * cannot move is over P), or -1 when out of memory.
+ */
+static double
+add_waits(const struct prof *p, const struct plan_floor *fl, const struct plan_params *pp,
+    double *pad, double P, double excess)
+{
+	uint32_t n = p->nops;
+	struct asks q = { 0 };
+	double added = -1, slow = pp->d2h_bps < pp->h2d_bps ? pp->d2h_bps : pp->h2d_bps;
+	int64_t cuts[ASK_CUTS + 1], *cover = malloc((n + 1) * sizeof *cover);
+	double *fen = malloc((n + 1) * sizeof *fen), *x = malloc(n * sizeof *x);
+	struct ask *line = NULL;
+	int r = fen != NULL && cover != NULL && x != NULL ?
+	    collect_asks(p, fl, pp, P, excess, slow, &q) : -1;
+
+	if (r != 0) {
+		added = r > 0 ? INFINITY : -1;
+		goto out;
+	}
+	added = 0;
+	if (q.n == 0)
+		goto out;
+	if ((line = malloc(q.n * sizeof *line)) == NULL) {
+		added = -1;
+		goto out;
+	}
+	uint32_t nc = ask_cuts(&q, n, cuts, cover), best = 0;
+	double least = INFINITY;
+	for (uint32_t c = 0; c < nc; c++) {
+		double v = asks_greedy(&q, n, cuts[c], 0, line, fen, NULL);
+		if (v < least) {
+			least = v;
+			best = c;
+		}
+	}
+	memset(x, 0, n * sizeof *x);
+	added = asks_greedy(&q, n, cuts[best], 0, line, fen, x);
+	for (uint32_t i = 0; i < n; i++)
+		pad[i] += x[i];
+out:
+	free(q.a);
+	free(line);
+	free(fen);
+	free(cover);
+	free(x);
 	return added;
+}
+
+double
+plan_floor_least(const struct prof *p, const struct plan_params *pp, uint64_t peak)
+{
+	uint32_t n = p->nops;
+	struct asks q = { 0 };
+	struct ask *line = NULL;
+	int64_t cuts[ASK_CUTS + 1], *cover = NULL;
+	double *fen = NULL, best = -1;
+	struct plan_floor *fl = floor_new(p, pp, NULL, PROF_NONE, (double)peak);
+
+	if (fl == NULL)
+		return -1;
+	if ((double)peak >= fl->nostall || n == 0) {
+		best = 0;
+		goto out;
+	}
+	double fast = pp->d2h_bps > pp->h2d_bps ? pp->d2h_bps : pp->h2d_bps;
+	int r = collect_asks(p, fl, pp, (double)peak, 0, fast, &q);
+	if (r != 0) {
+		best = r > 0 ? INFINITY : -1;
+		goto out;
+	}
+	fen = malloc((n + 1) * sizeof *fen);
+	cover = malloc((n + 1) * sizeof *cover);
+	line = malloc((q.n + 1) * sizeof *line);
+	if (fen == NULL || cover == NULL || line == NULL)
+		goto out;
+	/* on a line, the asks that do not hold the cut: never more than the
+	 * least for all; the most of those over the cuts */
+	best = 0;
+	uint32_t nc = ask_cuts(&q, n, cuts, cover);
+	for (uint32_t c = 0; c < nc; c++) {
+		double v = asks_greedy(&q, n, cuts[c], 1, line, fen, NULL);
+		if (v > best)
+			best = v;
+	}
+out:
+	free(q.a);
+	free(line);
+	free(fen);
+	free(cover);
+	plan_floor_free(fl);
+	return best;
 }
 
 /*
  * Under the bound, stalls placed as waits: pad the iteration where the floor
- * says stalls are needed (add_waits), plan it without stalls, and, while that misses the
- * target, pad more (for a lower peak each round, the planner being a little
- * above the floor: from as far above as its bound is above the floor, then
- * 1/256 of the target less each round, up to 12 rounds, or 5 that lower the
- * plan's peak no more); short of the target still, go on from the last with
- * the greedy search's stalls. Fills out (met or not) and returns 0; 1 when
- * the greedy plan's stall (greedy_stall) is about the floor's least already,
- * or no wait helps (out is then empty); -1 when out of memory.
+ * says stalls are needed for the target (add_waits), plan it without stalls,
+ * and, while that misses the target, pad more (for a lower peak each round,
+ * the planner being a little above the floor: 1/256 of the target less each
+ * round, up to 12 rounds, or 5 that lower the plan's peak no more); short of
+ * the target still, go on from the last with the greedy search's stalls.
+ * Fills out (met or not) and returns 0; 1 when the greedy plan's stall
+ * (greedy_stall) is about what the floor's waits cost already, or no wait
+ * helps (out is then empty); -1 when out of memory.
  */
 static int
-plan_waits(const struct prof *p, const struct plan_params *pp, uint64_t bound,
-    double greedy_stall, struct plan *out)
+plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_stall,
+    struct plan *out)
 {
 	uint32_t n = p->nops;
 	double *pad = calloc(n + 1, sizeof *pad);
@@ -2202,33 +2375,45 @@ plan_waits(const struct prof *p, const struct plan_params *pp, uint64_t bound,
 	if (pad == NULL)
 		return -1;
 	q.allow_stall = 0;
-	/* the planner stops a little above the floor: ask the floor for as much
-	 * less from the start, then a little less each round */
-	struct plan_floor *fl = floor_new(p, pp, NULL, PROF_NONE, INFINITY);
-	if (fl == NULL)
-		goto out;
-	double gap = (double)bound - fl->nostall;
-	/* stalls spent near as well as the floor allows: nothing to gain */
-	double least = plan_floor_stall(fl, pp->target, NULL);
-	if (least == INFINITY || greedy_stall <= least * 1.25 + 1e-3) {
-		ret = 1;
-		goto out;
-	}
-	double P = (double)pp->target - (gap > 0 ? gap : 0), step = (double)pp->target / 256;
+	/*
+	 * From the target itself, then a little less each round. (Starting as
+	 * far below the target as the bound is above the floor, as the planner
+	 * stops about that far above the padded floor, cost more on W2: at
+	 * 60.5 GiB on a W2 trace 0.465 s of stall against 0.429 s from the
+	 * target, of 0.387 s that the floor's waits cost.)
+	 */
+	struct plan_floor *fl = NULL;
+	double P = (double)pp->target, step = (double)pp->target / 256;
 	double last = INFINITY;
 	int flat = 0, made = 0;
 	for (int round = 0; round < 12; round++) {
 		/* after a miss, the floor of the iteration padded so far, and also
 		 * where the plan peaked, for what it missed by (the first round
 		 * has the floor of the iteration as it is) */
+		uint32_t extra = round ? out->peak_op : PROF_NONE;
+		if (round > 0)
+			P -= step;
 		plan_floor_free(fl);
-		if ((fl = floor_new(p, pp, pad, round ? out->peak_op : PROF_NONE,
-		    P - step * round)) == NULL)
+		if ((fl = floor_new(p, pp, pad, extra, P)) == NULL)
 			break;
-		double got = add_waits(p, fl, pp, pad, P - step * round,
+		if (round > 0 && fl->nostall - step < P) {
+			/* the waits so far hold the floor under P already, and the
+			 * plan is above it: ask for less than that floor */
+			P = fl->nostall - step;
+			plan_floor_free(fl);
+			if ((fl = floor_new(p, pp, pad, extra, P)) == NULL)
+				break;
+		}
+		double got = add_waits(p, fl, pp, pad, P,
 		    round ? (double)out->peak - (double)pp->target : 0);
-		if (got < 0)
+		if (got < 0 || got == INFINITY)
 			break;
+		/* the greedy search's stalls cost about what the floor's waits
+		 * do already: nothing to gain */
+		if (round == 0 && greedy_stall <= got * 1.05 + 1e-3) {
+			ret = 1;
+			goto out;
+		}
 		if (got == 0 && round > 0 && out->n > 0)
 			continue;	/* the floor is met, the plan not: ask for a lower one */
 		plan_fini(out);
@@ -2284,7 +2469,7 @@ plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 	if (!pp->allow_stall || pp->no_waits || out->bound == 0 || out->n == 0)
 		return 0;
 	struct plan alt;
-	if (plan_waits(p, pp, out->bound, out->stall_s, &alt) != 0)
+	if (plan_waits(p, pp, out->stall_s, &alt) != 0)
 		return 0;	/* out of memory, or nothing to gain: the plan made stands */
 	int better = alt.met && (!out->met || alt.step_s < out->step_s);
 	if (!better && !out->met && !alt.met && alt.peak < out->peak && alt.stall_s <= out->stall_s)

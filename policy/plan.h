@@ -254,6 +254,24 @@ uint64_t plan_floor_peak(struct plan_floor *fl, double stall_s, uint32_t *op);
 double plan_floor_stall(struct plan_floor *fl, uint64_t peak, uint32_t *op);
 void plan_floor_free(struct plan_floor *fl);
 
+/*
+ * A tighter floor on the stall, at more cost: the least stall, in seconds,
+ * with which any plan holds the peak at or under peak. Every operation over
+ * it needs, in each window before it, after it, and across it, the stall
+ * that lets the engines copy what the window holds beyond peak (bytes over
+ * peak by the bandwidth that the stall lends: the copy engine's of the
+ * window's direction, the faster one across); each such need is a bound of
+ * every plan, and these are summed over the windows that do not share the
+ * stall, where plan_floor_stall takes one window an operation. The least
+ * total that meets them all is found by the interval greedy, exact on a
+ * line: the iteration is cut at 16 points in turn, the needs whose windows
+ * hold the cut left out, and the most of the 16 answers is returned.
+ * INFINITY: no plan does (what cannot move is over peak); -1: out of
+ * memory. Takes about as long as one floor refined at peak (a W2 profile:
+ * a few tenths of a second).
+ */
+double plan_floor_least(const struct prof *p, const struct plan_params *pp, uint64_t peak);
+
 /* What holds the memory at one operation under a plan, in bytes. */
 struct plan_explain {
 	uint64_t held;		/* every buffer alive there, fixed included */

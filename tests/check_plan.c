@@ -730,11 +730,13 @@ END_TEST
 
 /*
  * Two such gaps, of half a GiB each (4-operation copies), used again at 12
- * (a) and 13 (b). The offloads land at 5 (b) and 9 (a), both restores are
- * issued after the peak at 9, and the engine copies b back over 10 to 14
- * and a over 14 to 18. a is 6 late, which delays the device by 6; so b,
- * due at 13 + 6, is not late. The stall is 6, not the 7 of the two
- * latenesses added up: the device waits once.
+ * (a) and 13 (b). The greedy search's stalls (no waits): the offloads land
+ * at 5 (b) and 9 (a), both restores are issued after the peak at 9, and the
+ * engine copies b back over 10 to 14 and a over 14 to 18. a is 6 late,
+ * which delays the device by 6; so b, due at 13 + 6, is not late. The stall
+ * is 6, not the 7 of the two latenesses added up: the device waits once.
+ * The least is 5 (a back first, 2 late, then b, 3 later still), and the
+ * waits where the floor wants them find it.
  */
 START_TEST(late_restores_in_one_stretch_cost_the_latest)
 {
@@ -743,6 +745,15 @@ START_TEST(late_restores_in_one_stretch_cost_the_latest)
 	hump(GIB, 9, 9);
 	struct plan_params pp = params(GIB, 8, 1);
 	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.waited);
+	ck_assert_uint_eq(pl.peak, GIB);
+	ck_assert(fabs(pl.stall_s - 5 * OP) < 1e-12);
+	double least = plan_floor_least(&pr, &pp, GIB);
+	ck_assert(least > 0 && least <= 5 * OP + 1e-12);
+	plan_fini(&pl);
+	pp.no_waits = 1;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(!pl.waited);
 	ck_assert_uint_eq(pl.n, 2);
 	ck_assert_uint_eq(pl.peak, GIB);
 	const struct plan_move *ma = pl.mv[0].buf == a ? &pl.mv[0] : &pl.mv[1];
@@ -1175,7 +1186,7 @@ END_TEST
  */
 START_TEST(random_profiles_are_consistent)
 {
-	unsigned seed = 11, deferred = 0, wrapped = 0;
+	unsigned seed = 11, deferred = 0, wrapped = 0, waited = 0, leastpos = 0;
 	for (int round = 0; round < 30; round++) {
 		prof_fini(&pr);
 		uint32_t n = 200;
@@ -1220,6 +1231,17 @@ START_TEST(random_profiles_are_consistent)
 		ck_assert_uint_le(pl.peak, pl.peak_before);
 		ck_assert(stalls || pl.stall_s == 0);
 		ck_assert(fabs(pl.step_s - pl.step_before_s - pl.stall_s) < 1e-9);
+		/* a waited plan's times are of the iteration with its waits */
+		ck_assert(pl.waited || pl.nwaits == 0);
+		waited += pl.waited;
+		for (uint32_t w = 0, i = 0; i < n; i++) {
+			for (; w < pl.nwaits && pl.waits[w].op == i; w++) {
+				ck_assert(pl.waits[w].s > 0);
+				for (uint32_t j = i; j < n; j++)
+					T[j] += pl.waits[w].s;
+				S += pl.waits[w].s;
+			}
+		}
 		for (uint32_t k = 0; k < pl.n; k++) {
 			const struct plan_move *m = &pl.mv[k];
 			ck_assert(pr.buf[m->buf].movable);
@@ -1257,6 +1279,12 @@ START_TEST(random_profiles_are_consistent)
 		uint64_t fl = plan_floor(&pr, &pp, pl.stall_s, NULL);
 		ck_assert_msg(fl <= pl.peak, "round %d: floor %.3f GiB over the plan's peak %.3f "
 		    "GiB (stall %g)", round, (double)fl / GIB, (double)pl.peak / GIB, pl.stall_s / OP);
+		/* nor under the least stall for its peak */
+		double least = plan_floor_least(&pr, &pp, pl.peak);
+		ck_assert_msg(least >= 0 && least <= pl.stall_s + 1e-9, "round %d: least stall %g "
+		    "over the plan's %g (peak %.3f GiB)", round, least / OP, pl.stall_s / OP,
+		    (double)pl.peak / GIB);
+		leastpos += least > 0;
 		/* a plan without stalls that misses its target stops at the bound,
 		 * and one with stalls goes on from it (exec.c takes it for the bound) */
 		if (!stalls && !pl.met)
@@ -1270,6 +1298,8 @@ START_TEST(random_profiles_are_consistent)
 	}
 	ck_assert_uint_gt(deferred, 0);	/* the job's copies did move some offloads */
 	ck_assert_uint_gt(wrapped, 0);	/* some into the next iteration */
+	ck_assert_uint_gt(waited, 0);	/* some plans wait */
+	ck_assert_uint_gt(leastpos, 0);	/* and some need stalls */
 }
 END_TEST
 

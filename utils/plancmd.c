@@ -961,7 +961,11 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 		capped |= pl.stall_capped;
 		double before = pl.step_before_s + pl.host_idle_before_s;
 		/* the least stall of any plan for the target (the floor's) */
-		double least = fl != NULL ? plan_floor_stall(fl, target, NULL) : 0;
+		double least = fl != NULL ? plan_floor_least(p, &pp, target) : 0;
+		if (least < 0) {
+			oom(&s);
+			goto out;
+		}
 		fprintf(out, "%10.2f  %10.2f  %3s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %10.6f  %6.3f  "
 		    "%12.6f\n", (double)target / GIB, (double)pl.peak / GIB,
 		    pl.met ? "yes" : pl.stall_capped ? "no*" : "no", pl.n,
