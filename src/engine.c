@@ -801,10 +801,29 @@ ebb_engine_op_begin(struct ebb_op *op)
 	return err;
 }
 
+/*
+ * Clear the stack below the caller's frame, where ebb's moves have just run.
+ * A launch's parameters are read as 8-byte words (kparam.c), and a parameter
+ * struct with room it does not fill carries whatever the job's stack held
+ * there: torch's cat passes 64 input slots and sets a few. After a move, that
+ * was the moved buffer's address, and the next such launch read as a use of
+ * it: on W2 four launches an iteration each waited 13 to 14 ms for a copy back
+ * that the plan had issued for a later operation. The driver's frames under
+ * the copy are cleared too (hence 16 KiB).
+ */
+static __attribute__((noinline)) void
+scrub_stack(void)
+{
+	unsigned char pad[16384];
+
+	explicit_bzero(pad, sizeof pad);
+}
+
 void
 ebb_engine_op_end(struct ebb_op *op, int error)
 {
 	struct ebb_line l;
+	int moved = 0;
 
 	if (op->timed)
 		ebb_cupti_pop();
@@ -813,9 +832,11 @@ ebb_engine_op_end(struct ebb_op *op, int error)
 		pthread_mutex_lock(&engine_lock);
 		streams_after(op->tracker, op->seq, 1);
 		if (error == 0)
-			exec_after_op(op->seq, op->tracker);
+			moved = exec_after_op(op->seq, op->tracker);
 		pthread_mutex_unlock(&engine_lock);
 	}
+	if (moved)
+		scrub_stack();
 	if (error != 0 && ebb_trace_on()) {
 		ebb_line_begin(&l, 'X');
 		ebb_line_u64(&l, op->seq);
@@ -844,9 +865,11 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 	}
 	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1);
 	int action = learn_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
-	exec_after_op(seq, NULL);
+	int moved = exec_after_op(seq, NULL);
 	int plan_due = exec_plan_due();
 	pthread_mutex_unlock(&engine_lock);
+	if (moved)
+		scrub_stack();
 	cupti_act(action);
 	if (plan_due)
 		plan_now();

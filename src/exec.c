@@ -440,32 +440,36 @@ resolve(const struct xplan *x, const struct xbuf *xb)
 	return b != NULL && b->id == x->slot_id[xb->ord] ? b : NULL;
 }
 
-void
+int
 exec_after_op(uint64_t seq, struct ebb_stream *st)
 {
+	int moved = 0;
+
 	if (state != X_RUNNING)
-		return;
+		return 0;
 	struct xplan *x = running;
 	if (seq < run_s0 || seq - run_s0 >= x->period)
-		return;
+		return 0;
 	uint64_t pos = seq - run_s0;
 	if (st != NULL && x->gate_mark[pos])
 		streams_mark_now(st);
 	for (uint32_t k = x->first[pos]; k < x->first[pos + 1]; k++) {
 		/* a prefetch may have waited with the mutex released */
 		if (state != X_RUNNING || running != x)
-			return;
+			return moved;
 		const struct xact *a = &x->act[k];
 		struct ebb_buf *b = resolve(x, &x->buf[a->buf]);
 		if (b == NULL) {
 			xs.actions_missed++;
 			continue;
 		}
+		moved = 1;
 		if (a->prefetch)
 			mover_prefetch(b, st, seq, a->gate < pos ? run_s0 + a->gate : 0);
 		else
 			mover_plan_offload(b, a->after_op ? st : NULL, seq);
 	}
+	return moved;
 }
 
 /* ---- planning ---- */

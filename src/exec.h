@@ -61,8 +61,9 @@ void exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n
 
 /* Operation seq was handed to the driver on stream st (NULL: a
  * synchronisation): issue what the plan does after it. May release the
- * engine mutex while the host waits for an offload to land. */
-void exec_after_op(uint64_t seq, struct ebb_stream *st);
+ * engine mutex while the host waits for an offload to land. Returns 1 when
+ * it moved buffers (or tried to), else 0. */
+int exec_after_op(uint64_t seq, struct ebb_stream *st);
 
 /* The finder saw an operation other than the learned one at seq. */
 void exec_departed(uint64_t seq, const char *why);
