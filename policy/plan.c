@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "plan.h"
 
@@ -1038,12 +1039,25 @@ candidates(const struct sim *s, uint32_t *count)
 	return c;
 }
 
+/* Seconds of a monotonic clock, for plan_make's time limit. */
+static double
+mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /*
  * plan_make's search, on the iteration with the device idle pad[i] seconds
- * before operation i (NULL: none; a wait the plan takes as a stall).
+ * before operation i (NULL: none; a wait the plan takes as a stall), until
+ * the target is met, nothing more helps, or the clock passes deadline
+ * (out->time_capped; INFINITY: none).
  */
 static int
-make(const struct prof *p, const struct plan_params *pp, const double *pad, struct plan *out)
+make(const struct prof *p, const struct plan_params *pp, const double *pad, double deadline,
+    struct plan *out)
 {
 	struct sim s = { .p = p, .pp = pp, .n = p->nops };
 	uint32_t n = p->nops;
@@ -1134,6 +1148,11 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, stru
 	simulate(&s, c, chosen, 0, tmp);
 	double stall = 0;
 	while ((uint64_t)s.peak + p->fixed > pp->target) {
+		/* out of time: the plan so far (each round's is consistent) */
+		if (deadline < INFINITY && mono_now() > deadline) {
+			out->time_capped = 1;
+			break;
+		}
 		/* stalls as long as the iteration itself: the rest is left
 		 * to the reactive mover */
 		if (s.stalling && s.stall >= s.S) {
@@ -1360,8 +1379,8 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, stru
 			out->bytes_h2d += size;
 	}
 	out->met = out->peak <= pp->target;
-	if (!out->met && !s.stalling)
-		out->bound = out->peak;
+	if (!out->met && !s.stalling && !out->time_capped)
+		out->bound = out->peak;	/* (cut short, the bound is not known) */
 	if (p->host != NULL && p->barrier != NULL) {
 		/* the host's side: where the executor issues each move (exec.c) */
 		uint32_t *noff = calloc(n, sizeof *noff), *nres = calloc(n, sizeof *nres);
@@ -2364,7 +2383,7 @@ out:
  */
 static int
 plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_stall,
-    struct plan *out)
+    double deadline, struct plan *out)
 {
 	uint32_t n = p->nops;
 	double *pad = calloc(n + 1, sizeof *pad);
@@ -2390,6 +2409,10 @@ plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_sta
 		/* after a miss, the floor of the iteration padded so far, and also
 		 * where the plan peaked, for what it missed by (the first round
 		 * has the floor of the iteration as it is) */
+		if (deadline < INFINITY && mono_now() > deadline) {
+			out->time_capped = 1;
+			break;
+		}
 		uint32_t extra = round ? out->peak_op : PROF_NONE;
 		if (round > 0)
 			P -= step;
@@ -2417,7 +2440,7 @@ plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_sta
 		if (got == 0 && round > 0 && out->n > 0)
 			continue;	/* the floor is met, the plan not: ask for a lower one */
 		plan_fini(out);
-		if (make(p, &q, pad, out) != 0)
+		if (make(p, &q, pad, deadline, out) != 0)
 			goto out;
 		made = 1;
 		if (out->met)
@@ -2438,7 +2461,7 @@ plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_sta
 	if (!out->met && pp->allow_stall) {
 		/* short of it still: on from there with the planner's own stalls */
 		plan_fini(out);
-		if (make(p, pp, pad, out) != 0)
+		if (make(p, pp, pad, deadline, out) != 0)
 			goto out;
 	}
 	/* where the device waits, for the caller */
@@ -2462,15 +2485,23 @@ out:
 int
 plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 {
-	if (make(p, pp, NULL, out) != 0)
+	double deadline = pp->time_limit_s > 0 ? mono_now() + pp->time_limit_s : INFINITY;
+
+	if (make(p, pp, NULL, deadline, out) != 0)
 		return -1;
 	/* under the bound with stalls allowed: the stalls as waits where the
 	 * floor wants them, when that costs less */
-	if (!pp->allow_stall || pp->no_waits || out->bound == 0 || out->n == 0)
+	if (!pp->allow_stall || pp->no_waits || out->bound == 0 || out->n == 0 ||
+	    out->time_capped)
 		return 0;
 	struct plan alt;
-	if (plan_waits(p, pp, out->stall_s, &alt) != 0)
+	int r = plan_waits(p, pp, out->stall_s, deadline, &alt);
+	/* the waits' search cut short: a better plan may have been missed */
+	if (deadline < INFINITY && mono_now() > deadline)
+		out->time_capped = 1;
+	if (r != 0)
 		return 0;	/* out of memory, or nothing to gain: the plan made stands */
+	alt.time_capped |= out->time_capped;
 	int better = alt.met && (!out->met || alt.step_s < out->step_s);
 	if (!better && !out->met && !alt.met && alt.peak < out->peak && alt.stall_s <= out->stall_s)
 		better = 1;

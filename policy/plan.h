@@ -150,6 +150,8 @@ struct plan_params {
 	int allow_stall;	/* 0: only gaps whose restores are on time */
 	int no_waits;		/* with allow_stall: the greedy search's stalls only, not
 				 * also waits where the floor wants them (plan_make) */
+	double time_limit_s;	/* plan_make's seconds at most (0: no limit): past them
+				 * the search stops where it is (plan.time_capped) */
 };
 
 struct plan_move {
@@ -190,6 +192,9 @@ struct plan {
 	int met;		/* peak <= target */
 	int stall_capped;	/* stopped short of the target: the predicted stalls
 				 * reached the iteration's own time */
+	int time_capped;	/* the search ran out of pp->time_limit_s: it stopped
+				 * where it was (short of the target, or with a plan a
+				 * longer search may better) */
 	int waited;		/* under the bound: its stalls are waits of the device
 				 * placed where the floor wants them (plan_make) */
 	struct plan_wait {

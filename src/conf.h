@@ -48,6 +48,7 @@ struct ebb_conf {
 	uint64_t host_limit;		/* EBB_HOST_LIMIT: 0 = no cap */
 	int plan;			/* EBB_PLAN */
 	int plan_waits;			/* EBB_PLAN_WAITS */
+	double plan_seconds;		/* EBB_PLAN_SECONDS */
 	double target;			/* EBB_TARGET: 0 = EBB_LIMIT alone */
 	double d2h_gbps, h2d_gbps;	/* EBB_D2H_GBPS, EBB_H2D_GBPS: 0 = measure */
 };

@@ -696,6 +696,7 @@ plan_recorded(pthread_mutex_t *lock)
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = conf->min_offload_bytes,
 		/* under the bound, stalls rather than faults */
 		.allow_stall = 1, .no_waits = !conf->plan_waits,
+		.time_limit_s = conf->plan_seconds,
 		.host_offload_s = off_s, .host_restore_s = res_s,
 	};
 	struct plan pl;
@@ -756,6 +757,7 @@ plan_recorded(pthread_mutex_t *lock)
 		ebb_trace_note_u64("plan-host-offload-ns", (uint64_t)(pp.host_offload_s * 1e9));
 		ebb_trace_note_u64("plan-host-restore-ns", (uint64_t)(pp.host_restore_s * 1e9));
 		ebb_trace_note_u64("plan-stall-capped", (uint64_t)pl.stall_capped);
+		ebb_trace_note_u64("plan-time-capped", (uint64_t)pl.time_capped);
 		ebb_trace_note_u64("plan-waited", (uint64_t)pl.waited);
 		double waited_s = 0;
 		for (uint32_t k = 0; k < pl.nwaits; k++)
@@ -798,6 +800,14 @@ plan_recorded(pthread_mutex_t *lock)
 			    "its predicted stalls (%.3f s) reached the iteration's own time; above "
 			    "EBB_LIMIT the reactive mover does the rest", gib(pl.peak), gib(target),
 			    pl.stall_s);
+		if (pl.time_capped && !pl.met)
+			ebb_log(EBB_LOG_WARN, "the plan stops at %.2f GiB, above its target of %.2f GiB: "
+			    "its search reached EBB_PLAN_SECONDS=%g; above EBB_LIMIT the reactive mover "
+			    "does the rest", gib(pl.peak), gib(target), conf->plan_seconds);
+		else if (pl.time_capped)
+			ebb_log(EBB_LOG_WARN, "the plan meets its target of %.2f GiB, but its search "
+			    "reached EBB_PLAN_SECONDS=%g before it was done: a longer one may find "
+			    "a faster plan", gib(target), conf->plan_seconds);
 	}
 	pthread_mutex_unlock(lock);
 	if (have)

@@ -1164,6 +1164,33 @@ START_TEST(record_builds_the_profile)
 }
 END_TEST
 
+/*
+ * The search stops at its time limit with the plan it has: 32 activations of
+ * a quarter GiB (made in the forward pass, used again in the backward, copies
+ * of 2 operations each way) need a dozen moves for 5 GiB; with a limit no
+ * search keeps (1 ns) the target is missed, the plan says why, and what it
+ * has is consistent; with no limit it is met.
+ */
+START_TEST(time_limit_stops_the_search)
+{
+	for (int k = 0; k < 32; k++) {
+		int u[] = { k, N - 1 - k, -1 };
+		buf(GIB / 4, (uint32_t)k, (uint32_t)(N - 1 - k), 1, u);
+	}
+	struct plan_params pp = params(5 * GIB, 8, 0);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met && !pl.time_capped);
+	ck_assert_uint_ge(pl.n, 12);
+	plan_fini(&pl);
+	pp.time_limit_s = 1e-9;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.time_capped && !pl.met);
+	ck_assert_uint_eq(pl.bound, 0);	/* not reached: not known */
+	ck_assert_uint_le(pl.peak, pl.peak_before);
+	ck_assert(fabs(pl.step_s - pl.step_before_s - pl.stall_s) < 1e-9);
+}
+END_TEST
+
 /* Without times nothing can be planned, and that is not an error. */
 START_TEST(no_times_no_plan)
 {
@@ -1324,6 +1351,7 @@ main(void)
 	tcase_add_test(tc, floor_under_every_plan);
 	tcase_add_test(tc, floor_stalls_apart_add_up);
 	tcase_add_test(tc, no_times_no_plan);
+	tcase_add_test(tc, time_limit_stops_the_search);
 	tcase_add_test(tc, accumulation_trades_stalls_for_memory);
 	tcase_add_test(tc, stall_streams_the_state_in);
 	tcase_add_test(tc, job_copies_leave_the_bound_of_accumulation);

@@ -34,7 +34,7 @@ usage(FILE *f)
 	    "       ebb report TRACE\n"
 	    "       ebb plan TRACE [--target SIZE]... [--fraction F]... [--d2h GBPS] [--h2d GBPS]\n"
 	    "                [--min-bytes SIZE] [--allow-stall [--no-waits]] [--moves]\n"
-	    "                [--move-cost US,US]\n"
+	    "                [--move-cost US,US] [--time-limit S]\n"
 	    "       ebb --version | --help\n"
 	    "\n"
 	    "run      run CMD with libebb.so preloaded (see ebb(1); variables in ebb(7))\n"
@@ -61,7 +61,9 @@ usage(FILE *f)
 	    "      --moves         list the moves of the last target\n"
 	    "      --move-cost OFF,RES  the host's microseconds to issue an offload and a\n"
 	    "                      restore (default: the trace's plan-host-offload-ns and\n"
-	    "                      plan-host-restore-ns notes, else 0)\n");
+	    "                      plan-host-restore-ns notes, else 0)\n"
+	    "      --time-limit S  each target's search at most S seconds (default 60, as\n"
+	    "                      EBB_PLAN_SECONDS; 0: no limit)\n");
 }
 
 /* Whether path names a readable file. */
@@ -271,10 +273,11 @@ cmd_plan(int argc, char **argv)
 		{ "no-waits", no_argument, NULL, 'W' },
 		{ "moves", no_argument, NULL, 'M' },
 		{ "move-cost", required_argument, NULL, 'C' },
+		{ "time-limit", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct ebb_plan_opts o = { .min_bytes = (uint64_t)2 << 20 };
+	struct ebb_plan_opts o = { .min_bytes = (uint64_t)2 << 20, .time_limit_s = 60 };
 	struct ebb_plan_target *t = calloc((size_t)argc, sizeof *t);
 	size_t nt = 0;
 	int c, rc = 2;
@@ -330,6 +333,14 @@ cmd_plan(int argc, char **argv)
 			break;
 		case 'M':
 			o.moves = 1;
+			break;
+		case 'T':
+			if (ebb_conf_parse_real(optarg, &v) < 0 || v < 0 || v > 86400) {
+				fprintf(stderr, "%s plan: --time-limit '%s' is not a number of seconds from "
+				    "0 (no limit) to 86400\n", progname, optarg);
+				goto out;
+			}
+			o.time_limit_s = v;
 			break;
 		case 'C': {
 			char *comma = strchr(optarg, ',');

@@ -863,6 +863,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 		.d2h_bps = gbps[0] * 1e9, .h2d_bps = gbps[1] * 1e9,
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = o->min_bytes,
 		.allow_stall = o->allow_stall, .no_waits = o->no_waits,
+		.time_limit_s = o->time_limit_s,
 		/* what a move costs the host: given, else the trace's notes, else 0 */
 		.host_offload_s = (o->move_given ? o->move_us[0] * 1e3 :
 		    sc.move_ns[0] >= 0 ? sc.move_ns[0] : 0) / 1e9,
@@ -941,12 +942,12 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 		    (unsigned long long)(s0 + at5));
 	}
 
-	fprintf(out, "\n%10s  %10s  %3s  %5s  %11s  %8s  %10s  %10s  %10s  %6s  %12s\n",
+	fprintf(out, "\n%10s  %10s  %4s  %5s  %11s  %8s  %10s  %10s  %10s  %6s  %12s\n",
 	    "target GiB", "peak GiB", "met", "moves", "to host GiB", "back GiB", "step s", "stall s",
 	    "host s", "ratio", "least stall");
 	size_t nt = o->ntarget ? o->ntarget : sizeof fractions / sizeof fractions[0];
 	uint64_t target = 0;
-	int capped = 0;
+	int capped = 0, timed = 0;
 	for (size_t i = 0; i < nt; i++) {
 		double f = o->ntarget ? o->target[i].fraction : fractions[i];
 		target = o->ntarget && o->target[i].bytes ? o->target[i].bytes : (uint64_t)(f * (double)peak);
@@ -959,6 +960,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 			goto out;
 		}
 		capped |= pl.stall_capped;
+		timed |= pl.time_capped;
 		double before = pl.step_before_s + pl.host_idle_before_s;
 		/* the least stall of any plan for the target (the floor's) */
 		double least = fl != NULL ? plan_floor_least(p, &pp, target) : 0;
@@ -966,15 +968,19 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 			oom(&s);
 			goto out;
 		}
-		fprintf(out, "%10.2f  %10.2f  %3s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %10.6f  %6.3f  "
+		fprintf(out, "%10.2f  %10.2f  %4s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %10.6f  %6.3f  "
 		    "%12.6f\n", (double)target / GIB, (double)pl.peak / GIB,
-		    pl.met ? "yes" : pl.stall_capped ? "no*" : "no", pl.n,
+		    pl.time_capped ? (pl.met ? "yes+" : "no+") : pl.met ? "yes" :
+		    pl.stall_capped ? "no*" : "no", pl.n,
 		    (double)pl.bytes_d2h / GIB, (double)pl.bytes_h2d / GIB, pl.step_s, pl.stall_s,
 		    pl.host_idle_s, before > 0 ? pl.step_s / before : 1.0, least);
 	}
 	if (capped)
 		fprintf(out, "no*: stopped where the predicted stalls reached the iteration's own "
 		    "time; the library leaves the rest to the reactive mover\n");
+	if (timed)
+		fprintf(out, "+: the search stopped at its time limit (--time-limit, %g s), with the "
+		    "plan it had; a longer search may do better\n", o->time_limit_s);
 	if (nt > 0) {
 		/* what holds the memory where the last target's plan peaks */
 		struct plan_explain ex;

@@ -21,6 +21,7 @@ struct ebb_plan_opts {
 	uint64_t min_bytes;	/* smallest buffer that moves */
 	int allow_stall;
 	int no_waits;		/* with allow_stall: the greedy search's stalls only */
+	double time_limit_s;	/* each target's search at most (0: no limit) */
 	int moves;		/* list the moves of the last target */
 	int move_given;		/* move_us given: else the trace's plan-host-* notes, else 0 */
 	double move_us[2];	/* the host's microseconds for an offload, a restore */
