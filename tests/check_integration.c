@@ -757,6 +757,29 @@ START_TEST(plan_below_its_bound_waits)
 }
 END_TEST
 
+/* A search out of time (EBB_PLAN_SECONDS of a nanosecond, under the bound):
+ * the plan it had runs, short of its target, a warning and the trace say so,
+ * and the reactive mover keeps the job within the limit, its values intact. */
+START_TEST(plan_out_of_time)
+{
+	const char *path = tmp_file("plan");
+	struct run_result r;
+	struct trace t;
+	unsigned long long frees, peak;
+
+	run_plan("30", "EBB_LIMIT=24M EBB_PLAN_SECONDS=0.000000001", path, &r, &t);
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_le(peak, 24ULL << 20);
+	ck_assert_str_eq(note_value(&t, "plan-time-capped"), "1");
+	uint64_t target = strtoull(note_value(&t, "plan-target-bytes"), NULL, 10);
+	ck_assert_uint_gt(strtoull(note_value(&t, "plan-peak-bytes"), NULL, 10), target);
+	ck_assert_msg(strstr(r.err, "reached EBB_PLAN_SECONDS") != NULL, "no warning: %s", r.err);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /* The activations change size: the plan stops where the allocation differs,
  * the iteration is learned again and a second plan runs; values survive. */
 START_TEST(plan_departs_and_relearns)
@@ -930,6 +953,7 @@ main(void)
 	tcase_add_test(tc, offload_threads);
 	tcase_add_test(tc, plan_moves_ahead_of_use);
 	tcase_add_test(tc, plan_below_its_bound_waits);
+	tcase_add_test(tc, plan_out_of_time);
 	tcase_add_test(tc, plan_departs_and_relearns);
 	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);
