@@ -20,17 +20,22 @@
 # there (ebb plan on a trace gives the bound, the floor and each target's
 # least stall before a run). Steps: 10, of which the last 3 are measured:
 # learning, the first plan for a micro-batch, the departure at the optimizer
-# step, learning the whole step and planning it take the first seven (W1's
-# plans under its bound took 9 s at 52G and 21 s at 50G on the planning
-# thread at 1acef84: 50G is left out).
-# env: as bench/plan.sh (STEPS and WARMUP default to 10 and 7 here); OUT gets
-# one folder per pass.
+# step, learning the whole step and planning it take the first seven; W1's
+# passes run 11 and measure the last 3, as its plans under its bound take
+# longer (7.1 s at 54G, 14.2 s at 52G on the planning thread at 0c84871, 21 s
+# at 50G at 1acef84: 50G is left out).
+# env: as bench/plan.sh (STEPS and WARMUP default to 10 and 7 here, 11 and 8
+# for W1's passes); OUT gets one folder per pass.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/ebb-plan}
-export STEPS=${STEPS:-10} WARMUP=${WARMUP:-7}
+steps=${STEPS:-} warmup=${WARMUP:-}
 passes=${*:-w1-a8 w2-a8 w1-a1 w2-a1}
 for p in $passes; do
+	case $p in
+	w1-*) export STEPS=${steps:-11} WARMUP=${warmup:-8} ;;
+	*) export STEPS=${steps:-10} WARMUP=${warmup:-7} ;;
+	esac
 	case $p in
 	w1-a8) args="w1 8 ebb:56G ebb:54G ebb:52G" ;;
 	w2-a8) args="w2 8 ebb:66G ebb:64G" ;;
