@@ -16,8 +16,10 @@ the cupti-clock note) with the start of the gap:
 The largest gaps are listed with the operation after each and the plan's
 records (O plan, B prefetch, J) the host wrote between that operation and
 the one before, with the host's waits there (H records: for room, at a
-restore's gate, for an offload to land). Prints a table; --json appends one
-object per iteration.
+restore's gate, for an offload to land). With the plan's waits in the trace
+(plan-wait notes), each iteration also gets their total beside the idle time
+before the operations they precede, and a listed gap the wait planned there.
+Prints a table; --json appends one object per iteration.
 """
 import argparse
 import json
@@ -41,6 +43,7 @@ def main():
     moves = []      # (host t, record) of the plan's O/B/J records
     iters = []      # (iteration, seq)
     started = departed = None
+    pending, waits = [], {}     # the plan's waits: (position, ns) as noted; of the plan running
     offset = None   # CUPTI clock - host clock
     with open(a.trace, errors="replace") as f:
         for line in f:
@@ -63,8 +66,14 @@ def main():
             elif t == "Q" and len(p) >= 4:
                 if p[2] == "cupti-clock":
                     offset = int(p[3]) - int(p[1])
+                elif p[2] == "plan-operations":
+                    pending = []    # a new plan's notes
+                elif p[2] == "plan-wait":
+                    pos, ns = p[3].split(":")
+                    pending.append((int(pos), int(ns)))
                 elif p[2] == "plan-started":
                     started, departed = int(p[3]), None
+                    waits = dict(pending)
                 elif p[2] == "plan-departed":
                     departed = int(p[3].split(":")[0].split("=")[1])
     if started is None or offset is None:
@@ -91,7 +100,9 @@ def main():
         span = cur_e - acts[0][0]
         host_idle = dev_idle = 0
         rows = []
+        gap_at = {}
         for g, gstart, s in gaps:
+            gap_at[s] = g
             t_issue = issue[s][0] + offset if s in issue else None
             cause = "host" if t_issue is not None and t_issue > gstart else "device"
             if cause == "host":
@@ -118,18 +129,29 @@ def main():
                         "host_since_previous_op_us": round((tp[0] - t_prev) / 1e3, 1),
                         "plan_records_between": between,
                         "host_waited_us": {k: round(v / 1e3, 1) for k, v in waited.items()}})
+        for x in top:
+            w = waits.get(x["seq"] - s0)
+            if w:
+                x["planned_wait_us"] = round(w / 1e3, 1)
+        planned = sum(waits.values())
+        idle_at = sum(gap_at.get(s0 + pos, 0) for pos in waits)
         r = {"label": a.label, "first_seq": s0, "ops": s1 - s0, "gpu_span_s": span / 1e9, "gpu_busy_s": busy / 1e9,
              "idle_host_s": host_idle / 1e9, "idle_device_s": dev_idle / 1e9,
-             "gaps": len(gaps), "top": top}
+             "gaps": len(gaps), "planned_waits_s": planned / 1e9, "planned_waits": len(waits),
+             "idle_at_planned_waits_s": idle_at / 1e9, "top": top}
         out.append(r)
         print("iteration from seq %d (%d ops): GPU span %.3f s, busy %.3f s; idle %.3f s with the host "
               "behind, %.3f s waiting on the device (%d gaps)" % (s0, s1 - s0, span / 1e9, busy / 1e9,
                                                                   host_idle / 1e9, dev_idle / 1e9, len(gaps)))
+        if waits:
+            print("  the plan's waits: %.3f s at %d operations; idle before those operations %.3f s" % (
+                planned / 1e9, len(waits), idle_at / 1e9))
         for x in top:
-            print("  %9.1f us before seq %d (%s), %s; host spent %.1f us since the op before%s; %s" % (
+            print("  %9.1f us before seq %d (%s), %s; host spent %.1f us since the op before%s; %s%s" % (
                 x["gap_us"], x["seq"], x["op"], x["cause"], x["host_since_previous_op_us"],
                 "".join(", %.1f us waiting (%s)" % (v, k) for k, v in sorted(x["host_waited_us"].items())),
-                ", ".join("%d %s" % (n, w) for w, n in sorted(x["plan_records_between"].items())) or "-"))
+                ", ".join("%d %s" % (n, w) for w, n in sorted(x["plan_records_between"].items())) or "-",
+                "; the plan waits %.1f us here" % x["planned_wait_us"] if "planned_wait_us" in x else ""))
     if not out:
         print("gaps.py: no planned iteration with CUPTI times in %s" % a.trace)
     if a.json:

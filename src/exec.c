@@ -764,6 +764,12 @@ plan_recorded(pthread_mutex_t *lock)
 			waited_s += pl.waits[k].s;
 		ebb_trace_note_u64("plan-waits", pl.nwaits);
 		ebb_trace_note_u64("plan-waits-ns", (uint64_t)(waited_s * 1e9));
+		for (uint32_t k = 0; k < pl.nwaits; k++) {
+			/* where: the position in the iteration, and for how long */
+			snprintf(buf, sizeof buf, "%u:%llu", pl.waits[k].op,
+			    (unsigned long long)(pl.waits[k].s * 1e9));
+			ebb_trace_note("plan-wait", buf);
+		}
 		ebb_trace_note_u64("plan-made-ns", made_ns);
 		ebb_trace_note_u64("plan-simulations", pl.simulations);
 		ebb_trace_note_u64("plan-peak-seq", r.s0 + pl.peak_op);

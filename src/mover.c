@@ -713,9 +713,8 @@ time_both(CUdeviceptr dev, void *host, size_t bytes, double *d2h_bps, double *h2
 }
 
 /* The copy bandwidth the planner assumes: EBB_D2H_GBPS / EBB_H2D_GBPS, or
- * measured now, on an idle device, with pinned memory, each direction alone;
- * what each gets while the other copies too is measured and logged beside
- * it. */
+ * measured now, on an idle device, with pinned memory: each direction's
+ * while the other copies too, where that is less than alone. */
 static void
 measure_bandwidth(const struct ebb_conf *conf)
 {
@@ -743,7 +742,7 @@ measure_bandwidth(const struct ebb_conf *conf)
 		dev = 0;
 	}
 	void *host = dev ? hostpool_alloc(bytes) : NULL;
-	double alone[2] = { 0, 0 }, both[2] = { 0, 0 };
+	double alone[2] = { bw_d2h, bw_h2d }, both[2] = { 0, 0 };
 	if (host != NULL) {
 		if (bw_d2h <= 0)
 			alone[0] = time_copies(1, dev, host, bytes);
@@ -751,13 +750,15 @@ measure_bandwidth(const struct ebb_conf *conf)
 			alone[1] = time_copies(0, dev, host, bytes);
 		time_both(dev, host, bytes, &both[0], &both[1]);
 		hostpool_free(host, bytes);
-		/* planned at the rates alone: at the rates both at once (a2eb76e),
-		 * W2's plans at 61952M placed 0.03 to 0.07 s more waits an iteration,
-		 * and the device sat idle no less */
+		/* where plans stall both engines copy: W2's optimizer step idled
+		 * as long as its plan's waits at the rates both at once (a2eb76e:
+		 * 0.322 s before the operations the plan waits at, 0.317 s
+		 * planned), and 16% longer at the rates alone (cdd863f: 0.324
+		 * against 0.279 s) */
 		if (bw_d2h <= 0)
-			bw_d2h = alone[0];
+			bw_d2h = both[0] > 0 && both[0] < alone[0] ? both[0] : alone[0];
 		if (bw_h2d <= 0)
-			bw_h2d = alone[1];
+			bw_h2d = both[1] > 0 && both[1] < alone[1] ? both[1] : alone[1];
 	}
 	if (dev != 0) {
 		/* time_copies waited for its copies */
@@ -774,8 +775,8 @@ measure_bandwidth(const struct ebb_conf *conf)
 		    "EBB_D2H_GBPS and EBB_H2D_GBPS");
 	else
 		ebb_log(EBB_LOG_INFO, "copy bandwidth: %.1f GB/s to the host, %.1f GB/s to the device "
-		    "(both at once: %.1f and %.1f)", bw_d2h / 1e9, bw_h2d / 1e9, both[0] / 1e9,
-		    both[1] / 1e9);
+		    "(alone %.1f and %.1f, both at once %.1f and %.1f)", bw_d2h / 1e9, bw_h2d / 1e9,
+		    alone[0] / 1e9, alone[1] / 1e9, both[0] / 1e9, both[1] / 1e9);
 }
 
 int
