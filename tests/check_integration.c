@@ -745,6 +745,20 @@ below_bound(const char *env)
 		ck_assert_str_eq(note_value(&t, "plan-waited"), "0");
 	else
 		ck_assert_ptr_nonnull(note_value(&t, "plan-waited"));
+	/* each wait a note of its own, position and time, adding up (one plan) */
+	unsigned long long nw = 0, ns = 0, pos, x;
+	for (size_t i = 0; i < t.n; i++)
+		if (t.r[i].type == 'Q' && strcmp(t.r[i].f[1], "plan-wait") == 0) {
+			ck_assert_int_eq(sscanf(t.r[i].f[2], "%llu:%llu", &pos, &x), 2);
+			ck_assert_uint_lt(pos, strtoull(note_value(&t, "plan-operations"), NULL, 10));
+			ck_assert_uint_gt(x, 0);
+			nw++;
+			ns += x;
+		}
+	ck_assert_uint_eq(nw, strtoull(note_value(&t, "plan-waits"), NULL, 10));
+	unsigned long long all = strtoull(note_value(&t, "plan-waits-ns"), NULL, 10);
+	ck_assert_msg(ns <= all + nw && all <= ns + nw, "plan-wait notes add up to %llu ns, "
+	    "plan-waits-ns is %llu", ns, all);
 	trace_free(&t);
 	run_free(&r);
 	remove(path);
