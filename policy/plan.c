@@ -2271,6 +2271,38 @@ ask_cuts(const struct asks *q, uint32_t n, int64_t *cuts, int64_t *cover)
 }
 
 /*
+ * The interval greedy over q's asks from each cut of ask_cuts. With drop
+ * (the asks across the cut left out), the most of the totals: a floor. Else
+ * the least, and with x (n, zeroed) the stalls of that cut added to it.
+ * Returns the total, or -1 when out of memory.
+ */
+static double
+asks_over_cuts(const struct asks *q, uint32_t n, int drop, double *x)
+{
+	int64_t cuts[ASK_CUTS + 1], *cover = malloc((n + 1) * sizeof *cover);
+	double *fen = malloc((n + 1) * sizeof *fen), best = -1;
+	struct ask *line = malloc((q->n + 1) * sizeof *line);
+
+	if (cover != NULL && fen != NULL && line != NULL) {
+		uint32_t nc = ask_cuts(q, n, cuts, cover), at = 0;
+		best = drop ? 0 : INFINITY;
+		for (uint32_t c = 0; c < nc; c++) {
+			double v = asks_greedy(q, n, cuts[c], drop, line, fen, NULL);
+			if (drop ? v > best : v < best) {
+				best = v;
+				at = c;
+			}
+		}
+		if (!drop && x != NULL)
+			best = asks_greedy(q, n, cuts[at], 0, line, fen, x);
+	}
+	free(cover);
+	free(fen);
+	free(line);
+	return best;
+}
+
+/*
  * Add to pad the waits that a peak of P needs by the floor fl (of the
  * iteration so padded): every operation of fl over P asks for stalls in its
  * windows (floor_asks); the fewest seconds that meet every ask, by the
@@ -2286,41 +2318,17 @@ add_waits(const struct prof *p, const struct plan_floor *fl, const struct plan_p
 	uint32_t n = p->nops;
 	struct asks q = { 0 };
 	double added = -1, slow = pp->d2h_bps < pp->h2d_bps ? pp->d2h_bps : pp->h2d_bps;
-	int64_t cuts[ASK_CUTS + 1], *cover = malloc((n + 1) * sizeof *cover);
-	double *fen = malloc((n + 1) * sizeof *fen), *x = malloc(n * sizeof *x);
-	struct ask *line = NULL;
-	int r = fen != NULL && cover != NULL && x != NULL ?
-	    collect_asks(p, fl, pp, P, excess, slow, &q) : -1;
+	double *x = calloc(n ? n : 1, sizeof *x);
+	int r = x != NULL ? collect_asks(p, fl, pp, P, excess, slow, &q) : -1;
 
-	if (r != 0) {
+	if (r != 0)
 		added = r > 0 ? INFINITY : -1;
-		goto out;
-	}
-	added = 0;
-	if (q.n == 0)
-		goto out;
-	if ((line = malloc(q.n * sizeof *line)) == NULL) {
-		added = -1;
-		goto out;
-	}
-	uint32_t nc = ask_cuts(&q, n, cuts, cover), best = 0;
-	double least = INFINITY;
-	for (uint32_t c = 0; c < nc; c++) {
-		double v = asks_greedy(&q, n, cuts[c], 0, line, fen, NULL);
-		if (v < least) {
-			least = v;
-			best = c;
-		}
-	}
-	memset(x, 0, n * sizeof *x);
-	added = asks_greedy(&q, n, cuts[best], 0, line, fen, x);
-	for (uint32_t i = 0; i < n; i++)
-		pad[i] += x[i];
-out:
+	else if (q.n == 0)
+		added = 0;
+	else if ((added = asks_over_cuts(&q, n, 0, x)) >= 0)
+		for (uint32_t i = 0; i < n; i++)
+			pad[i] += x[i];
 	free(q.a);
-	free(line);
-	free(fen);
-	free(cover);
 	free(x);
 	return added;
 }
@@ -2328,44 +2336,22 @@ out:
 double
 plan_floor_least(const struct prof *p, const struct plan_params *pp, uint64_t peak)
 {
-	uint32_t n = p->nops;
 	struct asks q = { 0 };
-	struct ask *line = NULL;
-	int64_t cuts[ASK_CUTS + 1], *cover = NULL;
-	double *fen = NULL, best = -1;
+	double best = -1;
 	struct plan_floor *fl = floor_new(p, pp, NULL, PROF_NONE, (double)peak);
 
 	if (fl == NULL)
 		return -1;
-	if ((double)peak >= fl->nostall || n == 0) {
+	if ((double)peak >= fl->nostall || p->nops == 0) {
 		best = 0;
-		goto out;
+	} else {
+		double fast = pp->d2h_bps > pp->h2d_bps ? pp->d2h_bps : pp->h2d_bps;
+		int r = collect_asks(p, fl, pp, (double)peak, 0, fast, &q);
+		/* on a line, the asks that do not hold the cut: never more than
+		 * the least for all; the most of those over the cuts */
+		best = r > 0 ? INFINITY : r < 0 ? -1 : asks_over_cuts(&q, p->nops, 1, NULL);
 	}
-	double fast = pp->d2h_bps > pp->h2d_bps ? pp->d2h_bps : pp->h2d_bps;
-	int r = collect_asks(p, fl, pp, (double)peak, 0, fast, &q);
-	if (r != 0) {
-		best = r > 0 ? INFINITY : -1;
-		goto out;
-	}
-	fen = malloc((n + 1) * sizeof *fen);
-	cover = malloc((n + 1) * sizeof *cover);
-	line = malloc((q.n + 1) * sizeof *line);
-	if (fen == NULL || cover == NULL || line == NULL)
-		goto out;
-	/* on a line, the asks that do not hold the cut: never more than the
-	 * least for all; the most of those over the cuts */
-	best = 0;
-	uint32_t nc = ask_cuts(&q, n, cuts, cover);
-	for (uint32_t c = 0; c < nc; c++) {
-		double v = asks_greedy(&q, n, cuts[c], 1, line, fen, NULL);
-		if (v > best)
-			best = v;
-	}
-out:
 	free(q.a);
-	free(line);
-	free(fen);
-	free(cover);
 	plan_floor_free(fl);
 	return best;
 }
