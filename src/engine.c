@@ -277,6 +277,35 @@ recycle_buf(struct ebb_buf *b)
 	buf_put(b);
 }
 
+/*
+ * Clear the stack below the caller's frame, where ebb's moves have just run.
+ * A launch's parameters are read as 8-byte words (kparam.c), and a parameter
+ * struct with room it does not fill carries whatever the job's stack held
+ * there: torch's cat passes 64 input slots and sets a few, and a cuBLAS GEMM
+ * that does not read C (beta zero) passes a C pointer all the same. After a
+ * move, that was the moved buffer's address (the driver's frames under the
+ * copy and the mapping hold it), and the next such launch read as a use of
+ * it: on W2 four cat launches an iteration each waited 13 to 14 ms for a copy
+ * back that the plan had issued for a later operation. Every hook that moved
+ * a buffer (the plan's moves, a restore on use, an eviction for room) clears
+ * 16 KiB, the driver's frames included, on its way out: about 0.5 us.
+ */
+static __attribute__((noinline)) void
+scrub_stack(void)
+{
+	unsigned char pad[16384];
+
+	explicit_bzero(pad, sizeof pad);
+}
+
+/* On a hook's way out: clear the stack if this thread moved a buffer. */
+static inline void
+scrub_if_moved(int moved)
+{
+	if ((mover_moved_here() | moved) != 0)
+		scrub_stack();
+}
+
 CUresult
 ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread,
     enum ebb_alloc_kind kind)
@@ -301,12 +330,14 @@ ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread
 	if (r != CUDA_SUCCESS) {
 		buf_put(b);
 		pthread_mutex_unlock(&engine_lock);
+		scrub_if_moved(0);
 		return r == MOVER_DECLINE ? EBB_NOT_SERVED : r;
 	}
 	drop_stale(*dptr, size, now);
 	record_alloc(b, *dptr, size, s ? s : stream_of(NULL, 0), kind, site, now);
 	exec_alloc(b, seq_counter + 1);
 	pthread_mutex_unlock(&engine_lock);
+	scrub_if_moved(0);
 	return CUDA_SUCCESS;
 }
 
@@ -393,6 +424,8 @@ ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 	if (!kept)
 		buf_put(b);
 	pthread_mutex_unlock(&engine_lock);
+	if (served)
+		scrub_if_moved(0);
 	return served;
 }
 
@@ -794,29 +827,13 @@ ebb_engine_op_begin(struct ebb_op *op)
 	cupti_act(action);
 	if (plan_due)
 		plan_now();
+	if (offload)
+		scrub_if_moved(0);
 	if (err == CUDA_SUCCESS && timed && op->kind != EBB_OP_NCCL && ebb_cupti_attached()) {
 		ebb_cupti_push(op->seq);
 		op->timed = 1;
 	}
 	return err;
-}
-
-/*
- * Clear the stack below the caller's frame, where ebb's moves have just run.
- * A launch's parameters are read as 8-byte words (kparam.c), and a parameter
- * struct with room it does not fill carries whatever the job's stack held
- * there: torch's cat passes 64 input slots and sets a few. After a move, that
- * was the moved buffer's address, and the next such launch read as a use of
- * it: on W2 four launches an iteration each waited 13 to 14 ms for a copy back
- * that the plan had issued for a later operation. The driver's frames under
- * the copy are cleared too (hence 16 KiB).
- */
-static __attribute__((noinline)) void
-scrub_stack(void)
-{
-	unsigned char pad[16384];
-
-	explicit_bzero(pad, sizeof pad);
 }
 
 void
@@ -835,8 +852,8 @@ ebb_engine_op_end(struct ebb_op *op, int error)
 			moved = exec_after_op(op->seq, op->tracker);
 		pthread_mutex_unlock(&engine_lock);
 	}
-	if (moved)
-		scrub_stack();
+	if (conf->mode == EBB_MODE_OFFLOAD)
+		scrub_if_moved(moved);
 	if (error != 0 && ebb_trace_on()) {
 		ebb_line_begin(&l, 'X');
 		ebb_line_u64(&l, op->seq);
@@ -868,8 +885,8 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 	int moved = exec_after_op(seq, NULL);
 	int plan_due = exec_plan_due();
 	pthread_mutex_unlock(&engine_lock);
-	if (moved)
-		scrub_stack();
+	if (conf->mode == EBB_MODE_OFFLOAD)
+		scrub_if_moved(moved);
 	cupti_act(action);
 	if (plan_due)
 		plan_now();

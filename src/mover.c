@@ -1103,12 +1103,25 @@ wait_stream(struct ebb_stream *s, void *p)
 		w->r = streams_wait(s, streams_last(s), d2h);
 }
 
+/* This thread issued a move since mover_moved_here last asked. */
+static _Thread_local int moved_here;
+
+int
+mover_moved_here(void)
+{
+	int m = moved_here;
+
+	moved_here = 0;
+	return m;
+}
+
 /* Copy b to the host behind its uses; the worker releases its memory once
  * the copy is done. Returns 1 when issued. */
 static int
 offload(struct ebb_buf *b, uint64_t seq, const char *why)
 {
 	uint64_t t0 = ebb_now_ns(), pin0 = hostpool_pin_ns();
+	moved_here = 1;
 	void *host = hostpool_alloc(b->size);
 	if (host == NULL)
 		return 0;
@@ -1175,6 +1188,7 @@ copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uin
     CUevent pre, uint64_t seq, const char *why)
 {
 	uint64_t t0 = ebb_now_ns();
+	moved_here = 1;
 	CUresult r = vmm_map(b->addr, h);
 	if (r != CUDA_SUCCESS) {
 		vmm_pool_put(h);
