@@ -900,6 +900,24 @@ START_TEST(offload_create_fails)
 }
 END_TEST
 
+/* Memory freed in one size makes room for a restore of another: the restore
+ * releases it rather than sending a buffer of its own size to the host to
+ * take that buffer's memory (only the first eviction is made). */
+START_TEST(offload_room_of_another_size)
+{
+	char *argv[] = { workload_path(0), "sizes", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=12M", "EBB_VERBOSE=1",
+		"FAKECUDA_COPY_DELAY_US=20000", NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, NULL, &r);
+	expect_ok(&r);
+	ck_assert_msg(strstr(r.err, "offload: 1 buffers to the host (4.0 MiB), 1 back") != NULL,
+	    "%s", r.err);
+	run_free(&r);
+}
+END_TEST
+
 /* The other scenarios still run right with the mover serving their memory. */
 START_TEST(offload_other_scenarios)
 {
@@ -973,6 +991,7 @@ main(void)
 	tcase_add_test(tc, offload_larger_than_limit);
 	tcase_add_test(tc, offload_host_exhausted);
 	tcase_add_test(tc, offload_create_fails);
+	tcase_add_test(tc, offload_room_of_another_size);
 	tcase_add_test(tc, offload_other_scenarios);
 	tcase_add_test(tc, ebb_run_limit);
 	suite_add_tcase(s, tc);

@@ -12,6 +12,7 @@
  * Scenarios: basic, loop N, threads N, fork, capture, nccl, unresolved,
  * offload N (random buffers, streams and operations, every result checked;
  * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
+ * sizes (memory freed in one size makes room for a buffer of another),
  * train N and plan N (training loops in miniature, every result checked).
  * Prints "ok" and exits 0 when the data it computed is right.
  */
@@ -525,6 +526,36 @@ scenario_offload(int rounds)
 	return 0;
 }
 
+/*
+ * Memory held idle in one size makes room for a buffer of another: under a
+ * 12 MiB limit, p (8 MiB) and q (4 MiB); s (4 MiB) sends q to the host;
+ * then p is freed and q is used again. q's copy back takes p's memory
+ * (released, a new handle made), without sending s to the host to reuse its
+ * 4 MiB handle.
+ */
+static int
+scenario_sizes(void)
+{
+	const size_t big = (size_t)8 << 20, small = (size_t)4 << 20;
+	CUdeviceptr p, q, s;
+
+	CK(cu.MemAlloc(&p, big));
+	CK(cu.MemAlloc(&q, small));
+	fill_bytes(p, 1, big, 0);
+	fill_bytes(q, 2, small, 0);
+	CK(cu.CtxSynchronize());
+	CK(cu.MemAlloc(&s, small));	/* over the limit: q goes to the host */
+	fill_bytes(s, 3, small, 0);
+	CK(cu.CtxSynchronize());
+	CK(cu.MemFree(p));
+	check_bytes(q, 2, small, 0, "q", 0);
+	check_bytes(s, 3, small, 0, "s", 0);
+	CK(cu.MemFree(q));
+	CK(cu.MemFree(s));
+	CK(cu.CtxSynchronize());
+	return 0;
+}
+
 struct offload_arg {
 	int rounds;
 	unsigned seed;
@@ -804,6 +835,8 @@ main(int argc, char **argv)
 		r = scenario_train(arg > 0 ? arg : 20);
 	else if (strcmp(what, "toobig") == 0)
 		r = scenario_toobig();
+	else if (strcmp(what, "sizes") == 0)
+		r = scenario_sizes();
 #ifndef WORKLOAD_LINKED
 	else if (strcmp(what, "nccl") == 0)
 		r = scenario_nccl();
