@@ -203,7 +203,7 @@ mover_pin(struct ebb_buf *b)
 	lru_remove(b);
 }
 
-/* ---- the worker ---- */
+/* ---- the workers ---- */
 
 enum work_kind { W_OFFLOADED, W_RESTORED };
 
@@ -219,11 +219,22 @@ struct work {
 	struct work *next;
 };
 
-static struct work *work_head, *work_tail;
-static pthread_cond_t work_cond = PTHREAD_COND_INITIALIZER;	/* work queued, capture ended */
+/*
+ * One queue and one worker a direction: the copies of a stream finish in
+ * order, and an offload's memory is released as soon as its copy lands, not
+ * after a restore queued before it (whose copy may wait for the device to
+ * reach its operation).
+ */
+static struct wqueue {
+	struct work *head, *tail;
+	pthread_cond_t cond;	/* work queued, capture ended, stopping */
+	pthread_t thread;
+} queues[2] = {
+	[W_OFFLOADED] = { .cond = PTHREAD_COND_INITIALIZER },
+	[W_RESTORED] = { .cond = PTHREAD_COND_INITIALIZER },
+};
 static pthread_cond_t room_cond = PTHREAD_COND_INITIALIZER;	/* memory was released */
-static pthread_t worker;
-static int worker_started, stopping;
+static int workers_started, stopping;
 static uint64_t inflight;	/* offload copies not yet retired */
 
 /* The host waited since t0 (for what, serving operation seq, 0 for an
@@ -245,7 +256,7 @@ host_waited(uint64_t *ns, uint64_t t0, const char *what, uint64_t seq)
 	ebb_line_end(&l);
 }
 
-/* Wait for the worker to release memory; the time goes to *ns and an H record. */
+/* Wait for a worker to release memory; the time goes to *ns and an H record. */
 static void
 wait_room(uint64_t *ns, const char *what, uint64_t seq)
 {
@@ -257,13 +268,15 @@ wait_room(uint64_t *ns, const char *what, uint64_t seq)
 static void
 enqueue(struct work *w)
 {
+	struct wqueue *q = &queues[w->kind];
+
 	w->next = NULL;
-	if (work_tail)
-		work_tail->next = w;
+	if (q->tail)
+		q->tail->next = w;
 	else
-		work_head = w;
-	work_tail = w;
-	pthread_cond_signal(&work_cond);
+		q->head = w;
+	q->tail = w;
+	pthread_cond_signal(&q->cond);
 }
 
 /* What a finished copy allows: free the device memory or the host copy. */
@@ -329,29 +342,31 @@ retire(struct work *w)
 	pthread_cond_broadcast(&room_cond);
 }
 
-/* The worker: waits for copies to finish (never holding the engine mutex
- * while it waits) and retires them. */
+/* A worker: waits for its direction's copies to finish (never holding the
+ * engine mutex while it waits) and retires them. */
 static void *
 worker_main(void *arg)
 {
-	(void)arg;
+	struct wqueue *q = arg;
+
 	ebb_inside = 1;
 	ebb_real.cuCtxSetCurrent(ctx);
 	pthread_mutex_lock(lock);
 	for (;;) {
-		while (!stopping && (work_head == NULL || capturing))
-			pthread_cond_wait(&work_cond, lock);
-		if (stopping && (work_head == NULL || capturing))
+		while (!stopping && (q->head == NULL || capturing))
+			pthread_cond_wait(&q->cond, lock);
+		if (stopping && (q->head == NULL || capturing))
 			break;
-		struct work *w = work_head;
-		work_head = w->next;
-		if (work_head == NULL)
-			work_tail = NULL;
+		/* it stays queued, in flight to inflight_sized, until retired */
+		struct work *w = q->head;
 		pthread_mutex_unlock(lock);
 		ebb_real.cuEventSynchronize(w->ev);
 		if (w->pre != NULL)
 			ebb_real.cuEventSynchronize(w->pre);
 		pthread_mutex_lock(lock);
+		q->head = w->next;	/* only this worker takes from q */
+		if (q->head == NULL)
+			q->tail = NULL;
 		retire(w);
 	}
 	pthread_mutex_unlock(lock);
@@ -506,8 +521,8 @@ evict_one(uint64_t seq, size_t rsize)
 static int
 inflight_sized(size_t rsize)
 {
-	for (struct work *w = work_head; w != NULL; w = w->next)
-		if (w->kind == W_OFFLOADED && w->b->rsize == rsize && w->b->state == EBB_OFFLOADING)
+	for (struct work *w = queues[W_OFFLOADED].head; w != NULL; w = w->next)
+		if (w->b->rsize == rsize && w->b->state == EBB_OFFLOADING)
 			return 1;
 	return 0;
 }
@@ -588,7 +603,7 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 		int plan = planned || no_evict;
 		if (!plan && !capturing && evict_one(seq, rsize))
 			continue;
-		if (inflight > 0 && !capturing) {	/* the worker is paused while capturing */
+		if (inflight > 0 && !capturing) {	/* the workers pause while capturing */
 			wait_room(&st.wait_room_ns, "room", seq);
 			device_full = 0;
 			continue;
@@ -818,17 +833,20 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 	ebb_cupti_ignore_stream(ctx, d2h);
 	ebb_cupti_ignore_stream(ctx, h2d);
 	measure_bandwidth(conf);
-	int e = pthread_create(&worker, NULL, worker_main, NULL);
-	if (e != 0) {
-		ebb_log(EBB_LOG_WARN, "cannot start ebb's worker thread (%s); ebb moves nothing",
-		    strerror(e));
-		init_failed = 1;
-		return -1;
+	for (int k = 0; k < 2; k++) {
+		int e = pthread_create(&queues[k].thread, NULL, worker_main, &queues[k]);
+		if (e != 0) {
+			ebb_log(EBB_LOG_WARN, "cannot start ebb's worker threads (%s); ebb moves "
+			    "nothing", strerror(e));
+			/* the one started waits for work that never comes */
+			init_failed = 1;
+			return -1;
+		}
 	}
-	worker_started = 1;
+	workers_started = 1;
 	on = 1;
 	/* Registered after libcudart's own exit handler (it registers when the job
-	 * first calls it), so ebb stops its worker and writes its summary while
+	 * first calls it), so ebb stops its workers and writes its summary while
 	 * the context still exists. */
 	atexit(ebb_engine_shutdown);
 	ebb_log(EBB_LOG_NOTE, "offloading: EBB_LIMIT=%llu bytes of %zu on device %d, buffers of "
@@ -849,7 +867,8 @@ mover_capture(int active)
 	capturing = active;
 	streams_set_capturing(active);
 	if (!active && lock != NULL)
-		pthread_cond_signal(&work_cond);
+		for (int k = 0; k < 2; k++)
+			pthread_cond_signal(&queues[k].cond);
 }
 
 void
@@ -1404,20 +1423,23 @@ mover_stats(struct mover_stats *out)
 void
 mover_shutdown(void)
 {
-	if (!worker_started)
+	if (!workers_started)
 		return;
 	stopping = 1;
-	pthread_cond_signal(&work_cond);
+	for (int k = 0; k < 2; k++)
+		pthread_cond_signal(&queues[k].cond);
 	pthread_mutex_unlock(lock);
-	/* The copies it waits for finish on their own; do not hang an exit on a
+	/* The copies they wait for finish on their own; do not hang an exit on a
 	 * device that stopped answering. */
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 5;
-	if (pthread_timedjoin_np(worker, NULL, &until) != 0)
-		ebb_log(EBB_LOG_WARN, "ebb's worker did not stop within 5 s at exit");
+	for (int k = 0; k < 2; k++)
+		if (pthread_timedjoin_np(queues[k].thread, NULL, &until) != 0)
+			ebb_log(EBB_LOG_WARN, "ebb's %s worker did not stop within 5 s at exit",
+			    k == W_OFFLOADED ? "offload" : "restore");
 	pthread_mutex_lock(lock);
-	worker_started = 0;
+	workers_started = 0;
 }
 
 /* The entry points' host time, while an iteration is recorded (exec.c): off

@@ -9,7 +9,7 @@
  *   that used it is done (an event, or stream order on the same stream),
  *   and the driver's cuMemFree is never called.
  * - Offload: a D2H copy on ebb's own stream, ordered after every use of the
- *   buffer, then, once the copy is done, the worker thread unmaps the handle
+ *   buffer, then, once the copy is done, the offload worker unmaps the handle
  *   and pools it (invariant 2 of design.md). The range stays reserved, so
  *   the job's pointer stays valid.
  * - Restore: a pooled (or new) handle mapped at the same address, an H2D
@@ -22,7 +22,7 @@
  *   would.
  *
  * Every function runs with the engine mutex held; the mover releases it
- * only while it waits for the worker to free memory.
+ * only while it waits for a worker to free memory.
  */
 #ifndef EBB_MOVER_H
 #define EBB_MOVER_H
@@ -180,7 +180,7 @@ void mover_time_self(int on);
  * so far in the process; 0 where none was made. */
 void mover_move_costs(double *offload_s, double *restore_s);
 
-/* Stop the worker (at exit). */
+/* Stop the workers (at exit). */
 void mover_shutdown(void);
 
 #endif

@@ -918,6 +918,43 @@ START_TEST(offload_room_of_another_size)
 }
 END_TEST
 
+/* An offload's memory is released when its copy lands, not after restores
+ * queued before it (each copy takes 300 ms: the allocation that sent d to
+ * the host waits for d's copy alone, not also for b's behind a's). */
+START_TEST(offload_lands_past_restores)
+{
+	const char *path = tmp_file("queues");
+	char *argv[] = { workload_path(0), "queues", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=16M",
+		"FAKECUDA_COPY_DELAY_US=300000", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	/* buffers a, b, d, e, f, g, c are 1 to 7: the waits for c's room are the
+	 * H records after d's offload (O, buffer 3) up to c's A record */
+	uint64_t waited = 0;
+	int after_d = 0, seen_c = 0;
+	for (size_t i = 0; i < t.n && !seen_c; i++) {
+		const struct rec *x = &t.r[i];
+		if (x->type == 'O' && num(x, 2) == 3)
+			after_d = 1;
+		else if (x->type == 'H' && after_d)
+			waited += num(x, 2);
+		else if (x->type == 'A' && num(x, 1) == 7)
+			seen_c = 1;
+	}
+	ck_assert(after_d && seen_c);
+	ck_assert_msg(waited >= 250000000ULL && waited < 450000000ULL,
+	    "waited %llu ns for d's copy", (unsigned long long)waited);
+	trace_free(&t);
+	remove(path);
+	run_free(&r);
+}
+END_TEST
+
 /* The other scenarios still run right with the mover serving their memory. */
 START_TEST(offload_other_scenarios)
 {
@@ -992,6 +1029,7 @@ main(void)
 	tcase_add_test(tc, offload_host_exhausted);
 	tcase_add_test(tc, offload_create_fails);
 	tcase_add_test(tc, offload_room_of_another_size);
+	tcase_add_test(tc, offload_lands_past_restores);
 	tcase_add_test(tc, offload_other_scenarios);
 	tcase_add_test(tc, ebb_run_limit);
 	suite_add_tcase(s, tc);

@@ -13,6 +13,7 @@
  * offload N (random buffers, streams and operations, every result checked;
  * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
  * sizes (memory freed in one size makes room for a buffer of another),
+ * queues (an offload lands while restores queued before it still copy),
  * train N and plan N (training loops in miniature, every result checked).
  * Prints "ok" and exits 0 when the data it computed is right.
  */
@@ -556,6 +557,51 @@ scenario_sizes(void)
 	return 0;
 }
 
+/*
+ * An offload lands while restores queued before it still copy: under a
+ * 16 MiB limit, a, b, d, e (4 MiB each); f and g send a and b to the host
+ * and are freed; a and b come back on use, their copies queued one behind
+ * the other; then c sends d to the host. Its memory is for c once d's copy
+ * has landed, not once b's has too (the test checks the host's wait).
+ */
+static int
+scenario_queues(void)
+{
+	const size_t n = (size_t)4 << 20;
+	CUdeviceptr a, b, c, d, e, f, g;
+
+	CK(cu.MemAlloc(&a, n));
+	CK(cu.MemAlloc(&b, n));
+	CK(cu.MemAlloc(&d, n));
+	CK(cu.MemAlloc(&e, n));
+	fill_bytes(a, 1, n, 0);
+	fill_bytes(b, 2, n, 0);
+	fill_bytes(d, 4, n, 0);
+	fill_bytes(e, 5, n, 0);
+	CK(cu.CtxSynchronize());
+	CK(cu.MemAlloc(&f, n));	/* a goes to the host */
+	CK(cu.MemAlloc(&g, n));	/* b goes to the host */
+	CK(cu.CtxSynchronize());
+	CK(cu.MemFree(f));
+	CK(cu.MemFree(g));
+	launch_copy(a, a, n, 0);	/* uses: a and b come back, one copy behind the other */
+	launch_copy(b, b, n, 0);
+	CK(cu.MemAlloc(&c, n));	/* d goes to the host */
+	fill_bytes(c, 3, n, 0);
+	check_bytes(a, 1, n, 0, "a", 0);
+	check_bytes(b, 2, n, 0, "b", 0);
+	check_bytes(c, 3, n, 0, "c", 0);
+	check_bytes(d, 4, n, 0, "d", 0);
+	check_bytes(e, 5, n, 0, "e", 0);
+	CK(cu.MemFree(a));
+	CK(cu.MemFree(b));
+	CK(cu.MemFree(c));
+	CK(cu.MemFree(d));
+	CK(cu.MemFree(e));
+	CK(cu.CtxSynchronize());
+	return 0;
+}
+
 struct offload_arg {
 	int rounds;
 	unsigned seed;
@@ -837,6 +883,8 @@ main(int argc, char **argv)
 		r = scenario_toobig();
 	else if (strcmp(what, "sizes") == 0)
 		r = scenario_sizes();
+	else if (strcmp(what, "queues") == 0)
+		r = scenario_queues();
 #ifndef WORKLOAD_LINKED
 	else if (strcmp(what, "nccl") == 0)
 		r = scenario_nccl();
