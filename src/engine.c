@@ -24,6 +24,7 @@
 #include "plan.h"
 #include "streams.h"
 #include "trace.h"
+#include "vmm.h"
 #include "trace_format.h"
 #include "tracer.h"
 
@@ -1008,6 +1009,8 @@ ebb_engine_shutdown(void)
 	mover_shutdown();
 	mover_stats(&ms);
 	exec_stats(&xs);
+	struct vmm_stats vs;
+	vmm_stats(&vs);
 	pthread_mutex_unlock(&engine_lock);
 	if (ebb_trace_on()) {
 		summary_record("launches", st.launches);
@@ -1047,6 +1050,17 @@ ebb_engine_shutdown(void)
 			summary_record("host-wait-room-ns", ms.wait_room_ns);
 			summary_record("host-wait-gate-ns", ms.wait_gate_ns);
 			summary_record("host-wait-landing-ns", ms.wait_landing_ns);
+			static const char *const vmm_names[VMM_NCALLS] = {
+				[VMM_CREATE] = "create", [VMM_RELEASE] = "release",
+				[VMM_RESERVE] = "reserve", [VMM_MAP] = "map", [VMM_UNMAP] = "unmap",
+			};
+			for (int c = 0; c < VMM_NCALLS; c++) {
+				char key[32];
+				snprintf(key, sizeof key, "vmm-%s-calls", vmm_names[c]);
+				summary_record(key, vs.calls[c]);
+				snprintf(key, sizeof key, "vmm-%s-ns", vmm_names[c]);
+				summary_record(key, vs.ns[c]);
+			}
 		}
 	}
 	ebb_trace_close();

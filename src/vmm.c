@@ -8,6 +8,7 @@
 
 #include "interpose.h"
 #include "log.h"
+#include "trace.h"
 #include "vmm.h"
 
 static CUdevice device;
@@ -22,6 +23,21 @@ struct range {
 	struct range *next;
 };
 static struct range *free_ranges;
+
+static struct vmm_stats vst;
+
+static void
+count(enum vmm_call c, uint64_t t0)
+{
+	vst.calls[c]++;
+	vst.ns[c] += ebb_now_ns() - t0;
+}
+
+void
+vmm_stats(struct vmm_stats *out)
+{
+	*out = vst;
+}
 
 static CUmemAllocationProp
 prop_of(void)
@@ -81,7 +97,10 @@ vmm_reserve(size_t rsize, CUdeviceptr *va)
 			free(x);
 			return CUDA_SUCCESS;
 		}
-	return ebb_real.cuMemAddressReserve(va, rsize, gran, 0, 0);
+	uint64_t t0 = ebb_now_ns();
+	CUresult r = ebb_real.cuMemAddressReserve(va, rsize, gran, 0, 0);
+	count(VMM_RESERVE, t0);
+	return r;
 }
 
 void
@@ -138,7 +157,9 @@ vmm_create(size_t rsize, struct vmm_handle **out)
 	if (h == NULL)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	CUmemAllocationProp p = prop_of();
+	uint64_t t0 = ebb_now_ns();
 	CUresult r = ebb_real.cuMemCreate(&h->h, rsize, &p, 0);
+	count(VMM_CREATE, t0);
 	if (r != CUDA_SUCCESS) {
 		free(h);
 		return r;
@@ -152,7 +173,9 @@ vmm_create(size_t rsize, struct vmm_handle **out)
 void
 vmm_release(struct vmm_handle *h)
 {
+	uint64_t t0 = ebb_now_ns();
 	ebb_real.cuMemRelease(h->h);
+	count(VMM_RELEASE, t0);
 	held -= h->size;
 	free(h);
 }
@@ -160,6 +183,7 @@ vmm_release(struct vmm_handle *h)
 CUresult
 vmm_map(CUdeviceptr va, struct vmm_handle *h)
 {
+	uint64_t t0 = ebb_now_ns();
 	CUresult r = ebb_real.cuMemMap(va, h->size, 0, h->h, 0);
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -171,13 +195,17 @@ vmm_map(CUdeviceptr va, struct vmm_handle *h)
 	r = ebb_real.cuMemSetAccess(va, h->size, &a, 1);
 	if (r != CUDA_SUCCESS)
 		ebb_real.cuMemUnmap(va, h->size);
+	count(VMM_MAP, t0);
 	return r;
 }
 
 CUresult
 vmm_unmap(CUdeviceptr va, size_t rsize)
 {
-	return ebb_real.cuMemUnmap(va, rsize);
+	uint64_t t0 = ebb_now_ns();
+	CUresult r = ebb_real.cuMemUnmap(va, rsize);
+	count(VMM_UNMAP, t0);
+	return r;
 }
 
 uint64_t

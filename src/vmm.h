@@ -60,4 +60,13 @@ CUresult vmm_unmap(CUdeviceptr va, size_t rsize);
 /* Bytes of physical memory ebb holds in handles (mapped or pooled). */
 uint64_t vmm_held(void);
 
+/* The driver calls of ebb's virtual memory so far, and the host's time in
+ * them (the Z records vmm-*: ebb-trace(5)). */
+enum vmm_call { VMM_CREATE, VMM_RELEASE, VMM_RESERVE, VMM_MAP, VMM_UNMAP, VMM_NCALLS };
+struct vmm_stats {
+	uint64_t calls[VMM_NCALLS];
+	uint64_t ns[VMM_NCALLS];
+};
+void vmm_stats(struct vmm_stats *out);
+
 #endif

@@ -676,6 +676,13 @@ START_TEST(plan_moves_ahead_of_use)
 			ck_abort_msg("H record of kind %s", h->f[3]);
 	}
 	ck_assert_uint_eq(room, summary(&t, "host-wait-room-ns"));
+	/* the driver's virtual memory calls are counted and timed */
+	ck_assert_uint_ge(summary(&t, "vmm-create-calls"), summary(&t, "handles-created"));
+	ck_assert_uint_ge(summary(&t, "vmm-map-calls"), summary(&t, "restores"));
+	ck_assert_uint_ge(summary(&t, "vmm-unmap-calls") + summary(&t, "restores-cancelled"),
+	    summary(&t, "offloads"));
+	ck_assert_uint_gt(summary(&t, "vmm-map-ns"), 0);
+	ck_assert_uint_gt(summary(&t, "vmm-unmap-ns"), 0);
 	ck_assert_uint_eq(gate, summary(&t, "host-wait-gate-ns"));
 	ck_assert_uint_eq(landing, summary(&t, "host-wait-landing-ns"));
 	ck_assert_uint_gt(room + gate, 0);
