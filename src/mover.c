@@ -117,6 +117,23 @@ tag_wait(const struct ebb_tag *t, CUstream waiter)
 	return tag_apply(t, TAG_WAIT, waiter);
 }
 
+/*
+ * Record a marker where each stream of t now is, unless one covers t there
+ * already (streams.c marks every 32 operations): a wait for t then ends
+ * when the device passes that point, near the freed memory's last use, and
+ * not at a marker recorded only when the wait begins, where the host then
+ * is (the device then runs dry while the host maps the memory).
+ */
+static void
+tag_mark(const struct ebb_tag *t)
+{
+	if (t->all)
+		return;
+	for (uint8_t i = 0; i < t->n; i++)
+		if (streams_marker(t->s[i], t->seq[i]) == NULL && !streams_done(t->s[i], t->seq[i]))
+			streams_mark_now(t->s[i]);
+}
+
 /* Block until t is done. Returns 0 or a CUresult. */
 static CUresult
 tag_sync(const struct ebb_tag *t)
@@ -424,29 +441,41 @@ struct block {
 };
 static struct block *blocks;
 
-/* Unmap a freed block of rsize bytes (any size when 0) whose tag is done, or
- * after waiting for it when wait, and pool its handle. Returns 1 when one
- * was reclaimed. */
+/* Unmap a freed block of rsize bytes (any size when 0) whose tag is done,
+ * or, when wait, after waiting for the oldest one's, and pool its handle.
+ * Returns 1 when one was reclaimed. */
 static int
 reclaim_block(int wait, size_t rsize)
 {
-	for (struct block **p = &blocks; *p != NULL; p = &(*p)->next) {
-		struct block *k = *p;
-		if (rsize != 0 && k->h->size != rsize)
+	struct block **oldest = NULL, **p;
+
+	for (p = &blocks; *p != NULL; p = &(*p)->next) {
+		if (rsize != 0 && (*p)->h->size != rsize)
 			continue;
-		if (!tag_done(&k->tag)) {
-			/* waits holding the engine mutex: the work it waits for needs no lock */
-			if (!wait || capturing || tag_sync(&k->tag) != CUDA_SUCCESS)
-				continue;
-		}
-		*p = k->next;
-		vmm_unmap(k->va, k->h->size);
-		vmm_unreserve(k->va, k->h->size);
-		vmm_pool_put(k->h);
-		free(k);
-		return 1;
+		if (tag_done(&(*p)->tag))
+			break;
+		oldest = p;	/* the list runs from the newest free */
 	}
-	return 0;
+	if (*p == NULL) {
+		/*
+		 * None is done: wait for the oldest, which the device passes
+		 * first. The newest is often the job's last free, right before
+		 * the allocation that waits: waiting for it let the device run
+		 * dry while the host then mapped the memory (2 ms a time on W2).
+		 * The wait holds the engine mutex: the work it waits for needs
+		 * no lock.
+		 */
+		if (!wait || oldest == NULL || capturing || tag_sync(&(*oldest)->tag) != CUDA_SUCCESS)
+			return 0;
+		p = oldest;
+	}
+	struct block *k = *p;
+	*p = k->next;
+	vmm_unmap(k->va, k->h->size);
+	vmm_unreserve(k->va, k->h->size);
+	vmm_pool_put(k->h);
+	free(k);
+	return 1;
 }
 
 /* Whether an operation using b is on its way to the driver (its use noted,
@@ -1073,6 +1102,7 @@ free_impl(struct ebb_buf *b, const struct ebb_tag *tag)
 			k->tag = *tag;
 			k->next = blocks;
 			blocks = k;
+			tag_mark(tag);
 		}
 		b->handle = NULL;
 		if (b->pending) {	/* a cancelled offload still holds its host copy */

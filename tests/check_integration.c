@@ -962,6 +962,26 @@ START_TEST(offload_lands_past_restores)
 }
 END_TEST
 
+/* Room from the job's frees: the host waits for the device to pass the
+ * oldest free's last use (a 100 ms kernel), marked when it was freed, not
+ * for the newest's (300 ms more) or for all the work queued. */
+START_TEST(offload_frees_oldest_first)
+{
+	char *argv[] = { workload_path(0), "frees", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=16M", "EBB_MIN_OFFLOAD_BYTES=64M",
+		NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, NULL, &r);
+	expect_ok(&r);
+	const char *at = strstr(r.out, "allocation took ");
+	ck_assert_msg(at != NULL, "%s", r.out);
+	double ms = strtod(at + strlen("allocation took "), NULL);
+	ck_assert_msg(ms >= 50 && ms < 250, "the allocation took %.0f ms", ms);
+	run_free(&r);
+}
+END_TEST
+
 /* The other scenarios still run right with the mover serving their memory. */
 START_TEST(offload_other_scenarios)
 {
@@ -1037,6 +1057,7 @@ main(void)
 	tcase_add_test(tc, offload_create_fails);
 	tcase_add_test(tc, offload_room_of_another_size);
 	tcase_add_test(tc, offload_lands_past_restores);
+	tcase_add_test(tc, offload_frees_oldest_first);
 	tcase_add_test(tc, offload_other_scenarios);
 	tcase_add_test(tc, ebb_run_limit);
 	suite_add_tcase(s, tc);

@@ -14,6 +14,7 @@
  * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
  * sizes (memory freed in one size makes room for a buffer of another),
  * queues (an offload lands while restores queued before it still copy),
+ * frees (room from the job's frees, oldest first),
  * train N and plan N (training loops in miniature, every result checked).
  * Prints "ok" and exits 0 when the data it computed is right.
  */
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define __CUDA_API_VERSION_INTERNAL 1
@@ -602,6 +604,43 @@ scenario_queues(void)
 	return 0;
 }
 
+/*
+ * Room from the job's frees comes as the device passes them, oldest first:
+ * under a 16 MiB limit with nothing movable (run it with a large
+ * EBB_MIN_OFFLOAD_BYTES), x, y (4 MiB) and z (8 MiB); x's last use ends
+ * after a 100 ms kernel, y's after a 300 ms one more; both are freed, and a
+ * new 4 MiB buffer waits for the device to pass x's use, not y's. Prints
+ * the milliseconds the allocation took.
+ */
+static int
+scenario_frees(void)
+{
+	const size_t n = (size_t)4 << 20;
+	CUdeviceptr x, y, z, w;
+	struct timespec t0, t1;
+
+	CK(cu.MemAlloc(&x, n));
+	CK(cu.MemAlloc(&y, n));
+	CK(cu.MemAlloc(&z, 2 * n));
+	launch_sleep(100000, 0);
+	fill_bytes(x, 1, n, 0);
+	CK(cu.MemFree(x));
+	launch_sleep(300000, 0);
+	fill_bytes(y, 2, n, 0);
+	CK(cu.MemFree(y));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	CK(cu.MemAlloc(&w, n));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	fill_bytes(w, 3, n, 0);
+	check_bytes(w, 3, n, 0, "w", 0);
+	CK(cu.MemFree(w));
+	CK(cu.MemFree(z));
+	CK(cu.CtxSynchronize());
+	printf("allocation took %.0f ms\n", (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+	return 0;
+}
+
 struct offload_arg {
 	int rounds;
 	unsigned seed;
@@ -885,6 +924,8 @@ main(int argc, char **argv)
 		r = scenario_sizes();
 	else if (strcmp(what, "queues") == 0)
 		r = scenario_queues();
+	else if (strcmp(what, "frees") == 0)
+		r = scenario_frees();
 #ifndef WORKLOAD_LINKED
 	else if (strcmp(what, "nccl") == 0)
 		r = scenario_nccl();
