@@ -24,9 +24,9 @@
 #include "plan.h"
 #include "streams.h"
 #include "trace.h"
-#include "vmm.h"
 #include "trace_format.h"
 #include "tracer.h"
+#include "vmm.h"
 
 /* Tokens for the iteration finder: kind in the top bits, detail below. */
 #define TOK_LAUNCH (1u << 28)

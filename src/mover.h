@@ -165,6 +165,7 @@ void mover_stats(struct mover_stats *out);
  * included, while timing them is on (mover_time_self: exec.c, while it
  * records an iteration). */
 uint64_t mover_self_ns(void);
+void mover_time_self(int on);
 
 /*
  * Whether this thread has issued a move (a copy to the host or back, with
@@ -173,7 +174,6 @@ uint64_t mover_self_ns(void);
  * where a launch's unfilled parameter words may pick it up (engine.c).
  */
 int mover_moved_here(void);
-void mover_time_self(int on);
 
 /* The mean host seconds of one offload (issuing its copy, and unmapping the
  * memory once it has landed) and of one restore (mapping, issuing the copy)
