@@ -19,9 +19,14 @@ the one before, with the host's waits there (H records: for room, at a
 restore's gate, for an offload to land). With the plan's waits in the trace
 (plan-wait notes), each iteration also gets their total beside the idle time
 before the operations they precede, and a listed gap the wait planned there.
+The idle time elsewhere is split by what came before each gap: the job's own
+copy (C: queued behind ebb's on a copy engine), a host wait for frees, a host
+wait for room or at a gate, the device waiting (a copy back landing late),
+the host behind otherwise, and gaps under --min-us (the job's own spacing).
 Prints a table; --json appends one object per iteration.
 """
 import argparse
+import bisect
 import json
 import sys
 
@@ -80,6 +85,21 @@ def main():
         print("gaps.py: no plan started, or no CUPTI clock note, in %s" % a.trace)
         return 0
     moves.sort()
+    move_t = [m[0] for m in moves]
+
+    def host_between(t0, t1):
+        """The plan's records the host wrote in [t0, t1], and its waits there."""
+        between, waited = {}, {}
+        for mt, what, ns in moves[bisect.bisect_left(move_t, t0):bisect.bisect_right(move_t, t1)]:
+            between[what] = between.get(what, 0) + 1
+            if ns:
+                waited[what[2:]] = waited.get(what[2:], 0) + ns
+        return between, waited
+
+    def previous_issue(s, s0):
+        prev = max((q for q in range(s - 1, max(s0, s - 64) - 1, -1) if q in issue), default=None)
+        return issue[prev][0] if prev is not None else issue.get(s, (0,))[0]
+
     bounds = [s for _, s in iters if s >= started]
     out = []
     for s0, s1 in zip(bounds, bounds[1:]):
@@ -111,19 +131,34 @@ def main():
                 dev_idle += g
             rows.append((g, s, cause))
         rows.sort(reverse=True)
+        # the idle time not before the operations the plan waits at, by what
+        # came before each gap
+        elsewhere = {"job_copy": 0, "after_frees": 0, "after_room_or_gate": 0, "device": 0,
+                     "host": 0, "under_min": 0}
+        for g, s, cause in rows:
+            if s - s0 in waits:
+                continue
+            tp = issue.get(s, (0, "?", 0))
+            if g < a.min_us * 1e3:
+                kind = "under_min"
+            elif tp[1] == "C":
+                kind = "job_copy"
+            else:
+                _, waited = host_between(previous_issue(s, s0), tp[0])
+                if "frees" in waited:
+                    kind = "after_frees"
+                elif waited:
+                    kind = "after_room_or_gate"
+                else:
+                    kind = cause
+            elsewhere[kind] += g
         top = []
         for g, s, cause in rows[:a.top]:
             if g < a.min_us * 1e3:
                 break
             tp = issue.get(s, (0, "?", 0))
-            prev = max((q for q in range(s - 1, s0 - 1, -1) if q in issue), default=None)
-            t_prev = issue[prev][0] if prev is not None else tp[0]
-            between, waited = {}, {}
-            for mt, what, ns in moves:  # few: a linear scan is fine
-                if t_prev <= mt <= tp[0]:
-                    between[what] = between.get(what, 0) + 1
-                    if ns:
-                        waited[what[2:]] = waited.get(what[2:], 0) + ns
+            t_prev = previous_issue(s, s0)
+            between, waited = host_between(t_prev, tp[0])
             top.append({"gap_us": round(g / 1e3, 1), "seq": s, "cause": cause,
                         "op": tp[1] + (" " + kname.get(tp[2], "?")[:60] if tp[1] == "L" else ""),
                         "host_since_previous_op_us": round((tp[0] - t_prev) / 1e3, 1),
@@ -138,7 +173,8 @@ def main():
         r = {"label": a.label, "first_seq": s0, "ops": s1 - s0, "gpu_span_s": span / 1e9, "gpu_busy_s": busy / 1e9,
              "idle_host_s": host_idle / 1e9, "idle_device_s": dev_idle / 1e9,
              "gaps": len(gaps), "planned_waits_s": planned / 1e9, "planned_waits": len(waits),
-             "idle_at_planned_waits_s": idle_at / 1e9, "top": top}
+             "idle_at_planned_waits_s": idle_at / 1e9,
+             "idle_elsewhere_s": {k: v / 1e9 for k, v in elsewhere.items()}, "top": top}
         out.append(r)
         print("iteration from seq %d (%d ops): GPU span %.3f s, busy %.3f s; idle %.3f s with the host "
               "behind, %.3f s waiting on the device (%d gaps)" % (s0, s1 - s0, span / 1e9, busy / 1e9,
@@ -146,6 +182,12 @@ def main():
         if waits:
             print("  the plan's waits: %.3f s at %d operations; idle before those operations %.3f s" % (
                 planned / 1e9, len(waits), idle_at / 1e9))
+        print("  idle elsewhere %.3f s: before the job's copies %.3f, after waits for frees %.3f, after "
+              "waits for room or a gate %.3f, waiting on the device %.3f, the host behind %.3f, gaps "
+              "under %g us %.3f" % (sum(elsewhere.values()) / 1e9, elsewhere["job_copy"] / 1e9,
+                                    elsewhere["after_frees"] / 1e9, elsewhere["after_room_or_gate"] / 1e9,
+                                    elsewhere["device"] / 1e9, elsewhere["host"] / 1e9, a.min_us,
+                                    elsewhere["under_min"] / 1e9))
         for x in top:
             print("  %9.1f us before seq %d (%s), %s; host spent %.1f us since the op before%s; %s%s" % (
                 x["gap_us"], x["seq"], x["op"], x["cause"], x["host_since_previous_op_us"],
