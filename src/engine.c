@@ -425,8 +425,6 @@ ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 	if (!kept)
 		buf_put(b);
 	pthread_mutex_unlock(&engine_lock);
-	if (served)
-		scrub_if_moved(0);
 	return served;
 }
 

@@ -130,8 +130,7 @@ tag_mark(const struct ebb_tag *t)
 	if (t->all)
 		return;
 	for (uint8_t i = 0; i < t->n; i++)
-		if (streams_marker(t->s[i], t->seq[i]) == NULL && !streams_done(t->s[i], t->seq[i]))
-			streams_mark_now(t->s[i]);
+		streams_cover(t->s[i], t->seq[i]);
 }
 
 /* Block until t is done. Returns 0 or a CUresult. */

@@ -215,6 +215,13 @@ covering(struct ebb_stream *s, uint64_t seq)
 	return pending(s, seq);
 }
 
+void
+streams_cover(struct ebb_stream *s, uint64_t seq)
+{
+	if (s->marked < seq)
+		mark(s);	/* where it cannot (capture, another thread's stream), a wait marks later */
+}
+
 CUresult
 streams_wait(struct ebb_stream *s, uint64_t seq, CUstream waiter)
 {

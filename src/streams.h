@@ -57,6 +57,10 @@ CUresult streams_wait(struct ebb_stream *s, uint64_t seq, CUstream waiter);
  * unless the newest marker is there already. */
 void streams_mark_now(struct ebb_stream *s);
 
+/* Record a marker now unless one already covers seq (a marker covers the
+ * operations up to where s was when it was recorded): no event is queried. */
+void streams_cover(struct ebb_stream *s, uint64_t seq);
+
 /* The event of the pending marker that covers seq on s, recording none;
  * NULL when seq is done or no marker covers it yet. */
 CUevent streams_marker(struct ebb_stream *s, uint64_t seq);
