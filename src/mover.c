@@ -1088,6 +1088,18 @@ free_impl(struct ebb_buf *b, const struct ebb_tag *tag)
 		/* freed before a restore copy into it landed (rare): let it land */
 		if (b->arrive != NULL)
 			ebb_real.cuEventSynchronize(b->arrive);
+		/*
+		 * A cancelled copy to the host may still read it: the d2h stream
+		 * runs behind other copies, and nothing orders it after the free,
+		 * so the memory could be unmapped (once the job's streams pass the
+		 * free) before that copy has run. Let it run first (rare: a use
+		 * and a free between an offload and its copy).
+		 */
+		if (b->cancelled && ebb_real.cuEventQuery(b->ev) == CUDA_ERROR_NOT_READY) {
+			uint64_t t0 = ebb_now_ns();
+			ebb_real.cuEventSynchronize(b->ev);
+			host_waited(&st.wait_landing_ns, t0, "landing", 0);
+		}
 		struct block *k = malloc(sizeof *k);
 		if (k == NULL) {
 			/* keep it simple: wait, then pool the handle */

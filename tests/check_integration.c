@@ -982,6 +982,38 @@ START_TEST(offload_frees_oldest_first)
 }
 END_TEST
 
+/* A buffer freed while a cancelled copy of it to the host is still queued
+ * (behind a 400 ms kernel, run 300 ms late): its memory stays mapped until
+ * that copy has run, though the device passes the free long before and an
+ * allocation then needs the room. Before, the copy read unmapped memory and
+ * the fake driver aborted. */
+START_TEST(offload_free_after_cancel)
+{
+	char *argv[] = { workload_path(0), "cancelfree", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=12M", "EBB_PLAN=0",
+		"EBB_D2H_GBPS=50", "EBB_H2D_GBPS=50", "FAKECUDA_COPY_DELAY_US=300000", NULL };
+	const char *path = tmp_file("cancelfree");
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	size_t cancels = 0, landings = 0;
+	for (size_t i = 0; i < t.n; i++) {
+		if (t.r[i].type == 'B' && strcmp(t.r[i].f[4], "cancel") == 0)
+			cancels++;
+		if (t.r[i].type == 'H' && strcmp(t.r[i].f[3], "landing") == 0)
+			landings++;
+	}
+	ck_assert_msg(cancels == 1 && landings == 1, "%zu cancels, %zu waits at the free",
+	    cancels, landings);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /* The other scenarios still run right with the mover serving their memory. */
 START_TEST(offload_other_scenarios)
 {
@@ -1058,6 +1090,7 @@ main(void)
 	tcase_add_test(tc, offload_room_of_another_size);
 	tcase_add_test(tc, offload_lands_past_restores);
 	tcase_add_test(tc, offload_frees_oldest_first);
+	tcase_add_test(tc, offload_free_after_cancel);
 	tcase_add_test(tc, offload_other_scenarios);
 	tcase_add_test(tc, ebb_run_limit);
 	suite_add_tcase(s, tc);

@@ -241,6 +241,8 @@ void fk_budget_give_locked(uint64_t n);
 
 /* Finds the VMM mapping holding p under fk_lock: 0 and its range, or -1. */
 int fk_vmm_lookup_locked(uintptr_t p, uintptr_t *base, size_t *size);
+/* The remembered cuMemUnmap calls over addr, with their callers' stacks, to fd. */
+void fk_vmm_unmap_history(uintptr_t addr, int fd);
 
 /* Rounds n up to a multiple of the power of two a. */
 #define FK_ROUND_UP(n, a) (((n) + (a) - 1) & ~((uint64_t)(a) - 1))

@@ -522,6 +522,7 @@ static void fault_handler(int sig, siginfo_t *si, void *uctx)
     put_str(msg, &len, sizeof msg, sig == SIGBUS ? " (SIGBUS)\n" : "\n");
     if (write(STDERR_FILENO, msg, len) < 0)
         len = 0;
+    fk_vmm_unmap_history((uintptr_t)si->si_addr, STDERR_FILENO);
     abort();
 }
 

@@ -8,6 +8,7 @@
  */
 #include "fk.h"
 
+#include <execinfo.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -44,6 +45,21 @@ static struct reservation *reservations;
 static size_t n_reservations, cap_reservations;
 static struct mapping *mappings;
 static size_t n_mappings, cap_mappings;
+
+/*
+ * The last UNMAP_HISTORY cuMemUnmap calls, with their callers' stacks: a fault at an
+ * unmapped address prints those of its range (fk_vmm_unmap_history), which names the code
+ * that unmapped memory still in use.
+ */
+#define UNMAP_HISTORY 4096
+#define UNMAP_FRAMES 12
+static struct unmap_event {
+    uintptr_t va;
+    size_t size;
+    int nframes;
+    void *frames[UNMAP_FRAMES];
+} unmap_log[UNMAP_HISTORY];
+static unsigned long unmap_count;
 
 /* Grows a table of `size`-byte elements to hold one more; aborts when out of memory. */
 static void *table_grow(void *table, size_t n, size_t *cap, size_t size)
@@ -362,8 +378,36 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     for (size_t i = n_mappings; rc == CUDA_SUCCESS && i-- > 0;)
         if (mappings[i].va >= va && mappings[i].va < end)
             mapping_remove_locked(i);
+    if (rc == CUDA_SUCCESS) {
+        struct unmap_event *e = &unmap_log[unmap_count++ % UNMAP_HISTORY];
+        e->va = va;
+        e->size = size;
+        e->nframes = backtrace(e->frames, UNMAP_FRAMES);
+    }
     pthread_mutex_unlock(&fk_lock);
     return rc;
+}
+
+/*
+ * Writes to fd the remembered cuMemUnmap calls whose range holds addr, newest first, each
+ * with its caller's stack. For the fault handler, which then aborts: it takes no lock (the
+ * faulting worker may hold fk_lock), and backtrace_symbols_fd is good enough there.
+ */
+void fk_vmm_unmap_history(uintptr_t addr, int fd)
+{
+    unsigned long n = unmap_count, shown = 0;
+
+    for (unsigned long k = 0; k < n && k < UNMAP_HISTORY && shown < 3; k++) {
+        const struct unmap_event *e = &unmap_log[(n - 1 - k) % UNMAP_HISTORY];
+        if (addr < e->va || addr >= e->va + e->size)
+            continue;
+        static const char head[] = "fakecuda: that address was unmapped (the latest first) by:\n";
+        if (shown++ == 0 && write(fd, head, sizeof head - 1) < 0)
+            return;
+        backtrace_symbols_fd((void *const *)e->frames, e->nframes, fd);
+        if (write(fd, "--\n", 3) < 0)
+            return;
+    }
 }
 
 /*

@@ -641,6 +641,76 @@ scenario_frees(void)
 	return 0;
 }
 
+/*
+ * A buffer freed while a cancelled copy of it to the host is still queued,
+ * and its memory taken back once the device has passed the free. Run under
+ * a 12 MiB limit with FAKECUDA_COPY_DELAY_US=300000 (and the bandwidths
+ * given, so that none is measured): x, y, z (4 MiB each) are last used
+ * behind a 400 ms kernel on s. Another thread allocates 4 MiB, which sends
+ * x to the host: the copy starts at about 400 ms and reads x at about 700.
+ * x is used again at once, which cancels the copy (x stays), and freed;
+ * the device passes the free at about 400 ms. At about 500 ms a 2 MiB
+ * allocation needs room, and the only memory to take is x's. The cancelled
+ * copy still reads x: x must stay mapped until that copy is done.
+ */
+struct cancelfree_arg {
+	CUdeviceptr c;
+};
+
+static void *
+cancelfree_thread(void *p)
+{
+	struct cancelfree_arg *a = p;
+	CK(cu.CtxSetCurrent(ctx));
+	CK(cu.MemAlloc(&a->c, (size_t)4 << 20));
+	return NULL;
+}
+
+static void
+sleep_ms(long ms)
+{
+	const struct timespec t = { ms / 1000, ms % 1000 * 1000000L };
+	nanosleep(&t, NULL);
+}
+
+static int
+scenario_cancelfree(void)
+{
+	const size_t n = (size_t)4 << 20;
+	CUstream s;
+	CUdeviceptr x, y, z, d;
+	pthread_t t;
+	struct cancelfree_arg a = { 0 };
+
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cu.MemAlloc(&x, n));
+	CK(cu.MemAlloc(&y, n));
+	CK(cu.MemAlloc(&z, n));
+	launch_sleep(400000, s);
+	fill_bytes(x, 1, n, s);
+	fill_bytes(y, 2, n, s);
+	fill_bytes(z, 3, n, s);
+	pthread_create(&t, NULL, cancelfree_thread, &a);
+	sleep_ms(50);		/* its allocation has sent x on its way */
+	fill_bytes(x, 4, n, s);	/* x back: its copy is cancelled */
+	CK(cu.MemFreeAsync(x, s));
+	sleep_ms(450);		/* the device has passed the free; x's copy runs at 700 ms */
+	CK(cu.MemAlloc(&d, n / 2));
+	fill_bytes(d, 5, n / 2, s);
+	check_bytes(d, 5, n / 2, s, "d", 0);
+	pthread_join(t, NULL);
+	fill_bytes(a.c, 6, n, s);
+	check_bytes(a.c, 6, n, s, "c", 0);
+	check_bytes(y, 2, n, s, "y", 0);
+	check_bytes(z, 3, n, s, "z", 0);
+	CK(cu.MemFree(a.c));
+	CK(cu.MemFree(d));
+	CK(cu.MemFree(y));
+	CK(cu.MemFree(z));
+	CK(cu.CtxSynchronize());
+	return 0;
+}
+
 struct offload_arg {
 	int rounds;
 	unsigned seed;
@@ -926,6 +996,8 @@ main(int argc, char **argv)
 		r = scenario_queues();
 	else if (strcmp(what, "frees") == 0)
 		r = scenario_frees();
+	else if (strcmp(what, "cancelfree") == 0)
+		r = scenario_cancelfree();
 #ifndef WORKLOAD_LINKED
 	else if (strcmp(what, "nccl") == 0)
 		r = scenario_nccl();
