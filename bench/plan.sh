@@ -13,8 +13,10 @@
 #             save_on_cpu    torch.autograd.graph.save_on_cpu(pin_memory=True), for
 #                            SLOW_STEPS steps (3) after SLOW_WARMUP (1): it is slow
 #             observe        under `ebb run --mode observe` (overhead; trace for `ebb plan`)
-#             ebb:LIMIT      under `ebb run --limit LIMIT` (the plan aims 1/64 under it)
+#             ebb:LIMIT      under `ebb run --limit LIMIT` (the plan aims EBB_PLAN_MARGIN,
+#                            1/64 of it, under it)
 #             ebb:LIMIT:F    the same with EBB_TARGET=F
+#             ebb:LIMIT:F:M  the same with EBB_PLAN_MARGIN=M (F may be empty)
 #             reactive:LIMIT the mover alone (EBB_PLAN=0), for comparison
 #
 # Step time is the median of the steps after WARMUP (default 5: ebb learns
@@ -167,10 +169,11 @@ for m in "$@"; do
 		run ebb-observe "$OUT/$W-a$ACC-observe.log" "$EBB" run --mode observe -v 1 \
 			--trace "$OUT/$W-a$ACC-observe.trace" -- $train --label ebb-observe --json "$res" ;;
 	ebb:* | reactive:*)
-		IFS=: read -r kind limit target <<< "$m"
+		IFS=: read -r kind limit target margin <<< "$m"
 		label=ebb-limit-$limit
 		env=()
 		[ -n "${target:-}" ] && { label=$label-target-$target; env+=(EBB_TARGET=$target); }
+		[ -n "${margin:-}" ] && { label=$label-margin-$margin; env+=(EBB_PLAN_MARGIN=$margin); }
 		[ "$kind" = reactive ] && { label=reactive-limit-$limit; env+=(EBB_PLAN=0); }
 		trace=/tmp/ebb-$W-a$ACC-$label.trace
 		run "$label" "$OUT/$W-a$ACC-$label.log" env "${env[@]}" "$EBB" run --limit "$limit" -v 1 \

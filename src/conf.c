@@ -54,6 +54,8 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	  "Seconds the planner may search for a plan (0: no limit); past them it keeps the plan it has, and the reactive mover does what that leaves over EBB_LIMIT.", 0, 86400 },
 	{ "EBB_TARGET", EBB_CONF_REAL, F(target), 0, 0, NULL, "0",
 	  "Peak device memory the plan aims for, as a fraction of the peak learned (0: EBB_LIMIT alone; with both, the lower).", 0, 1 },
+	{ "EBB_PLAN_MARGIN", EBB_CONF_REAL, F(plan_margin), 0, 0, NULL, "0.015625",
+	  "Fraction of EBB_LIMIT a plan keeps free (default 1/64): what ebb holds runs ahead of what the device uses, by the allocations the host has made for work not yet run and by memory the job freed that the device has not yet passed.", 0, 0.5 },
 	{ "EBB_D2H_GBPS", EBB_CONF_REAL, F(d2h_gbps), 0, 0, NULL, "0",
 	  "Device-to-host copy bandwidth the planner assumes, in GB/s (0: measured when offloading starts).", 0, 100000 },
 	{ "EBB_H2D_GBPS", EBB_CONF_REAL, F(h2d_gbps), 0, 0, NULL, "0",

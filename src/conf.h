@@ -50,6 +50,7 @@ struct ebb_conf {
 	int plan_waits;			/* EBB_PLAN_WAITS */
 	double plan_seconds;		/* EBB_PLAN_SECONDS */
 	double target;			/* EBB_TARGET: 0 = EBB_LIMIT alone */
+	double plan_margin;		/* EBB_PLAN_MARGIN: fraction of EBB_LIMIT */
 	double d2h_gbps, h2d_gbps;	/* EBB_D2H_GBPS, EBB_H2D_GBPS: 0 = measure */
 };
 

@@ -22,9 +22,6 @@
 /* A restore takes its memory when the device has this much work left
  * before the restore's copy may start (the host runs ahead). */
 #define GATE_LEAD_S 1e-3
-/* The plan aims this far under EBB_LIMIT (1/64 of it): what is held at a
- * moment on the host's side runs a little ahead of the device's. */
-#define LIMIT_MARGIN_SHIFT 6
 
 enum xstate { X_OFF, X_WAIT, X_ARMED, X_RECORDING, X_RECORDED, X_PLANNING, X_READY, X_RUNNING };
 
@@ -688,7 +685,9 @@ plan_recorded(pthread_mutex_t *lock)
 	double d2h, h2d;
 	mover_bandwidth(&d2h, &h2d);
 	uint64_t learned = prof_peak(&r.p, NULL);
-	uint64_t target = limit - (limit >> LIMIT_MARGIN_SHIFT);
+	/* EBB_PLAN_MARGIN: what is held at a moment on the host's side runs a
+	 * little ahead of the device's */
+	uint64_t target = limit - (uint64_t)((double)limit * conf->plan_margin);
 	if (conf->target > 0 && (uint64_t)(conf->target * (double)learned) < target)
 		target = (uint64_t)(conf->target * (double)learned);
 	struct plan_params pp = {

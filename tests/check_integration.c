@@ -771,6 +771,35 @@ below_bound(const char *env)
 	remove(path);
 }
 
+/* EBB_PLAN_MARGIN: the plan aims that fraction of EBB_LIMIT under it (1/64
+ * by default), and the limit holds either way. */
+START_TEST(plan_margin)
+{
+	static const struct { const char *env; uint64_t target; } runs[] = {
+		{ "EBB_LIMIT=32M", (32ULL << 20) - (32ULL << 20) / 64 },
+		{ "EBB_LIMIT=32M EBB_PLAN_MARGIN=0.25", 24ULL << 20 },
+		{ "EBB_LIMIT=32M EBB_PLAN_MARGIN=0", 32ULL << 20 },
+	};
+	for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+		const char *path = tmp_file("plan");
+		struct run_result r;
+		struct trace t;
+		unsigned long long frees, peak;
+
+		run_plan("30", runs[k].env, path, &r, &t);
+		driver_line(r.out, &frees, &peak);
+		ck_assert_uint_le(peak, 32ULL << 20);
+		ck_assert_uint_eq(strtoull(note_value(&t, "plan-target-bytes"), NULL, 10),
+		    runs[k].target);
+		ck_assert_uint_le(strtoull(note_value(&t, "plan-peak-bytes"), NULL, 10),
+		    runs[k].target);
+		trace_free(&t);
+		run_free(&r);
+		remove(path);
+	}
+}
+END_TEST
+
 START_TEST(plan_below_its_bound_waits)
 {
 	below_bound("EBB_LIMIT=24M");
@@ -1081,6 +1110,7 @@ main(void)
 	tcase_add_test(tc, offload_threads);
 	tcase_add_test(tc, plan_moves_ahead_of_use);
 	tcase_add_test(tc, plan_below_its_bound_waits);
+	tcase_add_test(tc, plan_margin);
 	tcase_add_test(tc, plan_out_of_time);
 	tcase_add_test(tc, plan_departs_and_relearns);
 	tcase_add_test(tc, plan_off);
