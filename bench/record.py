@@ -90,6 +90,10 @@ def main():
                 "step_times": [round(t, 5) for t in r["step_times"]],
                 **meta,
             }
+            # NVML per step and at CUDA's start, where train.py gave them (first repeat)
+            for k in ("step_peaks_gib", "start_gib"):
+                if k in r:
+                    rec[k] = r[k]
             e = extra.get(r["label"], {})
             rec.update(e)
             if e.get("predicted_step_s"):

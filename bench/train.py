@@ -6,7 +6,9 @@ autocast, fused AdamW, optional gradient accumulation and the two anchors
 (HF gradient checkpointing, torch save_on_cpu). Prints one line per step
 and, at the end, one JSON object with the losses (float.hex, so equality is
 bit for bit), the step times, the median steady-state step time and the peak
-device memory of the whole GPU sampled from NVML.
+device memory of the whole GPU sampled from NVML: over the run, in each step
+(step_peaks_gib), and what the device held once CUDA had started (start_gib:
+the context and whatever else was on the device, before the model).
 
 Workloads (device-facts.md): W1 = 1.26B (hidden 2048, 22 layers), W2 = 3.8B
 (hidden 8192, 4 layers); tiny = a few layers for correctness checks.
@@ -37,6 +39,7 @@ class NvmlPeak:
         self.handle = pynvml.nvmlDeviceGetHandleByUUID("GPU-" + uuid)
         self.interval = interval_s
         self.peak = 0
+        self.window = 0         # the peak since the last window() call
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
@@ -49,7 +52,15 @@ class NvmlPeak:
             u = self.used()
             if u > self.peak:
                 self.peak = u
+            if u > self.window:
+                self.window = u
             time.sleep(self.interval)
+
+    def window_gib(self):
+        """The peak since the last call (or the start), and start a new window."""
+        w = max(self.window, self.used())
+        self.window = 0
+        return w / 2**30
 
     def finish(self):
         self.stop.set()
@@ -84,6 +95,10 @@ def main():
 
     dev = torch.device("cuda")
     peak = NvmlPeak(str(torch.cuda.get_device_properties(dev).uuid))
+    torch.zeros((), device=dev)     # the context, before the job's memory
+    torch.cuda.synchronize()
+    start_gib = peak.used() / 2**30
+    peak.window_gib()
     torch.manual_seed(1234)
     torch.cuda.manual_seed_all(1234)
     if a.deterministic:
@@ -108,7 +123,7 @@ def main():
     batches = [torch.randint(0, vocab, (a.batch, a.seq), generator=gen)
                for _ in range(min(a.accum, 4))]
 
-    losses, times = [], []
+    losses, times, step_peaks = [], [], []
     for step in range(a.steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -130,6 +145,7 @@ def main():
         dt = time.perf_counter() - t0
         losses.append(float(value).hex())
         times.append(dt)
+        step_peaks.append(round(peak.window_gib(), 3))
         print(f"step {step} loss {value:.6f} ({float(value).hex()}) time {dt:.4f}s", flush=True)
 
     steady = times[a.warmup:] if len(times) > a.warmup else times
@@ -140,6 +156,8 @@ def main():
         "label": a.label, "steps": a.steps, "warmup": a.warmup,
         "step_s": statistics.median(steady), "step_times": times, "losses": losses,
         "peak_gib": peak.finish(),
+        "step_peaks_gib": step_peaks,
+        "start_gib": round(start_gib, 3),
         "torch_max_reserved_gib": torch.cuda.max_memory_reserved() / 2**30,
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
         "ebb": "libebb" in os.environ.get("LD_PRELOAD", ""),
