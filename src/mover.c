@@ -555,31 +555,6 @@ inflight_sized(size_t rsize)
 	return 0;
 }
 
-/* An offload of rsize bytes this soon to land is waited for before memory
- * of other sizes is released for a new handle (see get_handle). */
-#define SAME_SIZE_WAIT_S 5e-3
-
-/*
- * Whether an offload of a buffer of rsize bytes is in flight and should land
- * within SAME_SIZE_WAIT_S: the bytes queued to the host up to and with it,
- * at the rate measured (the copies run in order; one may also wait for the
- * device to finish its buffer's uses, which this does not see).
- */
-static int
-inflight_sized_soon(size_t rsize)
-{
-	double bytes = 0, bps = bw_d2h > 0 ? bw_d2h : 50e9;
-
-	for (struct work *w = queues[W_OFFLOADED].head; w != NULL; w = w->next) {
-		bytes += (double)w->b->size;
-		if (bytes / bps > SAME_SIZE_WAIT_S)
-			return 0;
-		if (w->b->rsize == rsize && w->b->state == EBB_OFFLOADING)
-			return 1;
-	}
-	return 0;
-}
-
 /*
  * A handle of rsize bytes within the limit if one is to be had without
  * waiting or moving anything: a pooled one, a new one (unless *device_full),
@@ -616,8 +591,7 @@ try_handle(size_t rsize, int *device_full, CUresult *err)
  * Make a physical handle of rsize bytes available within the limit, for
  * operation seq (whose buffers are not evicted; 0 for an allocation).
  * Over the limit, a pooled handle or a passed freed block of that size comes
- * first, then an offload of that size about to land (inflight_sized_soon);
- * then memory held idle in other sizes (pooled handles, passed freed
+ * first; then memory held idle in other sizes (pooled handles, passed freed
  * blocks) is released, so that a new handle fits; only then does the host
  * wait for offloads in flight (one of that size first, before evicting
  * another buffer) or evict. The plan counts bytes, not handles: waiting for
@@ -640,16 +614,7 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 			*err = r;
 			return NULL;
 		}
-		/*
-		 * Idle memory of other sizes before any wait, unless an offload of
-		 * this size lands within a few ms: a new handle costs the host 0.1
-		 * to 0.5 ms (cuMemRelease, cuMemCreate, mapping), and W1's many
-		 * sizes, none waited for, turned ~1500 handles over a step.
-		 */
-		if (!capturing && inflight_sized_soon(rsize)) {
-			wait_room(&st.wait_room_ns, "room", seq);
-			continue;
-		}
+		/* idle memory of other sizes before any wait */
 		if ((h = vmm_pool_any()) != NULL) {
 			vmm_release(h);
 			device_full = 0;
