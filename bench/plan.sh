@@ -79,7 +79,8 @@ host, starts = {}, []
 with open(path, errors="replace") as f:
     for line in f:
         p = line.split()
-        if len(p) >= 4 and p[0] == "Q" and (p[2].startswith("plan-") or p[2].endswith("-gbps")):
+        if len(p) >= 4 and p[0] == "Q" and (p[2].startswith("plan-") or p[2].endswith("-gbps") or
+                                                   p[2].endswith("-gbps-copies")):
             q[p[2]] = p[3]	# the last plan's
             if p[2] == "plan-started":
                 planned, iters, faults, evictions = True, 0, {}, {}
@@ -139,6 +140,9 @@ print(json.dumps({"label": label, "predicted_step_s": s("plan-step-ns"),
     "plan_gib_to_host": g("plan-bytes-to-host"), "plan_times": q.get("plan-times"),
     "d2h_gbps": float(q["d2h-gbps"]) if "d2h-gbps" in q else None,
     "h2d_gbps": float(q["h2d-gbps"]) if "h2d-gbps" in q else None,
+    # what ebb's own copies got before the plan (median GB/s, of how many)
+    "d2h_gbps_copies": float(q["d2h-gbps-copies"].split("/")[0]) if "d2h-gbps-copies" in q else None,
+    "h2d_gbps_copies": float(q["h2d-gbps-copies"].split("/")[0]) if "h2d-gbps-copies" in q else None,
     "plans": z.get("plans"), "plan_departures": z.get("plan-departures"),
     "planned_offloads": z.get("planned-offloads"), "prefetches": z.get("prefetches"),
     "prefetches_skipped": z.get("prefetches-skipped"), "restores": z.get("restores"),

@@ -780,6 +780,14 @@ plan_recorded(pthread_mutex_t *lock)
 		ebb_trace_note("d2h-gbps", buf);
 		snprintf(buf, sizeof buf, "%.2f", h2d / 1e9);
 		ebb_trace_note("h2d-gbps", buf);
+		/* what ebb's own copies got so far, beside the rates assumed */
+		double got[2];
+		uint32_t ncopies[2];
+		mover_copy_rates(got, ncopies);
+		snprintf(buf, sizeof buf, "%.2f/%u", got[0], ncopies[0]);
+		ebb_trace_note("d2h-gbps-copies", buf);
+		snprintf(buf, sizeof buf, "%.2f/%u", got[1], ncopies[1]);
+		ebb_trace_note("h2d-gbps-copies", buf);
 		ebb_log(EBB_LOG_INFO, "plan: %u moves an iteration of %u operations (%s times), %.1f GiB "
 		    "to the host and %.1f GiB back; peak %.2f -> %.2f GiB (target %.2f, lowest without "
 		    "stalls %.2f); %.3f s an iteration predicted, %.3f s of it stalls (%.3f s without "

@@ -227,6 +227,7 @@ struct work {
 	enum work_kind kind;
 	CUevent ev;		/* the copy */
 	CUevent pre;		/* W_RESTORED: the consumer reached the wait (timing) */
+	CUevent start;		/* the copy's stream reached the copy (timing; NULL: untimed) */
 	struct ebb_buf *b;
 	void *host;
 	size_t size;
@@ -295,6 +296,53 @@ enqueue(struct work *w)
 	pthread_cond_signal(&q->cond);
 }
 
+/*
+ * The rates ebb's own copies got, as the device ran them (the time from the
+ * copy's stream reaching it to its end): the last RATE_SAMPLES copies of at
+ * least RATE_MIN_BYTES a direction. The planner uses the rates measured at
+ * start; these are noted beside them when a plan is made (trace notes
+ * d2h-gbps-copies, h2d-gbps-copies), to see what its copies then got.
+ */
+#define RATE_SAMPLES 256
+#define RATE_MIN_BYTES ((size_t)4 << 20)
+static struct {
+	float gbps[RATE_SAMPLES];
+	uint32_t n;	/* samples taken, all told */
+} rates[2];
+
+static void
+rate_sample(int dir, size_t bytes, CUevent start, CUevent end)
+{
+	float ms = 0;
+
+	if (bytes < RATE_MIN_BYTES || ebb_real.cuEventElapsedTime(&ms, start, end) != CUDA_SUCCESS ||
+	    ms <= 0)
+		return;
+	rates[dir].gbps[rates[dir].n++ % RATE_SAMPLES] = (float)((double)bytes / ((double)ms * 1e6));
+}
+
+static int
+cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return (x > y) - (x < y);
+}
+
+void
+mover_copy_rates(double gbps[2], uint32_t count[2])
+{
+	for (int d = 0; d < 2; d++) {
+		uint32_t n = rates[d].n < RATE_SAMPLES ? rates[d].n : RATE_SAMPLES;
+		float v[RATE_SAMPLES];
+
+		memcpy(v, rates[d].gbps, n * sizeof v[0]);
+		qsort(v, n, sizeof v[0], cmp_float);
+		gbps[d] = n > 0 ? (double)v[n / 2] : 0;
+		count[d] = n;
+	}
+}
+
 /* What a finished copy allows: free the device memory or the host copy. */
 static void
 retire(struct work *w)
@@ -302,6 +350,10 @@ retire(struct work *w)
 	struct ebb_buf *b = w->b;
 	struct ebb_line l;
 
+	if (w->start != NULL) {
+		rate_sample(w->kind == W_OFFLOADED ? 0 : 1, w->size, w->start, w->ev);
+		streams_event_put(w->start, 1);
+	}
 	if (w->kind == W_OFFLOADED) {
 		inflight--;
 		if (b->state == EBB_OFFLOADING) {
@@ -323,7 +375,7 @@ retire(struct work *w)
 			b->host = NULL;
 			b->cancelled = 0;
 		}
-		streams_event_put(w->ev, 0);
+		streams_event_put(w->ev, 1);
 		if (--b->pending == 0 && b->freed)
 			recycle(b);
 	} else {
@@ -720,14 +772,6 @@ time_copies(int to_host, CUdeviceptr dev, void *host, size_t bytes)
  * GB/s for all three, and the plan waited 0.45 s where the step idled 0.39.
  */
 #define BOTH_TRIALS 7
-
-static int
-cmp_float(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-
-	return (x > y) - (x < y);
-}
 
 static void
 time_both(CUdeviceptr dev, void *host, size_t bytes, double *d2h_bps, double *h2d_bps)
@@ -1220,12 +1264,18 @@ offload(struct ebb_buf *b, uint64_t seq, const char *why)
 		streams_each(wait_stream, &w);
 		r = w.r;
 	}
-	CUevent ev = NULL;
+	CUevent ev = NULL, start = NULL;
+	/* the time the copy itself takes, after the waits above (rate_sample) */
+	if (r == CUDA_SUCCESS && b->size >= RATE_MIN_BYTES && (start = streams_event_get(1)) != NULL &&
+	    ebb_real.cuEventRecord(start, d2h) != CUDA_SUCCESS) {
+		streams_event_put(start, 1);
+		start = NULL;
+	}
 	if (r == CUDA_SUCCESS) {
 		step = "cuMemcpyDtoHAsync";
 		r = ebb_real.cuMemcpyDtoHAsync_v2(host, b->addr, b->size, d2h);
 	}
-	if (r == CUDA_SUCCESS && (ev = streams_event_get(0)) == NULL) {
+	if (r == CUDA_SUCCESS && (ev = streams_event_get(1)) == NULL) {
 		step = "cuEventCreate";
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -1243,7 +1293,9 @@ offload(struct ebb_buf *b, uint64_t seq, const char *why)
 		b->pinned |= EBB_PIN_FAILED;
 		lru_remove(b);
 		if (ev)
-			streams_event_put(ev, 0);
+			streams_event_put(ev, 1);
+		if (start)
+			streams_event_put(start, 1);
 		return 0;
 	}
 	lru_remove(b);
@@ -1254,7 +1306,7 @@ offload(struct ebb_buf *b, uint64_t seq, const char *why)
 	inflight++;
 	st.offloads++;
 	st.bytes_d2h += b->size;
-	*w = (struct work){ .kind = W_OFFLOADED, .ev = ev, .b = b };
+	*w = (struct work){ .kind = W_OFFLOADED, .ev = ev, .start = start, .b = b, .size = b->size };
 	enqueue(w);
 	trace_move('O', seq, b, b->size, why);
 	st.offload_host_ns += ebb_now_ns() - t0;
@@ -1285,6 +1337,12 @@ copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uin
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	if (r == CUDA_SUCCESS && after != NULL)
 		r = streams_wait(after, after_seq, h2d);
+	CUevent start = NULL;
+	if (r == CUDA_SUCCESS && !capturing && b->size >= RATE_MIN_BYTES &&
+	    (start = streams_event_get(1)) != NULL && ebb_real.cuEventRecord(start, h2d) != CUDA_SUCCESS) {
+		streams_event_put(start, 1);
+		start = NULL;
+	}
 	if (r == CUDA_SUCCESS)
 		r = ebb_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, h2d);
 	if (r == CUDA_SUCCESS)
@@ -1297,10 +1355,12 @@ copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uin
 	}
 	struct work *w = malloc(sizeof *w);
 	if (w != NULL) {
-		*w = (struct work){ .kind = W_RESTORED, .ev = ev, .pre = pre, .b = b, .host = b->host,
-			.size = b->size, .seq = seq, .keep_ev = capturing };
+		*w = (struct work){ .kind = W_RESTORED, .ev = ev, .pre = pre, .start = start, .b = b,
+			.host = b->host, .size = b->size, .seq = seq, .keep_ev = capturing };
 		b->pending++;
 		enqueue(w);
+	} else if (start != NULL) {
+		streams_event_put(start, 1);
 	}
 	/* without a work item the host copy is simply not reused */
 	b->host = NULL;

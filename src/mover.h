@@ -141,6 +141,11 @@ int mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, ui
 /* Copy bandwidth in bytes a second measured at start (0 when not measured). */
 void mover_bandwidth(double *d2h_bps, double *h2d_bps);
 
+/* The median rate, in GB/s, of the last copies of ebb's own of at least 4
+ * MiB that have landed, each direction (gbps[0] to the host), and how many
+ * it is of (0: none, and a rate of 0). */
+void mover_copy_rates(double gbps[2], uint32_t count[2]);
+
 /* EBB_LIMIT as the mover applies it, and the bytes it holds outside
  * movable buffers (slabs of small buffers, the driver's allocations). */
 uint64_t mover_limit(void);

@@ -697,6 +697,15 @@ START_TEST(plan_moves_ahead_of_use)
 	    strtoll(note_value(&t, "plan-stall-ns"), NULL, 10);
 	ck_assert_msg(llabs(step - parts) <= 2, "plan-step-ns %lld, its parts %lld", step, parts);
 	ck_assert_uint_gt(strtoull(note_value(&t, "plan-host-restore-ns"), NULL, 10), 0);
+	/* the rates ebb's own copies got before the plan: each a median of some */
+	const char *rate_notes[] = { "d2h-gbps-copies", "h2d-gbps-copies" };
+	for (int d = 0; d < 2; d++) {
+		double gbps = 0;
+		unsigned copies = 0;
+		ck_assert_int_eq(sscanf(note_value(&t, rate_notes[d]), "%lf/%u", &gbps, &copies), 2);
+		ck_assert_msg(gbps > 0 && copies > 0 && copies <= 256, "%s: %s", rate_notes[d],
+		    note_value(&t, rate_notes[d]));
+	}
 	ck_assert_uint_le(strtoull(note_value(&t, "plan-peak-bytes"), NULL, 10), 56ULL << 20);
 	/* the search ran at least the simulation with nothing moved and one a
 	 * move; making the plan took some time, less than the whole run */
