@@ -1351,6 +1351,8 @@ copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uin
 		/* the copy may be queued: the mapping and the host copy stay */
 		ebb_log(EBB_LOG_ERROR, "restoring buffer %llu failed (error %d)",
 		    (unsigned long long)b->id, (int)r);
+		if (start != NULL)
+			streams_event_put(start, 1);
 		return r;
 	}
 	struct work *w = malloc(sizeof *w);
