@@ -313,6 +313,7 @@ struct sim {
 	uint32_t *prev_h2d;	/* the last copy of the job's to the device at or before
 				 * each operation (PROF_NONE: none) */
 	int64_t *diff;
+	int64_t *diff0;		/* base_diff of the profile: what simulate starts from */
 	int64_t *mem;		/* memory held at each operation, fixed not included */
 	/* scratch for one simulation */
 	uint32_t *order;
@@ -333,8 +334,10 @@ struct sim {
 					 * (without them) the device reached the use: the
 					 * times, increasing, and the delays up to each */
 	uint32_t ndelay;
-	uint32_t *pend;		/* restores copied, not yet due: by deadline, latest first */
-	uint32_t npend;
+	uint32_t *pend;		/* restores copied, not yet due: a heap, the earliest
+				 * deadline on top (of equal ones, the last pushed) */
+	uint32_t *pend_ord;	/* the order each was pushed in */
+	uint32_t npend, pushed;
 	double *h2d_st, *h2d_en;	/* each restore's copy, until it is due */
 	double stall;
 	int64_t peak;
@@ -486,27 +489,28 @@ job_h2d_within(const struct sim *s, double a, double b)
 	return -INFINITY;
 }
 
-static int
-cmp_key(const void *a, const void *b, void *ctx)
+/* Whether index a comes before index b: by key, then by index. */
+static inline int
+key_before(const double *key, uint32_t a, uint32_t b)
 {
-	const double *k = ctx;
-	double x = k[*(const uint32_t *)a], y = k[*(const uint32_t *)b];
-	if (x != y)
-		return x < y ? -1 : 1;
-	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+	return key[a] < key[b] || (key[a] == key[b] && a < b);
 }
 
-/* Sort indices by key, stably (qsort_r's signature differs between libcs). */
+/* Sort indices by key, then index (qsort_r's signature differs between libcs). */
 static void
 sort_by_key(uint32_t *idx, uint32_t m, const double *key, uint32_t *tmp)
 {
-	/* bottom-up merge sort, stable */
+	/* bottom-up merge sort; two runs already in order are left as they are */
 	for (uint32_t w = 1; w < m; w *= 2) {
 		for (uint32_t lo = 0; lo < m; lo += 2 * w) {
 			uint32_t mid = lo + w < m ? lo + w : m, hi = lo + 2 * w < m ? lo + 2 * w : m;
 			uint32_t i = lo, j = mid, o = lo;
+			if (mid == hi || key_before(key, idx[mid - 1], idx[mid])) {
+				memcpy(tmp + lo, idx + lo, (hi - lo) * sizeof *idx);
+				continue;
+			}
 			while (i < mid && j < hi)
-				tmp[o++] = cmp_key(&idx[j], &idx[i], (void *)key) < 0 ? idx[j++] : idx[i++];
+				tmp[o++] = key_before(key, idx[j], idx[i]) ? idx[j++] : idx[i++];
 			while (i < mid)
 				tmp[o++] = idx[i++];
 			while (j < hi)
@@ -619,6 +623,62 @@ delay_add(struct sim *s, double t, double d)
 	s->delay_sum[i] = (i > 0 ? s->delay_sum[i - 1] : 0) + d;
 }
 
+/* Whether pending entry i of the heap comes out before entry j: the earlier
+ * deadline, and of equal ones the one pushed last. */
+static int
+pend_first(const struct sim *s, uint32_t i, uint32_t j)
+{
+	double a = s->mv[s->pend[i]].h2d_end, b = s->mv[s->pend[j]].h2d_end;
+
+	return a < b || (a == b && s->pend_ord[i] > s->pend_ord[j]);
+}
+
+static void
+pend_swap(struct sim *s, uint32_t i, uint32_t j)
+{
+	uint32_t k = s->pend[i], o = s->pend_ord[i];
+
+	s->pend[i] = s->pend[j];
+	s->pend_ord[i] = s->pend_ord[j];
+	s->pend[j] = k;
+	s->pend_ord[j] = o;
+}
+
+/* A restore copied, pending until its deadline (s->mv[k].h2d_end). */
+static void
+pend_push(struct sim *s, uint32_t k)
+{
+	uint32_t i = s->npend++;
+
+	s->pend[i] = k;
+	s->pend_ord[i] = s->pushed++;
+	for (; i > 0 && pend_first(s, i, (i - 1) / 2); i = (i - 1) / 2)
+		pend_swap(s, i, (i - 1) / 2);
+}
+
+/* Take the top of the heap off. */
+static void
+pend_pop(struct sim *s)
+{
+	uint32_t n = --s->npend, i = 0;
+
+	if (n == 0)
+		return;
+	s->pend[0] = s->pend[n];
+	s->pend_ord[0] = s->pend_ord[n];
+	for (;;) {
+		uint32_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < n && pend_first(s, l, m))
+			m = l;
+		if (r < n && pend_first(s, r, m))
+			m = r;
+		if (m == i)
+			break;
+		pend_swap(s, i, m);
+		i = m;
+	}
+}
+
 /*
  * Settle the restores copied whose use is due before time t (of the timeline
  * without delays), in the order they are due: how late each is, given the
@@ -632,12 +692,12 @@ due_before(struct sim *s, double t, int keep)
 	double added = 0;
 
 	while (s->npend > 0) {
-		uint32_t k = s->pend[s->npend - 1];
+		uint32_t k = s->pend[0];
 		struct plan_move *mv = &s->mv[k];
 		double dl = mv->h2d_end;	/* the deadline, until its times are kept */
 		if (dl >= t)
 			break;
-		s->npend--;
+		pend_pop(s);
 		mv->delay_s = delay_by(s, dl);
 		double late = s->h2d_en[k] - dl - mv->delay_s;
 		mv->stall_s = late > 0 ? late : 0;
@@ -802,7 +862,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 	}
 
 	/* where each restore is issued, and where each move saves memory */
-	base_diff(p, s->diff);
+	memcpy(s->diff, s->diff0, (n + 1) * sizeof *s->diff);
 	for (uint32_t k = 0; k < m; k++) {
 		struct plan_move *mv = &s->mv[k];
 		const struct prof_buf *b = &p->buf[mv->buf];
@@ -870,6 +930,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		s->stall = 0;
 		s->ndelay = 0;
 		s->npend = 0;
+		s->pushed = 0;
 		for (uint32_t j = 0; j <= nh; j++) {
 			uint32_t k = j < nh ? s->order[j] : 0;
 			double issue = j < nh ? s->key[k] : INFINITY;
@@ -887,11 +948,8 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 			s->h2d_st[k] = at > t ? at : t;
 			s->h2d_en[k] = s->h2d_st[k] + h2d_time(s, p->buf[mv->buf].size);
 			t = s->h2d_en[k];
-			/* pending until due: by deadline (mv->h2d_end for now), latest first */
-			uint32_t i = s->npend++;
-			for (; i > 0 && s->mv[s->pend[i - 1]].h2d_end < mv->h2d_end; i--)
-				s->pend[i] = s->pend[i - 1];
-			s->pend[i] = k;
+			/* pending until due: by deadline (mv->h2d_end for now) */
+			pend_push(s, k);
 		}
 		/* what the next iteration finds queued, in its own delayed frame */
 		double shifted = S + delay_by(s, S);
@@ -1078,12 +1136,15 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 	s.T = malloc(n * sizeof *s.T);
 	s.E = malloc(n * sizeof *s.E);
 	s.diff = malloc((n + 1) * sizeof *s.diff);
+	s.diff0 = malloc((n + 1) * sizeof *s.diff0);
 	s.mem = malloc(n * sizeof *s.mem);
 	s.next_d2h = malloc((n + 1) * sizeof *s.next_d2h);
 	s.next_h2d = malloc((n + 1) * sizeof *s.next_h2d);
 	s.prev_h2d = malloc(n * sizeof *s.prev_h2d);
-	if (!s.T || !s.E || !s.diff || !s.mem || !s.next_d2h || !s.next_h2d || !s.prev_h2d)
+	if (!s.T || !s.E || !s.diff || !s.diff0 || !s.mem || !s.next_d2h || !s.next_h2d ||
+	    !s.prev_h2d)
 		goto out;
+	base_diff(p, s.diff0);
 	s.next_d2h[n] = s.next_h2d[n] = n;
 	for (uint32_t i = n; i-- > 0;) {
 		s.next_d2h[i] = p->xfer[i] == PROF_XFER_D2H ? i : s.next_d2h[i + 1];
@@ -1135,11 +1196,12 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 	s.delay_at = malloc((nc + 1) * sizeof *s.delay_at);
 	s.delay_sum = malloc((nc + 1) * sizeof *s.delay_sum);
 	s.pend = malloc((nc + 1) * sizeof *s.pend);
+	s.pend_ord = malloc((nc + 1) * sizeof *s.pend_ord);
 	s.h2d_st = malloc((nc + 1) * sizeof *s.h2d_st);
 	s.h2d_en = malloc((nc + 1) * sizeof *s.h2d_en);
 	if (!c || !chosen || !tmp || !s.order || !s.key || !s.mv || !s.cidx || !s.move_of ||
 	    !s.waits || !s.wait_order || !s.d2h_order || !s.land || !s.delay_at || !s.delay_sum ||
-	    !s.pend || !s.h2d_st || !s.h2d_en)
+	    !s.pend || !s.pend_ord || !s.h2d_st || !s.h2d_en)
 		goto out;
 	memset(s.move_of, 0xff, (nc + 1) * sizeof *s.move_of);
 	for (uint32_t k = 0; k < nc; k++)
@@ -1420,6 +1482,7 @@ out:
 	free(s.delay_at);
 	free(s.delay_sum);
 	free(s.pend);
+	free(s.pend_ord);
 	free(s.h2d_st);
 	free(s.h2d_en);
 	free(s.T);
@@ -1427,6 +1490,7 @@ out:
 	free(s.tidx);
 	free(s.eidx);
 	free(s.diff);
+	free(s.diff0);
 	free(s.mem);
 	free(s.next_d2h);
 	free(s.next_h2d);
