@@ -337,6 +337,14 @@ struct sim {
 	uint32_t *pend;		/* restores copied, not yet due: a heap, the earliest
 				 * deadline on top (of equal ones, the last pushed) */
 	uint32_t *pend_ord;	/* the order each was pushed in */
+	double *pend_dl;	/* and its deadline then (it does not change while pending) */
+	/* the copies' orders of the last simulation, kept for the next when its
+	 * chosen candidates begin with the same ones (the greedy adds one at a
+	 * time): by move, in the order sort_by_key gives */
+	uint32_t *c_chosen, c_m;	/* its chosen candidates */
+	uint32_t *c_d2h, c_nd;		/* the moves with an offload, by E[after] */
+	uint32_t *c_h2d, c_nh;		/* the moves with a restore, by -T[use] */
+	double *c_kd, *c_kh;		/* those keys, by move */
 	uint32_t npend, pushed;
 	double *h2d_st, *h2d_en;	/* each restore's copy, until it is due */
 	double stall;
@@ -520,6 +528,69 @@ sort_by_key(uint32_t *idx, uint32_t m, const double *key, uint32_t *tmp)
 	}
 }
 
+/* Put move k (above every move in order[0..*n)) into order, sorted by key
+ * then move: after the moves of keys up to its own. */
+static void
+order_insert(uint32_t *order, uint32_t *n, const double *key, uint32_t k)
+{
+	uint32_t lo = 0, hi = *n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (key[k] < key[order[mid]])
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	memmove(order + lo + 1, order + lo, (*n - lo) * sizeof *order);
+	order[lo] = k;
+	(*n)++;
+}
+
+/*
+ * The moves of chosen[0..m) with an offload, by the end of the use before
+ * the gap (s->c_d2h), and with a restore, latest use first (s->c_h2d); from
+ * the last simulation's orders where its chosen candidates are the first of
+ * these, else sorted afresh. The same orders as sorting each time.
+ */
+static void
+copy_orders(struct sim *s, const uint32_t *chosen, uint32_t m, uint32_t *tmp)
+{
+	uint32_t keep = s->c_m <= m &&
+	    memcmp(chosen, s->c_chosen, s->c_m * sizeof *chosen) == 0 ? s->c_m : 0;
+
+	if (keep == 0) {
+		s->c_nd = s->c_nh = 0;
+		for (uint32_t k = 0; k < m; k++) {
+			const struct plan_move *mv = &s->mv[k];
+			if (mv->after != PROF_NONE) {
+				s->c_kd[k] = s->E[mv->after];
+				s->c_d2h[s->c_nd++] = k;
+			}
+			if (mv->use != PROF_NONE) {
+				s->c_kh[k] = -s->T[mv->use];
+				s->c_h2d[s->c_nh++] = k;
+			}
+		}
+		sort_by_key(s->c_d2h, s->c_nd, s->c_kd, tmp);
+		sort_by_key(s->c_h2d, s->c_nh, s->c_kh, tmp);
+	} else {
+		for (uint32_t k = keep; k < m; k++) {
+			const struct plan_move *mv = &s->mv[k];
+			if (mv->after != PROF_NONE) {
+				s->c_kd[k] = s->E[mv->after];
+				order_insert(s->c_d2h, &s->c_nd, s->c_kd, k);
+			}
+			if (mv->use != PROF_NONE) {
+				s->c_kh[k] = -s->T[mv->use];
+				order_insert(s->c_h2d, &s->c_nh, s->c_kh, k);
+			}
+		}
+	}
+	memcpy(s->c_chosen + keep, chosen + keep, (m - keep) * sizeof *chosen);
+	s->c_m = m;
+}
+
 /* The move of candidate ci among the first m, or NULL. */
 static const struct plan_move *
 move_of(const struct sim *s, uint32_t ci, uint32_t m)
@@ -628,7 +699,7 @@ delay_add(struct sim *s, double t, double d)
 static int
 pend_first(const struct sim *s, uint32_t i, uint32_t j)
 {
-	double a = s->mv[s->pend[i]].h2d_end, b = s->mv[s->pend[j]].h2d_end;
+	double a = s->pend_dl[i], b = s->pend_dl[j];
 
 	return a < b || (a == b && s->pend_ord[i] > s->pend_ord[j]);
 }
@@ -637,11 +708,14 @@ static void
 pend_swap(struct sim *s, uint32_t i, uint32_t j)
 {
 	uint32_t k = s->pend[i], o = s->pend_ord[i];
+	double dl = s->pend_dl[i];
 
 	s->pend[i] = s->pend[j];
 	s->pend_ord[i] = s->pend_ord[j];
+	s->pend_dl[i] = s->pend_dl[j];
 	s->pend[j] = k;
 	s->pend_ord[j] = o;
+	s->pend_dl[j] = dl;
 }
 
 /* A restore copied, pending until its deadline (s->mv[k].h2d_end). */
@@ -652,6 +726,7 @@ pend_push(struct sim *s, uint32_t k)
 
 	s->pend[i] = k;
 	s->pend_ord[i] = s->pushed++;
+	s->pend_dl[i] = s->mv[k].h2d_end;
 	for (; i > 0 && pend_first(s, i, (i - 1) / 2); i = (i - 1) / 2)
 		pend_swap(s, i, (i - 1) / 2);
 }
@@ -666,6 +741,7 @@ pend_pop(struct sim *s)
 		return;
 	s->pend[0] = s->pend[n];
 	s->pend_ord[0] = s->pend_ord[n];
+	s->pend_dl[0] = s->pend_dl[n];
 	for (;;) {
 		uint32_t l = 2 * i + 1, r = l + 1, m = i;
 		if (l < n && pend_first(s, l, m))
@@ -755,15 +831,11 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 	 * operation (n and up), and those offloads take the engine in the next
 	 * iteration after that copy.
 	 */
-	uint32_t nd = 0;
-	for (uint32_t k = 0; k < m; k++) {
+	copy_orders(s, chosen, m, tmp);
+	uint32_t nd = s->c_nd;
+	for (uint32_t k = 0; k < m; k++)
 		s->mv[k].issue = s->mv[k].after;
-		if (s->mv[k].after != PROF_NONE) {
-			s->order[nd++] = k;
-			s->key[k] = s->E[s->mv[k].after];
-		}
-	}
-	sort_by_key(s->order, nd, s->key, tmp);
+	memcpy(s->order, s->c_d2h, nd * sizeof *s->order);
 	memcpy(s->d2h_order, s->order, nd * sizeof *s->order);
 	s->nd = nd;
 	uint32_t jfirst = s->next_d2h[0];	/* the job's first copy to the host (n: none) */
@@ -830,13 +902,8 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 	}
 
 	/* H2D, planned: latest deadline first, each as late as the engine allows */
-	uint32_t nh = 0;
-	for (uint32_t k = 0; k < m; k++)
-		if (s->mv[k].use != PROF_NONE) {
-			s->order[nh++] = k;
-			s->key[k] = -s->T[s->mv[k].use];
-		}
-	sort_by_key(s->order, nh, s->key, tmp);
+	uint32_t nh = s->c_nh;
+	memcpy(s->order, s->c_h2d, nh * sizeof *s->order);
 	double earliest = INFINITY;
 	for (int pass = 0; pass < 2; pass++) {
 		double latest = pass == 0 ? INFINITY : earliest + S;
@@ -1197,11 +1264,18 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 	s.delay_sum = malloc((nc + 1) * sizeof *s.delay_sum);
 	s.pend = malloc((nc + 1) * sizeof *s.pend);
 	s.pend_ord = malloc((nc + 1) * sizeof *s.pend_ord);
+	s.pend_dl = malloc((nc + 1) * sizeof *s.pend_dl);
+	s.c_chosen = malloc((nc + 1) * sizeof *s.c_chosen);
+	s.c_d2h = malloc((nc + 1) * sizeof *s.c_d2h);
+	s.c_h2d = malloc((nc + 1) * sizeof *s.c_h2d);
+	s.c_kd = malloc((nc + 1) * sizeof *s.c_kd);
+	s.c_kh = malloc((nc + 1) * sizeof *s.c_kh);
 	s.h2d_st = malloc((nc + 1) * sizeof *s.h2d_st);
 	s.h2d_en = malloc((nc + 1) * sizeof *s.h2d_en);
 	if (!c || !chosen || !tmp || !s.order || !s.key || !s.mv || !s.cidx || !s.move_of ||
 	    !s.waits || !s.wait_order || !s.d2h_order || !s.land || !s.delay_at || !s.delay_sum ||
-	    !s.pend || !s.pend_ord || !s.h2d_st || !s.h2d_en)
+	    !s.pend || !s.pend_ord || !s.pend_dl || !s.h2d_st || !s.h2d_en || !s.c_chosen ||
+	    !s.c_d2h || !s.c_h2d || !s.c_kd || !s.c_kh)
 		goto out;
 	memset(s.move_of, 0xff, (nc + 1) * sizeof *s.move_of);
 	for (uint32_t k = 0; k < nc; k++)
@@ -1483,6 +1557,12 @@ out:
 	free(s.delay_sum);
 	free(s.pend);
 	free(s.pend_ord);
+	free(s.pend_dl);
+	free(s.c_chosen);
+	free(s.c_d2h);
+	free(s.c_h2d);
+	free(s.c_kd);
+	free(s.c_kh);
 	free(s.h2d_st);
 	free(s.h2d_en);
 	free(s.T);
