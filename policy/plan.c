@@ -1025,16 +1025,20 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 	s->stall += job_wait;
 	s->stall += wait_stall(s, m);
 
-	int64_t run = 0;
-	s->peak = INT64_MIN;
+	/* (in locals: the stores to mem could alias s->peak) */
+	const int64_t *diff = s->diff;
+	int64_t *mem = s->mem, run = 0, peak = INT64_MIN;
+	uint32_t peak_op = s->peak_op;
 	for (uint32_t i = 0; i < n; i++) {
-		run += s->diff[i];
-		s->mem[i] = run;
-		if (run > s->peak) {
-			s->peak = run;
-			s->peak_op = i;
+		run += diff[i];
+		mem[i] = run;
+		if (run > peak) {
+			peak = run;
+			peak_op = i;
 		}
 	}
+	s->peak = peak;
+	s->peak_op = peak_op;
 }
 
 /* Whether the extended span [first, last] holds operation op of some iteration. */
