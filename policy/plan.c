@@ -334,10 +334,12 @@ struct sim {
 					 * (without them) the device reached the use: the
 					 * times, increasing, and the delays up to each */
 	uint32_t ndelay;
-	uint32_t *pend;		/* restores copied, not yet due: a heap, the earliest
+	struct pend {
+		double dl;	/* its deadline (it does not change while pending) */
+		uint32_t k;	/* the move */
+		uint32_t ord;	/* the order it was pushed in */
+	} *pend;		/* restores copied, not yet due: a heap, the earliest
 				 * deadline on top (of equal ones, the last pushed) */
-	uint32_t *pend_ord;	/* the order each was pushed in */
-	double *pend_dl;	/* and its deadline then (it does not change while pending) */
 	/* the copies' orders of the last simulation, kept for the next when its
 	 * chosen candidates begin with the same ones (the greedy adds one at a
 	 * time): by move, in the order sort_by_key gives */
@@ -529,11 +531,12 @@ sort_by_key(uint32_t *idx, uint32_t m, const double *key, uint32_t *tmp)
 }
 
 /* Put move k (above every move in order[0..*n)) into order, sorted by key
- * then move: after the moves of keys up to its own. */
+ * then move: after the moves of keys up to its own; at the end when append
+ * (the caller sorts). */
 static void
-order_insert(uint32_t *order, uint32_t *n, const double *key, uint32_t k)
+order_insert(uint32_t *order, uint32_t *n, const double *key, uint32_t k, int append)
 {
-	uint32_t lo = 0, hi = *n;
+	uint32_t lo = append ? *n : 0, hi = *n;
 
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
@@ -559,33 +562,22 @@ copy_orders(struct sim *s, const uint32_t *chosen, uint32_t m, uint32_t *tmp)
 	uint32_t keep = s->c_m <= m &&
 	    memcmp(chosen, s->c_chosen, s->c_m * sizeof *chosen) == 0 ? s->c_m : 0;
 
-	if (keep == 0) {
+	if (keep == 0)
 		s->c_nd = s->c_nh = 0;
-		for (uint32_t k = 0; k < m; k++) {
-			const struct plan_move *mv = &s->mv[k];
-			if (mv->after != PROF_NONE) {
-				s->c_kd[k] = s->E[mv->after];
-				s->c_d2h[s->c_nd++] = k;
-			}
-			if (mv->use != PROF_NONE) {
-				s->c_kh[k] = -s->T[mv->use];
-				s->c_h2d[s->c_nh++] = k;
-			}
+	for (uint32_t k = keep; k < m; k++) {
+		const struct plan_move *mv = &s->mv[k];
+		if (mv->after != PROF_NONE) {
+			s->c_kd[k] = s->E[mv->after];
+			order_insert(s->c_d2h, &s->c_nd, s->c_kd, k, keep == 0);
 		}
+		if (mv->use != PROF_NONE) {
+			s->c_kh[k] = -s->T[mv->use];
+			order_insert(s->c_h2d, &s->c_nh, s->c_kh, k, keep == 0);
+		}
+	}
+	if (keep == 0) {	/* appended: sorted once */
 		sort_by_key(s->c_d2h, s->c_nd, s->c_kd, tmp);
 		sort_by_key(s->c_h2d, s->c_nh, s->c_kh, tmp);
-	} else {
-		for (uint32_t k = keep; k < m; k++) {
-			const struct plan_move *mv = &s->mv[k];
-			if (mv->after != PROF_NONE) {
-				s->c_kd[k] = s->E[mv->after];
-				order_insert(s->c_d2h, &s->c_nd, s->c_kd, k);
-			}
-			if (mv->use != PROF_NONE) {
-				s->c_kh[k] = -s->T[mv->use];
-				order_insert(s->c_h2d, &s->c_nh, s->c_kh, k);
-			}
-		}
 	}
 	memcpy(s->c_chosen + keep, chosen + keep, (m - keep) * sizeof *chosen);
 	s->c_m = m;
@@ -699,23 +691,18 @@ delay_add(struct sim *s, double t, double d)
 static int
 pend_first(const struct sim *s, uint32_t i, uint32_t j)
 {
-	double a = s->pend_dl[i], b = s->pend_dl[j];
+	const struct pend *a = &s->pend[i], *b = &s->pend[j];
 
-	return a < b || (a == b && s->pend_ord[i] > s->pend_ord[j]);
+	return a->dl < b->dl || (a->dl == b->dl && a->ord > b->ord);
 }
 
 static void
 pend_swap(struct sim *s, uint32_t i, uint32_t j)
 {
-	uint32_t k = s->pend[i], o = s->pend_ord[i];
-	double dl = s->pend_dl[i];
+	struct pend x = s->pend[i];
 
 	s->pend[i] = s->pend[j];
-	s->pend_ord[i] = s->pend_ord[j];
-	s->pend_dl[i] = s->pend_dl[j];
-	s->pend[j] = k;
-	s->pend_ord[j] = o;
-	s->pend_dl[j] = dl;
+	s->pend[j] = x;
 }
 
 /* A restore copied, pending until its deadline (s->mv[k].h2d_end). */
@@ -724,9 +711,7 @@ pend_push(struct sim *s, uint32_t k)
 {
 	uint32_t i = s->npend++;
 
-	s->pend[i] = k;
-	s->pend_ord[i] = s->pushed++;
-	s->pend_dl[i] = s->mv[k].h2d_end;
+	s->pend[i] = (struct pend){ .dl = s->mv[k].h2d_end, .k = k, .ord = s->pushed++ };
 	for (; i > 0 && pend_first(s, i, (i - 1) / 2); i = (i - 1) / 2)
 		pend_swap(s, i, (i - 1) / 2);
 }
@@ -740,8 +725,6 @@ pend_pop(struct sim *s)
 	if (n == 0)
 		return;
 	s->pend[0] = s->pend[n];
-	s->pend_ord[0] = s->pend_ord[n];
-	s->pend_dl[0] = s->pend_dl[n];
 	for (;;) {
 		uint32_t l = 2 * i + 1, r = l + 1, m = i;
 		if (l < n && pend_first(s, l, m))
@@ -768,7 +751,7 @@ due_before(struct sim *s, double t, int keep)
 	double added = 0;
 
 	while (s->npend > 0) {
-		uint32_t k = s->pend[0];
+		uint32_t k = s->pend[0].k;
 		struct plan_move *mv = &s->mv[k];
 		double dl = mv->h2d_end;	/* the deadline, until its times are kept */
 		if (dl >= t)
@@ -1267,8 +1250,6 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 	s.delay_at = malloc((nc + 1) * sizeof *s.delay_at);
 	s.delay_sum = malloc((nc + 1) * sizeof *s.delay_sum);
 	s.pend = malloc((nc + 1) * sizeof *s.pend);
-	s.pend_ord = malloc((nc + 1) * sizeof *s.pend_ord);
-	s.pend_dl = malloc((nc + 1) * sizeof *s.pend_dl);
 	s.c_chosen = malloc((nc + 1) * sizeof *s.c_chosen);
 	s.c_d2h = malloc((nc + 1) * sizeof *s.c_d2h);
 	s.c_h2d = malloc((nc + 1) * sizeof *s.c_h2d);
@@ -1278,7 +1259,7 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 	s.h2d_en = malloc((nc + 1) * sizeof *s.h2d_en);
 	if (!c || !chosen || !tmp || !s.order || !s.key || !s.mv || !s.cidx || !s.move_of ||
 	    !s.waits || !s.wait_order || !s.d2h_order || !s.land || !s.delay_at || !s.delay_sum ||
-	    !s.pend || !s.pend_ord || !s.pend_dl || !s.h2d_st || !s.h2d_en || !s.c_chosen ||
+	    !s.pend || !s.h2d_st || !s.h2d_en || !s.c_chosen ||
 	    !s.c_d2h || !s.c_h2d || !s.c_kd || !s.c_kh)
 		goto out;
 	memset(s.move_of, 0xff, (nc + 1) * sizeof *s.move_of);
@@ -1560,8 +1541,6 @@ out:
 	free(s.delay_at);
 	free(s.delay_sum);
 	free(s.pend);
-	free(s.pend_ord);
-	free(s.pend_dl);
 	free(s.c_chosen);
 	free(s.c_d2h);
 	free(s.c_h2d);

@@ -315,8 +315,7 @@ rate_sample(int dir, size_t bytes, CUevent start, CUevent end)
 {
 	float ms = 0;
 
-	if (bytes < RATE_MIN_BYTES || ebb_real.cuEventElapsedTime(&ms, start, end) != CUDA_SUCCESS ||
-	    ms <= 0)
+	if (ebb_real.cuEventElapsedTime(&ms, start, end) != CUDA_SUCCESS || ms <= 0)
 		return;
 	rates[dir].gbps[rates[dir].n++ % RATE_SAMPLES] = (float)((double)bytes / ((double)ms * 1e6));
 }
@@ -341,6 +340,20 @@ mover_copy_rates(double gbps[2], uint32_t count[2])
 		gbps[d] = n > 0 ? (double)v[n / 2] : 0;
 		count[d] = n;
 	}
+}
+
+/* A timing event recorded on s now, before a copy of bytes (NULL: too
+ * small to time, or no event): rate_sample's start. */
+static CUevent
+copy_start(CUstream s, size_t bytes)
+{
+	CUevent ev = bytes >= RATE_MIN_BYTES ? streams_event_get(1) : NULL;
+
+	if (ev != NULL && ebb_real.cuEventRecord(ev, s) != CUDA_SUCCESS) {
+		streams_event_put(ev, 1);
+		ev = NULL;
+	}
+	return ev;
 }
 
 /* What a finished copy allows: free the device memory or the host copy. */
@@ -1264,13 +1277,8 @@ offload(struct ebb_buf *b, uint64_t seq, const char *why)
 		streams_each(wait_stream, &w);
 		r = w.r;
 	}
-	CUevent ev = NULL, start = NULL;
 	/* the time the copy itself takes, after the waits above (rate_sample) */
-	if (r == CUDA_SUCCESS && b->size >= RATE_MIN_BYTES && (start = streams_event_get(1)) != NULL &&
-	    ebb_real.cuEventRecord(start, d2h) != CUDA_SUCCESS) {
-		streams_event_put(start, 1);
-		start = NULL;
-	}
+	CUevent ev = NULL, start = r == CUDA_SUCCESS ? copy_start(d2h, b->size) : NULL;
 	if (r == CUDA_SUCCESS) {
 		step = "cuMemcpyDtoHAsync";
 		r = ebb_real.cuMemcpyDtoHAsync_v2(host, b->addr, b->size, d2h);
@@ -1337,12 +1345,7 @@ copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uin
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	if (r == CUDA_SUCCESS && after != NULL)
 		r = streams_wait(after, after_seq, h2d);
-	CUevent start = NULL;
-	if (r == CUDA_SUCCESS && !capturing && b->size >= RATE_MIN_BYTES &&
-	    (start = streams_event_get(1)) != NULL && ebb_real.cuEventRecord(start, h2d) != CUDA_SUCCESS) {
-		streams_event_put(start, 1);
-		start = NULL;
-	}
+	CUevent start = r == CUDA_SUCCESS && !capturing ? copy_start(h2d, b->size) : NULL;
 	if (r == CUDA_SUCCESS)
 		r = ebb_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, h2d);
 	if (r == CUDA_SUCCESS)
