@@ -329,19 +329,6 @@ struct sim {
 	double d2h_carry;	/* when the copies the last iteration left queued on
 				 * the engine to the host are done (0: none) */
 	uint32_t *wait_order;	/* waits by operation within the iteration */
-	const struct cand *cand;	/* the candidates */
-	double alone[2], both[2];	/* bytes a second to the host, to the device */
-	double *rate;		/* each candidate's copies' rates, to the host and
-				 * back (2 a candidate): both at once, or, with rates
-				 * alone above those, from the last simulation it was
-				 * in (rates_update; 0: in none yet, rate_guess) */
-	struct busy {
-		double a, b;	/* [a, b) of the iteration's time */
-		double before;	/* the busy time of the intervals before it */
-	} *busy[2];		/* when each engine (to the host, to the device)
-				 * copied in the last simulation, merged (NULL: every
-				 * copy at the rates both at once) */
-	uint32_t nbusy[2];
 	double *land;		/* the replay's landing of each move, in two iterations */
 	double *delay_at, *delay_sum;	/* the device's delays by late restores, by when
 					 * (without them) the device reached the use: the
@@ -456,17 +443,16 @@ last_end(const struct sim *s, double t)
 	return k * s->n + (int64_t)lo - 1;
 }
 
-/* The time of candidate ci's copy to the host (of bytes), at its rate. */
 static double
-d2h_time(const struct sim *s, uint64_t bytes, uint32_t ci)
+d2h_time(const struct sim *s, uint64_t bytes)
 {
-	return s->pp->copy_latency_s + (double)bytes / s->rate[2 * ci];
+	return s->pp->copy_latency_s + (double)bytes / s->pp->d2h_bps;
 }
 
 static double
-h2d_time(const struct sim *s, uint64_t bytes, uint32_t ci)
+h2d_time(const struct sim *s, uint64_t bytes)
 {
-	return s->pp->copy_latency_s + (double)bytes / s->rate[2 * ci + 1];
+	return s->pp->copy_latency_s + (double)bytes / s->pp->h2d_bps;
 }
 
 /* Subtract size over the extended operations [first, last] (at most n of them). */
@@ -667,7 +653,7 @@ wait_stall(struct sim *s, uint32_t m)
 			uint32_t mk = s->d2h_order[j];
 			const struct plan_move *mv = &s->mv[mk];
 			double st = ext_E(s, mv->issue) + (double)k * S + shift;
-			t = (st > t ? st : t) + d2h_time(s, s->p->buf[mv->buf].size, s->cidx[mk]);
+			t = (st > t ? st : t) + d2h_time(s, s->p->buf[mv->buf].size);
 			s->land[k * m + mk] = t;
 		}
 		if (k == 0)
@@ -787,158 +773,6 @@ due_before(struct sim *s, double t, int keep)
 	return added;
 }
 
-/* Simulations of the plan made, with the rates alone, to settle its copies' rates. */
-#define SETTLE 4
-
-static int
-cmp_busy(const void *x, const void *y)
-{
-	double a = ((const struct busy *)x)->a, b = ((const struct busy *)y)->a;
-
-	return a < b ? -1 : a > b;
-}
-
-/* Add the copy [a, a + len) to u[*n..] within one iteration (of time S): the
- * part past S wraps to its start. */
-static void
-busy_add(struct busy *u, uint32_t *n, double a, double len, double S)
-{
-	if (len <= 0)
-		return;
-	if (len > S)
-		len = S;
-	a = fmod(a, S);
-	if (a < 0)
-		a += S;
-	if (a + len <= S) {
-		u[(*n)++] = (struct busy){ a, a + len, 0 };
-		return;
-	}
-	u[(*n)++] = (struct busy){ a, S, 0 };
-	u[(*n)++] = (struct busy){ 0, a + len - S, 0 };
-}
-
-/* Sort u[0..n) and merge the ones that overlap; their busy time before
- * each. Returns how many are left. */
-static uint32_t
-busy_merge(struct busy *u, uint32_t n)
-{
-	uint32_t k = 0;
-	double run = 0;
-
-	qsort(u, n, sizeof *u, cmp_busy);
-	for (uint32_t i = 0; i < n; i++) {
-		if (k > 0 && u[i].a <= u[k - 1].b) {
-			if (u[i].b > u[k - 1].b)
-				u[k - 1].b = u[i].b;
-			continue;
-		}
-		u[k++] = u[i];
-	}
-	for (uint32_t i = 0; i < k; i++) {
-		u[i].before = run;
-		run += u[i].b - u[i].a;
-	}
-	return k;
-}
-
-/* The busy time of u[0..n) (merged) in [0, x). */
-static double
-busy_to(const struct busy *u, uint32_t n, double x)
-{
-	uint32_t lo = 0, hi = n;	/* the first that starts at or after x */
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (u[mid].a < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
-		return 0;
-	const struct busy *b = &u[lo - 1];
-	return b->before + (x < b->b ? x : b->b) - b->a;
-}
-
-/* The busy time of u[0..n) within the copy [a, a + len), wrapped as busy_add. */
-static double
-busy_within(const struct busy *u, uint32_t n, double a, double len, double S)
-{
-	if (len > S)
-		len = S;
-	a = fmod(a, S);
-	if (a < 0)
-		a += S;
-	if (a + len <= S)
-		return busy_to(u, n, a + len) - busy_to(u, n, a);
-	return busy_to(u, n, S) - busy_to(u, n, a) + busy_to(u, n, a + len - S);
-}
-
-/* The rate of a copy of direction dir (0: to the host) over [a, a + len),
- * by how much of that time the other engine copied in the last simulation. */
-static double
-rate_over(const struct sim *s, int dir, double a, double len)
-{
-	double f = len > 0 ? busy_within(s->busy[!dir], s->nbusy[!dir], a, len, s->S) / len : 0;
-
-	if (f > 1)
-		f = 1;
-	return s->alone[dir] * (1 - f) + s->both[dir] * f;
-}
-
-/*
- * The rates of the copies of the moves simulated, for the simulations after
- * this one: each direction's alone, but for the share of its copy's time
- * that the other engine was busy, there at the rate both at once. (A copy's
- * rate changes its span, and with it the share, in the next simulation: the
- * greedy search adds a move at a time, and make settles the last plan's.)
- */
-static void
-rates_update(struct sim *s, uint32_t nh)
-{
-	double S = s->S;
-	uint32_t nu = 0;
-
-	for (uint32_t j = 0; j < s->nd; j++) {
-		const struct plan_move *mv = &s->mv[s->d2h_order[j]];
-		busy_add(s->busy[0], &nu, mv->d2h_start, mv->d2h_end - mv->d2h_start, S);
-	}
-	s->nbusy[0] = busy_merge(s->busy[0], nu);
-	nu = 0;
-	for (uint32_t j = 0; j < nh; j++) {
-		uint32_t k = s->order[j];
-		busy_add(s->busy[1], &nu, s->h2d_st[k], s->h2d_en[k] - s->h2d_st[k], S);
-	}
-	s->nbusy[1] = busy_merge(s->busy[1], nu);
-	for (uint32_t j = 0; j < s->nd; j++) {
-		const struct plan_move *mv = &s->mv[s->d2h_order[j]];
-		s->rate[2 * s->cidx[s->d2h_order[j]]] =
-		    rate_over(s, 0, mv->d2h_start, mv->d2h_end - mv->d2h_start);
-	}
-	for (uint32_t j = 0; j < nh; j++) {
-		uint32_t k = s->order[j];
-		s->rate[2 * s->cidx[k] + 1] = rate_over(s, 1, s->h2d_st[k], s->h2d_en[k] - s->h2d_st[k]);
-	}
-}
-
-/* The rate of candidate ci's copy of direction dir while it was in no
- * simulation yet: from its span with idle engines (offloaded at the end of
- * the use before its gap, restored by the start of the use after) beside
- * the last simulation's copies. */
-static double
-rate_guess(const struct sim *s, uint32_t ci, int dir)
-{
-	const struct cand *x = &s->cand[ci];
-	double len = (double)s->p->buf[x->buf].size / s->alone[dir];
-
-	if (dir == 0)
-		return x->kind == GAP_IDLE ? s->alone[0] : rate_over(s, 0, s->E[x->u], len);
-	if (x->kind != GAP_BETWEEN && x->kind != GAP_WRAP)
-		return s->alone[1];
-	return rate_over(s, 1, s->T[x->v] - len, len);
-}
-
 /*
  * Simulate the moves of the chosen candidates: both copy engines in the
  * steady state (each run twice, so what one iteration leaves queued delays
@@ -966,9 +800,6 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		mv->wrap = x->kind == GAP_WRAP;
 		s->cidx[k] = chosen[k];
 		s->move_of[chosen[k]] = (int32_t)k;
-		for (int dir = 0; dir < 2; dir++)
-			if (s->rate[2 * chosen[k] + dir] == 0)
-				s->rate[2 * chosen[k] + dir] = rate_guess(s, chosen[k], dir);
 	}
 
 	/*
@@ -1018,14 +849,13 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 					for (uint32_t i = crossed; i < nd; i++) {
 						const struct plan_move *o = &s->mv[s->order[i]];
 						double os = ext_E(s, (int64_t)o->issue - n);
-						t = (os > t ? os : t) +
-						    d2h_time(s, p->buf[o->buf].size, s->cidx[s->order[i]]);
+						t = (os > t ? os : t) + d2h_time(s, p->buf[o->buf].size);
 					}
 				}
 				if (mv == NULL)
 					break;
 				st = ext_E(s, at) > t ? ext_E(s, at) : t;
-				en = st + d2h_time(s, p->buf[mv->buf].size, s->cidx[s->order[j]]);
+				en = st + d2h_time(s, p->buf[mv->buf].size);
 				int64_t jn = jc < n ? (int64_t)jc : mv->wrap && at < jnext ? jnext : 2 * (int64_t)n;
 				if (s->stalling || jn >= 2 * (int64_t)n || en <= ext_T(s, jn))
 					break;
@@ -1063,8 +893,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 		for (uint32_t j = 0; j < nh; j++) {
 			struct plan_move *mv = &s->mv[s->order[j]];
 			double dl = s->T[mv->use];
-			double end = dl < latest ? dl : latest;
-			double d = h2d_time(s, p->buf[mv->buf].size, s->cidx[s->order[j]]);
+			double end = dl < latest ? dl : latest, d = h2d_time(s, p->buf[mv->buf].size);
 			/* done before a copy of the job's to the device starts (where
 			 * the job's copies leave no room within an iteration, it is not
 			 * moved, and the forward pass below predicts the wait) */
@@ -1167,7 +996,7 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 			struct plan_move *mv = &s->mv[k];
 			double at = issue + delay_by(s, issue);
 			s->h2d_st[k] = at > t ? at : t;
-			s->h2d_en[k] = s->h2d_st[k] + h2d_time(s, p->buf[mv->buf].size, s->cidx[k]);
+			s->h2d_en[k] = s->h2d_st[k] + h2d_time(s, p->buf[mv->buf].size);
 			t = s->h2d_en[k];
 			/* pending until due: by deadline (mv->h2d_end for now) */
 			pend_push(s, k);
@@ -1178,8 +1007,6 @@ simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m
 	}
 	s->stall += job_wait;
 	s->stall += wait_stall(s, m);
-	if (s->busy[0] != NULL)
-		rates_update(s, nh);
 
 	/* (in locals: the stores to mem could alias s->peak) */
 	const int64_t *diff = s->diff;
@@ -1252,9 +1079,7 @@ queued_landing(const struct sim *s, const struct cand *x)
 	double t = issue, free = lo > 0 ? s->mv[s->d2h_order[lo - 1]].d2h_end : s->d2h_carry;
 	if (free > t)
 		t = free;
-	uint32_t ci = (uint32_t)(x - s->cand);
-	double rate = s->rate[2 * ci] > 0 ? s->rate[2 * ci] : rate_guess(s, ci, 0);
-	return t + s->pp->copy_latency_s + (double)s->p->buf[x->buf].size / rate;
+	return t + d2h_time(s, s->p->buf[x->buf].size);
 }
 
 /* The candidates: every gap of every movable buffer, with its idle-engine span. */
@@ -1278,9 +1103,7 @@ candidates(const struct sim *s, uint32_t *count)
 		const struct prof_buf *b = &p->buf[k];
 		if (!b->movable || b->size < s->pp->min_bytes || b->size == 0)
 			continue;
-		/* (the spans with idle engines: at the rates alone) */
-		double cd = s->pp->copy_latency_s + (double)b->size / s->alone[0];
-		double ch = s->pp->copy_latency_s + (double)b->size / s->alone[1];
+		double cd = d2h_time(s, b->size), ch = h2d_time(s, b->size);
 		if (b->nuse == 0) {
 			if (prof_persistent(b))
 				c[m++] = (struct cand){ .buf = k, .u = PROF_NONE, .v = PROF_NONE,
@@ -1411,24 +1234,7 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 		out->met = out->peak <= pp->target;
 		goto out;
 	}
-	s.both[0] = pp->d2h_bps;
-	s.both[1] = pp->h2d_bps;
-	s.alone[0] = pp->d2h_alone_bps > pp->d2h_bps ? pp->d2h_alone_bps : pp->d2h_bps;
-	s.alone[1] = pp->h2d_alone_bps > pp->h2d_bps ? pp->h2d_alone_bps : pp->h2d_bps;
 	c = candidates(&s, &nc);
-	s.cand = c;
-	s.rate = calloc(2 * (nc + 1), sizeof *s.rate);
-	if (s.alone[0] > s.both[0] || s.alone[1] > s.both[1]) {
-		s.busy[0] = malloc(2 * (nc + 1) * sizeof *s.busy[0]);
-		s.busy[1] = malloc(2 * (nc + 1) * sizeof *s.busy[1]);
-		if (s.busy[0] == NULL || s.busy[1] == NULL)
-			goto out;
-	} else if (s.rate != NULL) {
-		for (uint32_t k = 0; k <= nc; k++) {
-			s.rate[2 * k] = s.both[0];
-			s.rate[2 * k + 1] = s.both[1];
-		}
-	}
 	chosen = calloc(nc + 1, sizeof *chosen);
 	tmp = malloc((nc + 1) * sizeof *tmp);
 	s.order = malloc((nc + 1) * sizeof *s.order);
@@ -1453,7 +1259,7 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 	s.h2d_en = malloc((nc + 1) * sizeof *s.h2d_en);
 	if (!c || !chosen || !tmp || !s.order || !s.key || !s.mv || !s.cidx || !s.move_of ||
 	    !s.waits || !s.wait_order || !s.d2h_order || !s.land || !s.delay_at || !s.delay_sum ||
-	    !s.pend || !s.h2d_st || !s.h2d_en || !s.c_chosen || !s.rate ||
+	    !s.pend || !s.h2d_st || !s.h2d_en || !s.c_chosen ||
 	    !s.c_d2h || !s.c_h2d || !s.c_kd || !s.c_kh)
 		goto out;
 	memset(s.move_of, 0xff, (nc + 1) * sizeof *s.move_of);
@@ -1669,16 +1475,8 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 				c[best].state = 2;
 			c[best].not_before = -1;
 			simulate(&s, c, chosen, m, tmp);
-			/* (the copies' rates may have moved since) */
-			if (s.busy[0] != NULL)
-				stall = s.stall;
 		}
 	}
-
-	/* the copies' rates of the plan as it is (each simulation's came from
-	 * the last one's, in which the moves were not quite the same) */
-	for (int k = 0; s.busy[0] != NULL && k < SETTLE; k++)
-		simulate(&s, c, chosen, m, tmp);
 
 	/* the result */
 	out->mv = malloc((m ? m : 1) * sizeof *out->mv);
@@ -1750,9 +1548,6 @@ out:
 	free(s.c_kh);
 	free(s.h2d_st);
 	free(s.h2d_en);
-	free(s.rate);
-	free(s.busy[0]);
-	free(s.busy[1]);
 	free(s.T);
 	free(s.E);
 	free(s.tidx);
@@ -2712,13 +2507,6 @@ plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_sta
 	if (pad == NULL)
 		return -1;
 	q.allow_stall = 0;
-	/* the floor's bandwidths: the rates alone (a floor under the plans,
-	 * whose copies get those where the other engine is idle) */
-	struct plan_params fq = *pp;
-	if (fq.d2h_alone_bps > fq.d2h_bps)
-		fq.d2h_bps = fq.d2h_alone_bps;
-	if (fq.h2d_alone_bps > fq.h2d_bps)
-		fq.h2d_bps = fq.h2d_alone_bps;
 	/*
 	 * From the target itself, then a little less each round. (Starting as
 	 * far below the target as the bound is above the floor, as the planner
@@ -2742,17 +2530,17 @@ plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_sta
 		if (round > 0)
 			P -= step;
 		plan_floor_free(fl);
-		if ((fl = floor_new(p, &fq, pad, extra, P)) == NULL)
+		if ((fl = floor_new(p, pp, pad, extra, P)) == NULL)
 			break;
 		if (round > 0 && fl->nostall - step < P) {
 			/* the waits so far hold the floor under P already, and the
 			 * plan is above it: ask for less than that floor */
 			P = fl->nostall - step;
 			plan_floor_free(fl);
-			if ((fl = floor_new(p, &fq, pad, extra, P)) == NULL)
+			if ((fl = floor_new(p, pp, pad, extra, P)) == NULL)
 				break;
 		}
-		double got = add_waits(p, fl, &fq, pad, P,
+		double got = add_waits(p, fl, pp, pad, P,
 		    round ? (double)out->peak - (double)pp->target : 0);
 		if (got < 0 || got == INFINITY)
 			break;

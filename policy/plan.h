@@ -15,10 +15,8 @@
  * freed first, a restore (an H2D copy issued after an operation chosen so
  * that it is done before the use after the gap). Both copy engines are
  * simulated: copies of one direction run one at a time, in issue order, at
- * that direction's bandwidth (its rate alone where the other engine is
- * idle, its rate both at once where it copies too); restores are placed as
- * late as the engine allows (latest deadline first), so memory comes back
- * as late as it can.
+ * that direction's bandwidth; restores are placed as late as the engine
+ * allows (latest deadline first), so memory comes back as late as it can.
  *
  * Greedy: while the peak is over the target, take the gap that covers the
  * operation at the peak and frees its memory for longest (which is the
@@ -143,15 +141,7 @@ double prof_time(const struct prof *p);
 
 struct plan_params {
 	uint64_t target;	/* bytes, fixed included */
-	double d2h_bps, h2d_bps;	/* bytes a second of each copy direction while
-					 * the other copies too */
-	/* each direction's rate while the other is idle (0: d2h_bps, h2d_bps).
-	 * Above those, a copy's time is reckoned from the time the other
-	 * engine was busy in its span by the last simulation: each second
-	 * alone at this rate, each second beside a copy the other way at
-	 * d2h_bps or h2d_bps (an H200's link: 55.3 GB/s alone, 50.7 both at
-	 * once, bench/copyrate.py) */
-	double d2h_alone_bps, h2d_alone_bps;
+	double d2h_bps, h2d_bps;	/* bytes a second of each copy direction */
 	double copy_latency_s;	/* fixed cost of one copy */
 	uint64_t min_bytes;	/* smallest buffer worth moving */
 	/* with the profile's host side: the host's seconds to issue one move */

@@ -683,8 +683,7 @@ plan_recorded(pthread_mutex_t *lock)
 		prof_host_pace(&r.p, host, self, sync);	/* (without memory, no host side) */
 
 	double d2h, h2d;
-	double alone[2];
-	mover_bandwidth(&d2h, &h2d, alone);
+	mover_bandwidth(&d2h, &h2d);
 	uint64_t learned = prof_peak(&r.p, NULL);
 	/* EBB_PLAN_MARGIN: what is held at a moment on the host's side runs a
 	 * little ahead of the device's */
@@ -693,7 +692,6 @@ plan_recorded(pthread_mutex_t *lock)
 		target = (uint64_t)(conf->target * (double)learned);
 	struct plan_params pp = {
 		.target = target, .d2h_bps = d2h, .h2d_bps = h2d,
-		.d2h_alone_bps = alone[0], .h2d_alone_bps = alone[1],
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = conf->min_offload_bytes,
 		/* under the bound, stalls rather than faults */
 		.allow_stall = 1, .no_waits = !conf->plan_waits,
@@ -782,10 +780,6 @@ plan_recorded(pthread_mutex_t *lock)
 		ebb_trace_note("d2h-gbps", buf);
 		snprintf(buf, sizeof buf, "%.2f", h2d / 1e9);
 		ebb_trace_note("h2d-gbps", buf);
-		snprintf(buf, sizeof buf, "%.2f", alone[0] / 1e9);
-		ebb_trace_note("d2h-gbps-alone", buf);
-		snprintf(buf, sizeof buf, "%.2f", alone[1] / 1e9);
-		ebb_trace_note("h2d-gbps-alone", buf);
 		/* what ebb's own copies got so far, beside the rates assumed */
 		double got[2];
 		uint32_t ncopies[2];

@@ -45,7 +45,6 @@ static int capturing;
 static int host_short;		/* an offload found no pinned host memory */
 static int planned;		/* the engine's plan moves buffers */
 static double bw_d2h, bw_h2d;	/* measured at start, bytes a second */
-static double bw_alone[2];	/* the same, each direction alone */
 static struct mover_stats st;
 
 /* resident movable buffers, least recently used first */
@@ -851,8 +850,8 @@ measure_bandwidth(const struct ebb_conf *conf)
 		bytes = (size_t)(limit / 8) & ~(((size_t)1 << 20) - 1);
 	if (bytes < ((size_t)1 << 20))
 		bytes = (size_t)1 << 20;
-	bw_alone[0] = bw_d2h = conf->d2h_gbps * 1e9;
-	bw_alone[1] = bw_h2d = conf->h2d_gbps * 1e9;
+	bw_d2h = conf->d2h_gbps * 1e9;
+	bw_h2d = conf->h2d_gbps * 1e9;
 	if (bw_d2h > 0 && bw_h2d > 0)
 		return;
 	/* memory as buffers get it, so that the handle is pooled after (never cuMemFree) */
@@ -880,14 +879,10 @@ measure_bandwidth(const struct ebb_conf *conf)
 		 * 0.322 s before the operations the plan waits at, 0.317 s
 		 * planned), and 16% longer at the rates alone (cdd863f: 0.324
 		 * against 0.279 s) */
-		if (bw_d2h <= 0) {
+		if (bw_d2h <= 0)
 			bw_d2h = both[0] > 0 && both[0] < alone[0] ? both[0] : alone[0];
-			bw_alone[0] = alone[0];
-		}
-		if (bw_h2d <= 0) {
+		if (bw_h2d <= 0)
 			bw_h2d = both[1] > 0 && both[1] < alone[1] ? both[1] : alone[1];
-			bw_alone[1] = alone[1];
-		}
 	}
 	if (dev != 0) {
 		/* time_copies waited for its copies */
@@ -1490,12 +1485,10 @@ mover_set_planned(int onoff)
 }
 
 void
-mover_bandwidth(double *d2h_bps, double *h2d_bps, double alone[2])
+mover_bandwidth(double *d2h_bps, double *h2d_bps)
 {
 	*d2h_bps = bw_d2h;
 	*h2d_bps = bw_h2d;
-	alone[0] = bw_alone[0];
-	alone[1] = bw_alone[1];
 }
 
 uint64_t

@@ -138,11 +138,8 @@ int mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq
  */
 int mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64_t gate);
 
-/* Copy bandwidth in bytes a second measured at start (0 when not measured),
- * or given (EBB_D2H_GBPS, EBB_H2D_GBPS): each direction's while the other
- * copies too, and alone[2] (to the host, to the device), while it is idle
- * (a rate given is both). */
-void mover_bandwidth(double *d2h_bps, double *h2d_bps, double alone[2]);
+/* Copy bandwidth in bytes a second measured at start (0 when not measured). */
+void mover_bandwidth(double *d2h_bps, double *h2d_bps);
 
 /* The median rate, in GB/s, of the last copies of ebb's own of at least 4
  * MiB that have landed, each direction (gbps[0] to the host), and how many

@@ -634,75 +634,6 @@ START_TEST(copy_engine_contention)
 }
 END_TEST
 
-/*
- * A copy runs at its direction's rate alone where the other engine is idle.
- * A GiB copies in 8 operations while the other way copies too, in 4 alone.
- * The buffer's gap (uses at 0 and 12) over the activation at 5..6 is long
- * enough only alone: offloaded at 1, landed by 5, restored from 8.
- */
-START_TEST(copies_alone_run_faster)
-{
-	int u[] = { 0, 12, -1 };
-	buf(GIB, 0, 12, 1, u);
-	hump(GIB, 5, 6);
-	struct plan_params pp = params(GIB, 8, 0);
-	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
-	ck_assert(!pl.met);	/* at the rates both at once: too slow */
-	ck_assert_uint_eq(pl.n, 0);
-	plan_fini(&pl);
-	pp.d2h_alone_bps = pp.h2d_alone_bps = 2 * pp.d2h_bps;
-	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
-	ck_assert(pl.met);
-	ck_assert_uint_eq(pl.peak, GIB);
-	ck_assert_uint_eq(pl.n, 1);
-	ck_assert(pl.mv[0].d2h_start == 1 * OP && pl.mv[0].d2h_end == 5 * OP);
-	ck_assert(pl.mv[0].h2d_start == 8 * OP && pl.mv[0].h2d_end == 12 * OP);
-	ck_assert(pl.stall_s == 0);
-}
-END_TEST
-
-/*
- * Where both engines copy at once, each gets its rate both at once for that
- * time. a (uses at 0 and 99) and b (persistent, uses at 4 and 30) both move
- * for the peak at 40..60 (2 GiB that cannot move, and both, at 0 too). a's
- * offload runs from 1; b's restore, for its use at 4 of the next iteration,
- * is issued after operation 97 (a restore starts at the end of an
- * operation) and runs to 3. So the two copies overlap from 1 to 3: each
- * moves 2/8 GiB there, at the rate both at once, and the other 6/8 GiB
- * alone, in 3 operations: 5 in all. b's offload (after 30) and a's restore
- * (by 99) copy alone, in 4. (The rates settle over make's last simulations:
- * to within 0.1 operation.)
- */
-START_TEST(copies_both_ways_share_the_link)
-{
-	int ua[] = { 0, 99, -1 }, ub[] = { 4, 30, -1 };
-	uint32_t a = buf(GIB, 0, 99, 1, ua);
-	uint32_t b = buf(GIB, PROF_NONE, PROF_NONE, 1, ub);
-	hump(2 * GIB, 40, 60);
-	struct plan_params pp = params(2 * GIB, 8, 0);
-	pp.d2h_alone_bps = pp.h2d_alone_bps = 2 * pp.d2h_bps;
-	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
-	ck_assert(pl.met);
-	ck_assert_uint_eq(pl.peak, 2 * GIB);
-	ck_assert_uint_eq(pl.n, 2);
-	ck_assert(pl.stall_s == 0);
-	for (uint32_t k = 0; k < 2; k++) {
-		const struct plan_move *mv = &pl.mv[k];
-		double d2h = (mv->d2h_end - mv->d2h_start) / OP;
-		double h2d = (mv->h2d_end - mv->h2d_start) / OP;
-		ck_assert(mv->buf == a || mv->buf == b);
-		if (mv->buf == a) {
-			ck_assert_msg(fabs(d2h - 5) < 0.1, "a's offload: %g operations", d2h);
-			ck_assert_msg(fabs(h2d - 4) < 1e-9, "a's restore: %g operations", h2d);
-		} else {
-			ck_assert(mv->wrap);
-			ck_assert_msg(fabs(d2h - 4) < 1e-9, "b's offload: %g operations", d2h);
-			ck_assert_msg(fabs(h2d - 5) < 0.1, "b's restore: %g operations", h2d);
-		}
-	}
-}
-END_TEST
-
 /* Optimizer state: used once near the end; the gap wraps into the next iteration. */
 START_TEST(wrapping_gap)
 {
@@ -1411,8 +1342,6 @@ main(void)
 	tcase_add_test(tc, longest_gap_first);
 	tcase_add_test(tc, unmovable_stay);
 	tcase_add_test(tc, copy_engine_contention);
-	tcase_add_test(tc, copies_alone_run_faster);
-	tcase_add_test(tc, copies_both_ways_share_the_link);
 	tcase_add_test(tc, wrapping_gap);
 	tcase_add_test(tc, idle_buffer_stays_away);
 	tcase_add_test(tc, tail_until_free);

@@ -33,7 +33,6 @@ usage(FILE *f)
 	    "usage: ebb run [--mode MODE] [--limit SIZE] [--trace FILE] [--verbose N] [--lib PATH] -- CMD [ARGS...]\n"
 	    "       ebb report TRACE\n"
 	    "       ebb plan TRACE [--target SIZE]... [--fraction F]... [--d2h GBPS] [--h2d GBPS]\n"
-	    "                [--d2h-alone GBPS] [--h2d-alone GBPS]\n"
 	    "                [--min-bytes SIZE] [--allow-stall [--no-waits]] [--moves]\n"
 	    "                [--move-cost US,US] [--time-limit S]\n"
 	    "       ebb --version | --help\n"
@@ -51,13 +50,9 @@ usage(FILE *f)
 	    "  -t, --target SIZE   a device memory target, e.g. 60G (repeatable)\n"
 	    "  -f, --fraction F    a target as a fraction of the learned peak (repeatable;\n"
 	    "                      default 0.9 0.8 0.7 0.6 0.5 0.4)\n"
-	    "      --d2h GBPS      device-to-host bandwidth in GB/s while copies run the\n"
-	    "                      other way too (default: the trace's d2h-gbps note, else 50)\n"
+	    "      --d2h GBPS      device-to-host bandwidth in GB/s (default: the trace's\n"
+	    "                      d2h-gbps note, else 50)\n"
 	    "      --h2d GBPS      host-to-device bandwidth in GB/s (likewise)\n"
-	    "      --d2h-alone GBPS  device-to-host bandwidth while nothing copies the other\n"
-	    "                      way (default: --d2h where given, else the trace's\n"
-	    "                      d2h-gbps-alone note, else the same as --d2h)\n"
-	    "      --h2d-alone GBPS  host-to-device, likewise\n"
 	    "      --min-bytes SIZE  smallest buffer that moves (default 2M, as\n"
 	    "                      EBB_MIN_OFFLOAD_BYTES)\n"
 	    "      --allow-stall   let restores be late when that lowers the peak\n"
@@ -273,8 +268,6 @@ cmd_plan(int argc, char **argv)
 		{ "fraction", required_argument, NULL, 'f' },
 		{ "d2h", required_argument, NULL, 'D' },
 		{ "h2d", required_argument, NULL, 'H' },
-		{ "d2h-alone", required_argument, NULL, 'd' },
-		{ "h2d-alone", required_argument, NULL, 'e' },
 		{ "min-bytes", required_argument, NULL, 'b' },
 		{ "allow-stall", no_argument, NULL, 's' },
 		{ "no-waits", no_argument, NULL, 'W' },
@@ -315,16 +308,15 @@ cmd_plan(int argc, char **argv)
 			break;
 		case 'D':
 		case 'H':
-		case 'd':
-		case 'e':
 			if (ebb_conf_parse_real(optarg, &v) < 0 || v <= 0) {
 				fprintf(stderr, "%s plan: --%s '%s' is not a bandwidth in GB/s above 0\n",
-				    progname, c == 'D' ? "d2h" : c == 'H' ? "h2d" :
-				    c == 'd' ? "d2h-alone" : "h2d-alone", optarg);
+				    progname, c == 'D' ? "d2h" : "h2d", optarg);
 				goto out;
 			}
-			*(c == 'D' ? &o.d2h_gbps : c == 'H' ? &o.h2d_gbps :
-			    c == 'd' ? &o.alone_gbps[0] : &o.alone_gbps[1]) = v;
+			if (c == 'D')
+				o.d2h_gbps = v;
+			else
+				o.h2d_gbps = v;
 			break;
 		case 'b':
 			if (ebb_conf_parse_size(optarg, &o.min_bytes) < 0 || o.min_bytes == 0) {

@@ -66,7 +66,6 @@ struct scan {
 	size_t ndep, cdep;
 	uint64_t last_seq;	/* the last operation of the trace */
 	double gbps[2];		/* d2h, h2d from Q notes; 0: none */
-	double alone[2];	/* the same of the *-gbps-alone notes */
 	double move_ns[2];	/* the host's cost of an offload, a restore, from the
 				 * last plan-host-offload-ns, plan-host-restore-ns notes;
 				 * -1: none */
@@ -348,10 +347,8 @@ scan_trace(struct src *s, struct scan *sc)
 				sc->move_ns[c] = (double)ns;
 				break;
 			}
-			const char *f = s->r.field[1];
-			int k = strcmp(f, "d2h-gbps") == 0 ? 0 : strcmp(f, "h2d-gbps") == 0 ? 1 :
-			    strcmp(f, "d2h-gbps-alone") == 0 ? 2 :
-			    strcmp(f, "h2d-gbps-alone") == 0 ? 3 : -1;
+			int k = strcmp(s->r.field[1], "d2h-gbps") == 0 ? 0 :
+			    strcmp(s->r.field[1], "h2d-gbps") == 0 ? 1 : -1;
 			double v;
 			if (k < 0)
 				break;
@@ -361,7 +358,7 @@ scan_trace(struct src *s, struct scan *sc)
 				return -1;
 			}
 			if (v > 0)	/* 0: not measured */
-				*(k < 2 ? &sc->gbps[k] : &sc->alone[k - 2]) = v;
+				sc->gbps[k] = v;
 			break;
 		}
 		default:
@@ -862,14 +859,8 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 			assumed |= 1 << k;
 		}
 	}
-	/* alone: given, else none apart from the rate given, else the trace's */
-	double alone[2];
-	for (int k = 0; k < 2; k++)
-		alone[k] = o->alone_gbps[k] > 0 ? o->alone_gbps[k] : given[k] > 0 ? given[k] :
-		    sc.alone[k] > 0 ? sc.alone[k] : gbps[k];
 	struct plan_params pp = {
 		.d2h_bps = gbps[0] * 1e9, .h2d_bps = gbps[1] * 1e9,
-		.d2h_alone_bps = alone[0] * 1e9, .h2d_alone_bps = alone[1] * 1e9,
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = o->min_bytes,
 		.allow_stall = o->allow_stall, .no_waits = o->no_waits,
 		.time_limit_s = o->time_limit_s,
@@ -913,12 +904,8 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	fprintf(out, "job's copies: %u to the host, %u to the device (the plan keeps clear of them)\n",
 	    prof_xfers(p, PROF_XFER_D2H), prof_xfers(p, PROF_XFER_H2D));
 	fprintf(out, "learned peak: %.2f GiB\n", (double)peak / GIB);
-	fprintf(out, "bandwidth: d2h %.2f GB/s (%s), h2d %.2f GB/s (%s)", gbps[0], from[0],
+	fprintf(out, "bandwidth: d2h %.2f GB/s (%s), h2d %.2f GB/s (%s)\n", gbps[0], from[0],
 	    gbps[1], from[1]);
-	if (alone[0] > gbps[0] || alone[1] > gbps[1])
-		fprintf(out, "; alone (the other way idle): d2h %.2f, h2d %.2f GB/s",
-		    alone[0] > gbps[0] ? alone[0] : gbps[0], alone[1] > gbps[1] ? alone[1] : gbps[1]);
-	fprintf(out, "\n");
 	if (assumed == 3)
 		fprintf(out, "note: the trace has no d2h-gbps or h2d-gbps note: %.0f GB/s assumed each "
 		    "way; give the link's bandwidths with --d2h GBPS --h2d GBPS\n", ASSUMED_GBPS);

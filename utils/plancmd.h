@@ -18,9 +18,6 @@ struct ebb_plan_opts {
 	const struct ebb_plan_target *target;
 	size_t ntarget;		/* 0: the fractions 0.9 down to 0.4 */
 	double d2h_gbps, h2d_gbps;	/* 0: from the trace's notes, else assumed */
-	double alone_gbps[2];	/* each direction's rate while the other is idle, d2h
-				 * and h2d; 0: the rate given, else the trace's
-				 * *-gbps-alone note, else none apart */
 	uint64_t min_bytes;	/* smallest buffer that moves */
 	int allow_stall;
 	int no_waits;		/* with allow_stall: the greedy search's stalls only */
