@@ -100,59 +100,48 @@ main(int argc, char **argv)
 	double *mus = calloc((size_t)n, sizeof *mus);
 	float f;
 
+	static const char *const name[3] = { "once", "remap", "cycle" };
 	for (int round = 0; round < 2; round++) {
-		/* once: mapped before the loop */
-		CK(cuMemMap(va, size, 0, h, 0));
-		CK(cuMemSetAccess(va, size, &acc, 1));
-		for (int i = 0; i < n; i++) {
-			CK(cuEventRecord(a, s));
-			CK(cuMemcpyHtoDAsync(va, host, size, s));
-			CK(cuEventRecord(b, s));
-			CK(cuStreamSynchronize(s));
-			CK(cuEventElapsedTime(&f, a, b));
-			ms[i] = f;
+		for (int kase = 0; kase < 3; kase++) {
+			/* once: mapped before the loop; remap: mapped just before each
+			 * copy, unmapped after; cycle: a move's round trip, as ebb
+			 * makes it (map, copy back, copy to the host, unmap) */
+			if (kase == 0) {
+				CK(cuMemMap(va, size, 0, h, 0));
+				CK(cuMemSetAccess(va, size, &acc, 1));
+			}
+			for (int i = 0; i < n; i++) {
+				mus[i] = 0;
+				if (kase > 0) {
+					double t0 = now_us();
+					CK(cuMemMap(va, size, 0, h, 0));
+					CK(cuMemSetAccess(va, size, &acc, 1));
+					mus[i] = now_us() - t0;
+				}
+				CK(cuEventRecord(a, s));
+				CK(cuMemcpyHtoDAsync(va, host, size, s));
+				CK(cuEventRecord(b, s));
+				if (kase == 2) {
+					CK(cuMemcpyDtoHAsync(host, va, size, s));
+					CK(cuEventRecord(c, s));
+				}
+				CK(cuStreamSynchronize(s));
+				CK(cuEventElapsedTime(&f, a, b));
+				ms[i] = f;
+				if (kase == 2) {
+					CK(cuEventElapsedTime(&f, b, c));
+					ms2[i] = f;
+				}
+				if (kase > 0)
+					CK(cuMemUnmap(va, size));
+			}
+			if (kase == 0)
+				CK(cuMemUnmap(va, size));
+			qsort(mus, (size_t)n, sizeof *mus, cmp);
+			report(name[kase], "h2d", size, ms, n, mus[n / 2]);
+			if (kase == 2)
+				report(name[kase], "d2h", size, ms2, n, mus[n / 2]);
 		}
-		CK(cuMemUnmap(va, size));
-		report("once", "h2d", size, ms, n, 0);
-
-		/* remap: mapped just before each copy, unmapped after */
-		for (int i = 0; i < n; i++) {
-			double t0 = now_us();
-			CK(cuMemMap(va, size, 0, h, 0));
-			CK(cuMemSetAccess(va, size, &acc, 1));
-			mus[i] = now_us() - t0;
-			CK(cuEventRecord(a, s));
-			CK(cuMemcpyHtoDAsync(va, host, size, s));
-			CK(cuEventRecord(b, s));
-			CK(cuStreamSynchronize(s));
-			CK(cuEventElapsedTime(&f, a, b));
-			ms[i] = f;
-			CK(cuMemUnmap(va, size));
-		}
-		qsort(mus, (size_t)n, sizeof *mus, cmp);
-		report("remap", "h2d", size, ms, n, mus[n / 2]);
-
-		/* cycle: a move's round trip, as ebb makes it */
-		for (int i = 0; i < n; i++) {
-			double t0 = now_us();
-			CK(cuMemMap(va, size, 0, h, 0));
-			CK(cuMemSetAccess(va, size, &acc, 1));
-			mus[i] = now_us() - t0;
-			CK(cuEventRecord(a, s));
-			CK(cuMemcpyHtoDAsync(va, host, size, s));
-			CK(cuEventRecord(b, s));
-			CK(cuMemcpyDtoHAsync(host, va, size, s));
-			CK(cuEventRecord(c, s));
-			CK(cuStreamSynchronize(s));
-			CK(cuEventElapsedTime(&f, a, b));
-			ms[i] = f;
-			CK(cuEventElapsedTime(&f, b, c));
-			ms2[i] = f;
-			CK(cuMemUnmap(va, size));
-		}
-		qsort(mus, (size_t)n, sizeof *mus, cmp);
-		report("cycle", "h2d", size, ms, n, mus[n / 2]);
-		report("cycle", "d2h", size, ms2, n, mus[n / 2]);
 	}
 	return 0;
 }
