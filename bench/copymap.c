@@ -13,7 +13,8 @@
  *             whole round trip of a move, each copy timed on its own
  *
  * Each copy is timed on the device with events around it alone; the map
- * calls' host time is printed beside. One JSON object a line.
+ * calls' host time is printed beside. All three cases run twice, in turn.
+ * One JSON object a line (the median, slowest and fastest copy's rate).
  *
  * build: gcc -O2 -std=c11 -I/usr/local/cuda/include bench/copymap.c \
  *            -o copymap -L/usr/local/cuda/lib64/stubs -lcuda
@@ -62,6 +63,10 @@ main(int argc, char **argv)
 {
 	size_t size = (size_t)(argc > 1 ? atol(argv[1]) : 256) << 20;
 	int n = argc > 2 ? atoi(argv[2]) : 20;
+	if (size == 0 || n <= 0) {
+		fprintf(stderr, "usage: copymap [SIZE_MIB [N]]  (both above 0)\n");
+		return 2;
+	}
 	CUdevice dev;
 	CUcontext ctx;
 	CK(cuInit(0));
@@ -99,6 +104,10 @@ main(int argc, char **argv)
 	double *ms = calloc((size_t)n, sizeof *ms), *ms2 = calloc((size_t)n, sizeof *ms2);
 	double *mus = calloc((size_t)n, sizeof *mus);
 	float f;
+	if (ms == NULL || ms2 == NULL || mus == NULL) {
+		fprintf(stderr, "copymap: out of memory\n");
+		return 1;
+	}
 
 	static const char *const name[3] = { "once", "remap", "cycle" };
 	for (int round = 0; round < 2; round++) {
