@@ -61,8 +61,9 @@ report(const char *kase, const char *dir, size_t size, double *ms, int n, double
 int
 main(int argc, char **argv)
 {
-	size_t size = (size_t)(argc > 1 ? atol(argv[1]) : 256) << 20;
+	long mib = argc > 1 ? atol(argv[1]) : 256;
 	int n = argc > 2 ? atoi(argv[2]) : 20;
+	size_t size = mib > 0 ? (size_t)mib << 20 : 0;
 	if (size == 0 || n <= 0) {
 		fprintf(stderr, "usage: copymap [SIZE_MIB [N]]  (both above 0)\n");
 		return 2;
