@@ -90,6 +90,16 @@ memory_periodic(const struct iter_finder *f, size_t p)
 	return 1;
 }
 
+/* The same, over the repetitions the history holds so far. */
+static int
+memory_periodic_so_far(const struct iter_finder *f, size_t p)
+{
+	for (size_t k = 1; k < f->min_reps && k * p < f->n; k++)
+		if (f->live[f->n - 1 - k * p] != f->live[f->n - 1])
+			return 0;
+	return 1;
+}
+
 /* Look for the period in the history; on success switch to following. */
 static int
 check(struct iter_finder *f)
@@ -104,13 +114,31 @@ check(struct iter_finder *f)
 			newest_sync = i;
 			break;
 		}
-	for (size_t p = 1; p * f->min_reps <= n; p++) {
+	/* the token at which a period seen in part would be found, if it goes on */
+	size_t due = (size_t)-1;
+	for (size_t p = 1; p < n; p++) {
 		size_t len = p + (size_t)f->z[p];
-		if (len < (size_t)f->min_reps * p || 2 * len < n || !memory_periodic(f, p))
-			continue;
 		/* a job that synchronises does so once an iteration at least: a
 		 * period without one is a part of the iteration (a micro-batch) */
 		if (newest_sync != (size_t)-1 && newest_sync < n - p)
+			continue;
+		if (len < (size_t)f->min_reps * p || 2 * len < n) {
+			/* a quarter of a repetition past the first, and so far
+			 * periodic in memory too: found in d more tokens if it holds
+			 * (so that it is found at once, not up to n / 8 later, and the
+			 * next iteration start is not missed) */
+			if (len < ((size_t)f->min_reps - 1) * p + p / 4 || p < 4 ||
+			    !memory_periodic_so_far(f, p))
+				continue;
+			size_t want = (size_t)f->min_reps * p;
+			size_t d = len < want ? want - len : 0;
+			if (n > 2 * len && n - 2 * len > d)
+				d = n - 2 * len;	/* (each token adds to both) */
+			if (n + d < due)
+				due = n + d;
+			continue;
+		}
+		if (!memory_periodic(f, p))
 			continue;
 		/* Found: choose the phase. */
 		size_t start = n - len;		/* first token of the periodic suffix */
@@ -142,6 +170,7 @@ check(struct iter_finder *f)
 		f->found_complete = (n - first) / p;
 		return 1;
 	}
+	f->due = due;
 	return 0;
 }
 
@@ -199,5 +228,7 @@ iter_push(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 	}
 	size_t step = f->n / 8;
 	f->next_check = f->n + (step < 64 ? 64 : step);
+	if (f->due < f->next_check)
+		f->next_check = f->due;
 	return ITER_NONE;
 }

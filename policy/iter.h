@@ -58,6 +58,7 @@ struct iter_finder {
 	uint64_t dropped;	/* tokens shifted out of the front of the history */
 	int32_t *z;		/* scratch for the Z-function */
 	size_t next_check;
+	size_t due;		/* where a period seen in part would be found (check) */
 	int gave_up;
 	/* following: the learned iteration */
 	size_t period;		/* 0 while searching */

@@ -44,6 +44,8 @@ struct counts {
 	int found, start, departed, gave_up;
 	size_t found_at;	/* token index of the last ITER_FOUND */
 	size_t last_start;	/* token index of the last ITER_START */
+	size_t start_after_found;	/* of the first ITER_START after the last ITER_FOUND */
+	int started;		/* an ITER_START since the last ITER_FOUND */
 };
 
 static void
@@ -51,8 +53,14 @@ push_live(struct iter_finder *f, struct counts *c, uint32_t tok, int sync, size_
     uint64_t live)
 {
 	switch (iter_push(f, tok, sync, live)) {
-	case ITER_FOUND: c->found++; c->found_at = index; break;
-	case ITER_START: c->start++; c->last_start = index; break;
+	case ITER_FOUND: c->found++; c->found_at = index; c->started = 0; break;
+	case ITER_START:
+		c->start++;
+		c->last_start = index;
+		if (!c->started)
+			c->start_after_found = index;
+		c->started = 1;
+		break;
 	case ITER_DEPARTED: c->departed++; break;
 	case ITER_GAVE_UP: c->gave_up++; break;
 	default: break;
@@ -211,6 +219,43 @@ START_TEST(departure_and_relearn)
 }
 END_TEST
 
+/*
+ * The micro-batch taken for the iteration (no sync before the first
+ * optimizer step), departed from at that step. The whole iteration is found
+ * as soon as it has been seen twice (not up to n / 8 tokens later, where a
+ * long history makes that most of an iteration), so its first start is the
+ * third step's: the one right after the second optimizer step after the
+ * departure, whose sync ends it a few tokens after the iteration completes.
+ */
+START_TEST(found_as_soon_as_seen_twice)
+{
+	struct iter_finder f;
+	struct counts c = { 0 };
+	const size_t warm = 600, mb = 230, init = 5, opt = 90, iter = 8 * mb + opt;
+
+	ck_assert_int_eq(iter_init(&f, 100000, 2), 0);
+	size_t i = 0, begin[8];
+	for (; i < warm; i++)
+		push(&f, &c, 5000 + (uint32_t)i, 0, i);
+	for (int it = 0; it < 8; it++) {
+		begin[it] = i;
+		for (int m = 0; m < 8; m++)
+			for (size_t k = 0; k < mb; k++, i++)
+				push(&f, &c, 100 + (uint32_t)k, 0, i);
+		for (size_t k = 0; it == 0 && k < init; k++, i++)	/* the state's first use */
+			push(&f, &c, 700 + (uint32_t)k, 0, i);
+		for (size_t k = 0; k < opt; k++, i++)
+			push(&f, &c, 300 + (uint32_t)k, k == opt - 1 ? ITER_SYNC : 0, i);
+		if (it == 2)
+			ck_assert_int_eq(c.found, 2);	/* before step 2's sync */
+	}
+	ck_assert_int_eq(c.departed, 1);
+	ck_assert_uint_eq(iter_period(&f), iter);
+	ck_assert_uint_eq(c.start_after_found, begin[3]);
+	iter_fini(&f);
+}
+END_TEST
+
 START_TEST(gives_up_without_a_period)
 {
 	struct iter_finder f;
@@ -262,8 +307,10 @@ START_TEST(patterns_that_hold_memory_are_not_iterations)
 		for (uint32_t k = 0; k < 5; k++)	/* optimizer and loss.item() */
 			push_live(&f, &c, 60 + k, k == 4, i++, live);
 		ck_assert_uint_eq(live, base);
-		if (step < 2)
-			ck_assert_int_eq(c.found, 0);
+		/* found once two steps are whole, not before, and never a part */
+		ck_assert_int_eq(c.found, step > 0);
+		if (c.found)
+			ck_assert_uint_eq(iter_period(&f), (size_t)layers * 21 + 5);
 	}
 	ck_assert_int_eq(c.found, 1);
 	ck_assert_int_eq(c.departed, 0);
@@ -282,6 +329,7 @@ main(void)
 	tcase_add_test(tc, simple_period_and_phase_after_sync);
 	tcase_add_test(tc, accumulation_finds_the_whole_iteration);
 	tcase_add_test(tc, departure_and_relearn);
+	tcase_add_test(tc, found_as_soon_as_seen_twice);
 	tcase_add_test(tc, accumulation_never_takes_the_micro_batch);
 	tcase_add_test(tc, phase_where_least_is_held);
 	tcase_add_test(tc, gives_up_without_a_period);
