@@ -21,6 +21,12 @@
  * synchronous copy), a period must have one too: a job that waits for the
  * device does so at least once an iteration (loss.item()), so a period
  * without a wait is a micro-batch, and would not survive the optimizer step.
+ * The history is searched each time it grows by an eighth, and also at the
+ * token where a period that fails only for want of repetitions (seen for a
+ * quarter of a repetition past its first, and periodic in memory so far)
+ * would have them: the iteration is found at the token that completes its
+ * second repetition, not up to an eighth of the history later, which may be
+ * past the next iteration start (an iteration lost to the recording).
  *
  * Phase: an iteration starts right after a host synchronisation of the
  * period (loss.item(), an optimizer step that reads a flag): of those, the
