@@ -9,6 +9,8 @@
 #include "config.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -348,6 +350,18 @@ struct sim {
 	uint32_t *c_h2d, c_nh;		/* the moves with a restore, by -T[use] */
 	double *c_kd, *c_kh;		/* those keys, by move */
 	uint32_t npend, pushed;
+	/* the results of the last simulation, kept while a trial runs (sim_try)
+	 * and given back when it is undone (sim_undo), instead of simulating
+	 * the moves before the trial again */
+	int64_t *mem_alt;
+	struct plan_move *mv_alt;
+	uint32_t *d2h_order_alt, *cidx_alt;
+	struct {
+		int64_t peak;
+		uint32_t peak_op, nd;
+		double stall, d2h_carry;
+		int infeasible;
+	} kept;
 	double *h2d_st, *h2d_en;	/* each restore's copy, until it is due */
 	double stall;
 	int64_t peak;
@@ -553,17 +567,35 @@ order_insert(uint32_t *order, uint32_t *n, const double *key, uint32_t k, int ap
 /*
  * The moves of chosen[0..m) with an offload, by the end of the use before
  * the gap (s->c_d2h), and with a restore, latest use first (s->c_h2d); from
- * the last simulation's orders where its chosen candidates are the first of
- * these, else sorted afresh. The same orders as sorting each time.
+ * the last simulation's orders as far as its chosen candidates are the
+ * first of these, else sorted afresh. The same orders as sorting each time
+ * (by key, then move).
  */
 static void
 copy_orders(struct sim *s, const uint32_t *chosen, uint32_t m, uint32_t *tmp)
 {
-	uint32_t keep = s->c_m <= m &&
-	    memcmp(chosen, s->c_chosen, s->c_m * sizeof *chosen) == 0 ? s->c_m : 0;
+	uint32_t keep = 0, lim = s->c_m < m ? s->c_m : m;
 
-	if (keep == 0)
+	while (keep < lim && chosen[keep] == s->c_chosen[keep])
+		keep++;
+	/* (a trial undone: its moves past the common ones leave the orders;
+	 * many to insert, the orders are sorted afresh) */
+	if (m - keep > 32)
+		keep = 0;
+	if (keep == 0) {
 		s->c_nd = s->c_nh = 0;
+	} else if (keep < s->c_m) {
+		uint32_t o = 0;
+		for (uint32_t i = 0; i < s->c_nd; i++)
+			if (s->c_d2h[i] < keep)
+				s->c_d2h[o++] = s->c_d2h[i];
+		s->c_nd = o;
+		o = 0;
+		for (uint32_t i = 0; i < s->c_nh; i++)
+			if (s->c_h2d[i] < keep)
+				s->c_h2d[o++] = s->c_h2d[i];
+		s->c_nh = o;
+	}
 	for (uint32_t k = keep; k < m; k++) {
 		const struct plan_move *mv = &s->mv[k];
 		if (mv->after != PROF_NONE) {
@@ -778,6 +810,52 @@ due_before(struct sim *s, double t, int keep)
  * steady state (each run twice, so what one iteration leaves queued delays
  * the next), then the memory at every operation. Fills s->mv[0..m).
  */
+/* Swap the buffers simulate writes anew (every entry it reads it has
+ * written) with the ones kept aside. */
+static void
+sim_swap(struct sim *s)
+{
+	int64_t *mem = s->mem;
+	struct plan_move *mv = s->mv;
+	uint32_t *d2h_order = s->d2h_order, *cidx = s->cidx;
+
+	s->mem = s->mem_alt;
+	s->mem_alt = mem;
+	s->mv = s->mv_alt;
+	s->mv_alt = mv;
+	s->d2h_order = s->d2h_order_alt;
+	s->d2h_order_alt = d2h_order;
+	s->cidx = s->cidx_alt;
+	s->cidx_alt = cidx;
+}
+
+/* Before a trial simulation: keep what the last one found. */
+static void
+sim_try(struct sim *s)
+{
+	sim_swap(s);
+	s->kept.peak = s->peak;
+	s->kept.peak_op = s->peak_op;
+	s->kept.nd = s->nd;
+	s->kept.stall = s->stall;
+	s->kept.d2h_carry = s->d2h_carry;
+	s->kept.infeasible = s->infeasible;
+}
+
+/* The trial rejected, its inputs put back: the simulation before it stands
+ * (as simulating them again would find). */
+static void
+sim_undo(struct sim *s)
+{
+	sim_swap(s);
+	s->peak = s->kept.peak;
+	s->peak_op = s->kept.peak_op;
+	s->nd = s->kept.nd;
+	s->stall = s->kept.stall;
+	s->d2h_carry = s->kept.d2h_carry;
+	s->infeasible = s->kept.infeasible;
+}
+
 static void
 simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m,
     uint32_t *tmp)
@@ -1161,6 +1239,16 @@ mono_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Whether the search must stop: the clock past deadline, or cancel set (by
+ * plan_make, when the search on the other thread has made it moot). */
+static int
+out_of_time(double deadline, atomic_int *cancel)
+{
+	if (cancel != NULL && atomic_load_explicit(cancel, memory_order_relaxed))
+		return 1;
+	return deadline < INFINITY && mono_now() > deadline;
+}
+
 /*
  * plan_make's search, on the iteration with the device idle pad[i] seconds
  * before operation i (NULL: none; a wait the plan takes as a stall), until
@@ -1169,7 +1257,7 @@ mono_now(void)
  */
 static int
 make(const struct prof *p, const struct plan_params *pp, const double *pad, double deadline,
-    struct plan *out)
+    atomic_int *cancel, struct plan *out)
 {
 	struct sim s = { .p = p, .pp = pp, .n = p->nops };
 	uint32_t n = p->nops;
@@ -1241,6 +1329,10 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 	s.key = malloc((nc + 1) * sizeof *s.key);
 	s.mv = malloc((nc + 1) * sizeof *s.mv);
 	s.cidx = malloc((nc + 1) * sizeof *s.cidx);
+	s.mv_alt = malloc((nc + 1) * sizeof *s.mv_alt);
+	s.cidx_alt = malloc((nc + 1) * sizeof *s.cidx_alt);
+	s.d2h_order_alt = malloc((nc + 1) * sizeof *s.d2h_order_alt);
+	s.mem_alt = malloc(n * sizeof *s.mem_alt);
 	s.move_of = malloc((nc + 1) * sizeof *s.move_of);
 	uint32_t wcap = 2 * (nc + 1);
 	s.waits = malloc(wcap * sizeof *s.waits);
@@ -1260,7 +1352,8 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 	if (!c || !chosen || !tmp || !s.order || !s.key || !s.mv || !s.cidx || !s.move_of ||
 	    !s.waits || !s.wait_order || !s.d2h_order || !s.land || !s.delay_at || !s.delay_sum ||
 	    !s.pend || !s.h2d_st || !s.h2d_en || !s.c_chosen ||
-	    !s.c_d2h || !s.c_h2d || !s.c_kd || !s.c_kh)
+	    !s.c_d2h || !s.c_h2d || !s.c_kd || !s.c_kh || !s.mv_alt || !s.cidx_alt ||
+	    !s.d2h_order_alt || !s.mem_alt)
 		goto out;
 	memset(s.move_of, 0xff, (nc + 1) * sizeof *s.move_of);
 	for (uint32_t k = 0; k < nc; k++)
@@ -1270,7 +1363,7 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 	double stall = 0;
 	while ((uint64_t)s.peak + p->fixed > pp->target) {
 		/* out of time: the plan so far (each round's is consistent) */
-		if (deadline < INFINITY && mono_now() > deadline) {
+		if (out_of_time(deadline, cancel)) {
 			out->time_capped = 1;
 			break;
 		}
@@ -1403,6 +1496,7 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 					c[w].not_before = we;
 				if (open)
 					chosen[m] = (uint32_t)w;
+				sim_try(&s);
 				simulate(&s, c, chosen, m + (uint32_t)open, tmp);
 				if (s.mem[at] < before && s.peak <= peak_before && !s.infeasible) {
 					if (open) {
@@ -1415,7 +1509,7 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 					c[w].not_before = was;
 					if (open)
 						c[w].state = 2;
-					simulate(&s, c, chosen, m, tmp);
+					sim_undo(&s);
 				}
 				stall = s.stall;
 				continue;
@@ -1443,10 +1537,11 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 			int64_t was = c[late].not_before;
 			c[late].not_before = late_at;
 			c[late].retried_at = at;
+			sim_try(&s);
 			simulate(&s, c, chosen, m, tmp);
 			if (!(s.mem[at] < before && s.peak <= peak_before) || s.infeasible) {
 				c[late].not_before = was;
-				simulate(&s, c, chosen, m, tmp);
+				sim_undo(&s);
 			}
 			stall = s.stall;
 			continue;
@@ -1459,6 +1554,7 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 			c[best].not_before = covers(&c[best], at, n, 1);
 		}
 		chosen[m] = (uint32_t)best;
+		sim_try(&s);
 		simulate(&s, c, chosen, m + 1, tmp);
 		int better = s.mem[at] < before && s.peak <= peak_before;
 		int on_time = (s.stalling || s.stall <= stall + 1e-9) && !s.infeasible;
@@ -1474,7 +1570,7 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 			else
 				c[best].state = 2;
 			c[best].not_before = -1;
-			simulate(&s, c, chosen, m, tmp);
+			sim_undo(&s);
 		}
 	}
 
@@ -1533,6 +1629,10 @@ out:
 	free(s.key);
 	free(s.mv);
 	free(s.cidx);
+	free(s.mv_alt);
+	free(s.cidx_alt);
+	free(s.d2h_order_alt);
+	free(s.mem_alt);
 	free(s.move_of);
 	free(s.waits);
 	free(s.wait_order);
@@ -2492,11 +2592,14 @@ plan_floor_least(const struct prof *p, const struct plan_params *pp, uint64_t pe
  * the target still, go on from the last with the greedy search's stalls.
  * Fills out (met or not) and returns 0; 1 when the greedy plan's stall
  * (greedy_stall) is about what the floor's waits cost already, or no wait
- * helps (out is then empty); -1 when out of memory.
+ * helps (out is then empty); -1 when out of memory. With greedy_stall NAN
+ * (the greedy search still running) it goes on regardless, and *first_got
+ * is what the floor's waits cost in the first round (NAN: none reached),
+ * for the caller to compare.
  */
 static int
 plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_stall,
-    double deadline, struct plan *out)
+    double deadline, atomic_int *cancel, double *first_got, struct plan *out)
 {
 	uint32_t n = p->nops;
 	double *pad = calloc(n + 1, sizeof *pad);
@@ -2504,6 +2607,7 @@ plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_sta
 	int ret = -1;
 
 	memset(out, 0, sizeof *out);
+	*first_got = NAN;
 	if (pad == NULL)
 		return -1;
 	q.allow_stall = 0;
@@ -2522,7 +2626,7 @@ plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_sta
 		/* after a miss, the floor of the iteration padded so far, and also
 		 * where the plan peaked, for what it missed by (the first round
 		 * has the floor of the iteration as it is) */
-		if (deadline < INFINITY && mono_now() > deadline) {
+		if (out_of_time(deadline, cancel)) {
 			out->time_capped = 1;
 			break;
 		}
@@ -2546,6 +2650,8 @@ plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_sta
 			break;
 		/* the greedy search's stalls cost about what the floor's waits
 		 * do already: nothing to gain */
+		if (round == 0)
+			*first_got = got;
 		if (round == 0 && greedy_stall <= got * 1.05 + 1e-3) {
 			ret = 1;
 			goto out;
@@ -2553,7 +2659,7 @@ plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_sta
 		if (got == 0 && round > 0 && out->n > 0)
 			continue;	/* the floor is met, the plan not: ask for a lower one */
 		plan_fini(out);
-		if (make(p, &q, pad, deadline, out) != 0)
+		if (make(p, &q, pad, deadline, cancel, out) != 0)
 			goto out;
 		made = 1;
 		if (out->met)
@@ -2574,7 +2680,7 @@ plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_sta
 	if (!out->met && pp->allow_stall) {
 		/* short of it still: on from there with the planner's own stalls */
 		plan_fini(out);
-		if (make(p, pp, pad, deadline, out) != 0)
+		if (make(p, pp, pad, deadline, cancel, out) != 0)
 			goto out;
 	}
 	/* where the device waits, for the caller */
@@ -2595,20 +2701,76 @@ out:
 	return ret;
 }
 
+/* The search for waits, on a thread of its own beside the greedy search. */
+struct waits_job {
+	const struct prof *p;
+	const struct plan_params *pp;
+	double deadline;
+	atomic_int cancel;	/* set: the greedy search's result makes it moot */
+	double first_got;
+	int r;
+	struct plan alt;
+};
+
+static void *
+waits_main(void *arg)
+{
+	struct waits_job *j = arg;
+
+	j->r = plan_waits(j->p, j->pp, NAN, j->deadline, &j->cancel, &j->first_got, &j->alt);
+	return NULL;
+}
+
 int
 plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
 {
 	double deadline = pp->time_limit_s > 0 ? mono_now() + pp->time_limit_s : INFINITY;
+	int want_waits = pp->allow_stall && !pp->no_waits;
+	struct waits_job *j = NULL;
+	pthread_t t;
 
-	if (make(p, pp, NULL, deadline, out) != 0)
-		return -1;
-	/* under the bound with stalls allowed: the stalls as waits where the
-	 * floor wants them, when that costs less */
-	if (!pp->allow_stall || pp->no_waits || out->bound == 0 || out->n == 0 ||
-	    out->time_capped)
-		return 0;
+	/*
+	 * The search for waits needs nothing of the greedy search's until its
+	 * first round is done (whether it can gain on the greedy plan's stall):
+	 * it runs beside it on a thread of its own (where the job's CPU time
+	 * allows), and is cancelled or dropped where the greedy result makes it
+	 * moot. The plans are those of the two searches one after the other.
+	 */
+	if (want_waits && (j = calloc(1, sizeof *j)) != NULL) {
+		*j = (struct waits_job){ .p = p, .pp = pp, .deadline = deadline, .r = -1 };
+		atomic_init(&j->cancel, 0);
+		if (pthread_create(&t, NULL, waits_main, j) != 0) {
+			free(j);
+			j = NULL;	/* one after the other, then */
+		}
+	}
+	int made = make(p, pp, NULL, deadline, NULL, out);
+	int moot = made != 0 || !want_waits || out->bound == 0 || out->n == 0 ||
+	    out->time_capped;
 	struct plan alt;
-	int r = plan_waits(p, pp, out->stall_s, deadline, &alt);
+	int r = 1;
+	if (j != NULL) {
+		if (moot)
+			atomic_store(&j->cancel, 1);
+		pthread_join(t, NULL);
+		alt = j->alt;
+		r = j->r;
+		/* dropped where plan_waits, the greedy stall known, would have
+		 * stopped at its first round, or not been called */
+		if (r == 0 && (moot || (!isnan(j->first_got) &&
+		    out->stall_s <= j->first_got * 1.05 + 1e-3))) {
+			plan_fini(&alt);
+			r = 1;
+		}
+		free(j);
+	} else if (!moot) {
+		double first_got;
+		r = plan_waits(p, pp, out->stall_s, deadline, NULL, &first_got, &alt);
+	}
+	if (made != 0)
+		return -1;
+	if (moot)
+		return 0;
 	/* the waits' search cut short: a better plan may have been missed */
 	if (deadline < INFINITY && mono_now() > deadline)
 		out->time_capped = 1;

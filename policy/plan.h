@@ -214,6 +214,8 @@ struct plan {
  * short of the target and pp->allow_stall, more with stalls from there, the
  * greedy search's; and, unless pp->no_waits, also the stalls as waits where
  * plan_floor wants them, keeping the faster plan (out->waited: the waits).
+ * The search for waits runs on a thread of its own beside the greedy one
+ * (one after the other where no thread can be made: the same plan).
  * Returns 0 (out filled; out->met says whether the target was reached), or
  * -1 when out of memory. Free with plan_fini.
  */
