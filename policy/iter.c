@@ -168,6 +168,8 @@ check(struct iter_finder *f)
 		f->pos = (n - first) % p;
 		f->found_first = f->dropped + first;
 		f->found_complete = (n - first) / p;
+		f->found_total = f->total;
+		f->synced = newest_sync != (size_t)-1;	/* (then within the period) */
 		return 1;
 	}
 	f->due = due;

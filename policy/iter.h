@@ -72,6 +72,11 @@ struct iter_finder {
 	size_t pos;		/* position in ring of the next token */
 	uint64_t found_first;	/* token index (since the beginning) of the first iteration start */
 	uint64_t found_complete;	/* whole iterations seen when the period was found */
+	uint64_t found_total;	/* tokens pushed when it was found */
+	int synced;		/* the period holds an explicit synchronisation (one without,
+				 * where the job synchronises at all, is a part of the
+				 * iteration, such as a micro-batch found before the first
+				 * optimizer step, and the job departs from it) */
 	uint64_t total;		/* tokens pushed since the beginning */
 	uint64_t search_began;	/* value of total when the search (re)started */
 };

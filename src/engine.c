@@ -530,12 +530,27 @@ trace_iteration(uint64_t seq, uint64_t period)
 /* Learning just ended: remember how many handles the mover had made, so the
  * summary can tell the steady state's own. Caller holds engine_lock. */
 static void
-learned(void)
+learned(uint64_t seq)
 {
 	struct mover_stats ms;
 
 	mover_stats(&ms);
 	created_at_learned = ms.handles_created;
+	ebb_trace_note_u64("learned", seq);
+}
+
+/*
+ * Whether the period found is the iteration, as far as CUPTI is concerned.
+ * One without an explicit synchronisation, where the job synchronises at
+ * all, is a part of the iteration (a micro-batch, found before the first
+ * optimizer step), and the job will depart from it: CUPTI stays for the
+ * whole iteration's plan, unless EBB_LEARN_LAUNCHES operations pass
+ * without a departure (a job that never synchronises).
+ */
+static int
+period_confirmed(void)
+{
+	return finder.synced || finder.total - finder.found_total >= conf->learn_launches;
 }
 
 /*
@@ -561,7 +576,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		}
 		if (learn != LEARN_DONE && iter_count > conf->learn_iters && exec_learned()) {
 			learn = LEARN_DONE;
-			learned();
+			learned(seq);
 			cupti_action = -1;
 		}
 		return cupti_action;
@@ -619,9 +634,10 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 	/* the next token starts an iteration */
 	if (finder.period != 0 && finder.pos == 0)
 		exec_boundary(seq + 1, finder.period);
-	if (learn == LEARN_FOUND && iters_timed >= conf->learn_iters && exec_learned()) {
+	if (learn == LEARN_FOUND && iters_timed >= conf->learn_iters && period_confirmed() &&
+	    exec_learned()) {
 		learn = LEARN_DONE;
-		learned();
+		learned(seq);
 		cupti_action = -1;
 	}
 	return cupti_action;

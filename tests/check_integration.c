@@ -839,6 +839,50 @@ START_TEST(plan_out_of_time)
 }
 END_TEST
 
+/*
+ * Gradient accumulation: eight micro-batches an iteration and no sync before
+ * the first optimizer step, so the micro-batch is taken for the iteration,
+ * planned, and departed from at that step. Learning (CUPTI's timing, where
+ * there is CUPTI) goes on until the whole iteration is found and its plan
+ * has run: the learned note comes after the whole iteration's first start,
+ * and the plan that runs last is the whole iteration's. Values survive.
+ */
+START_TEST(plan_accumulation_learns_the_whole_iteration)
+{
+	const char *path = tmp_file("plan");
+	struct run_result r;
+	struct trace t;
+	unsigned long long frees, peak;
+
+	run_plan("10", "WORKLOAD_ACCUM=8 WORKLOAD_LAYER_US=100", path, &r, &t);
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_le(peak, 56ULL << 20);
+	uint64_t mb = 0, whole = 0, whole_seq = 0, planned = 0;
+	for (size_t i = 0; i < t.n; i++) {
+		const struct rec *x = &t.r[i];
+		if (x->type == 'I' && mb == 0) {
+			mb = num(x, 3);
+		} else if (x->type == 'I' && whole == 0 && num(x, 3) > mb) {
+			whole = num(x, 3);
+			whole_seq = num(x, 2);
+		} else if (x->type == 'Q' && strcmp(x->f[1], "plan-operations") == 0) {
+			planned = num(x, 2);
+		}
+	}
+	ck_assert_uint_gt(mb, 0);
+	ck_assert_uint_gt(whole, 8 * mb);	/* eight micro-batches and the step */
+	ck_assert_uint_ge(summary(&t, "plan-departures"), 1);
+	ck_assert_uint_ge(summary(&t, "plans"), 2);
+	ck_assert_uint_eq(planned, whole);
+	const char *learned = note_value(&t, "learned");
+	ck_assert_ptr_nonnull(learned);
+	ck_assert_uint_ge(strtoull(learned, NULL, 10), whole_seq);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /* The activations change size: the plan stops where the allocation differs,
  * the iteration is learned again and a second plan runs; values survive. */
 START_TEST(plan_departs_and_relearns)
@@ -1122,6 +1166,7 @@ main(void)
 	tcase_add_test(tc, plan_margin);
 	tcase_add_test(tc, plan_out_of_time);
 	tcase_add_test(tc, plan_departs_and_relearns);
+	tcase_add_test(tc, plan_accumulation_learns_the_whole_iteration);
 	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);
 	tcase_add_test(tc, offload_host_exhausted);

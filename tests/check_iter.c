@@ -242,6 +242,10 @@ START_TEST(found_as_soon_as_seen_twice)
 		for (int m = 0; m < 8; m++)
 			for (size_t k = 0; k < mb; k++, i++)
 				push(&f, &c, 100 + (uint32_t)k, 0, i);
+		if (it == 0) {	/* the micro-batch, found without a sync */
+			ck_assert_uint_eq(iter_period(&f), mb);
+			ck_assert_int_eq(f.synced, 0);
+		}
 		for (size_t k = 0; it == 0 && k < init; k++, i++)	/* the state's first use */
 			push(&f, &c, 700 + (uint32_t)k, 0, i);
 		for (size_t k = 0; k < opt; k++, i++)
@@ -251,6 +255,7 @@ START_TEST(found_as_soon_as_seen_twice)
 	}
 	ck_assert_int_eq(c.departed, 1);
 	ck_assert_uint_eq(iter_period(&f), iter);
+	ck_assert_int_eq(f.synced, 1);
 	ck_assert_uint_eq(c.start_after_found, begin[3]);
 	iter_fini(&f);
 }

@@ -815,6 +815,9 @@ scenario_plan(int iters)
 	unsigned us = (unsigned)(getenv("WORKLOAD_LAYER_US") ? atoi(getenv("WORKLOAD_LAYER_US")) : 400);
 	/* from this iteration on the activations have other sizes (a departure) */
 	int change = getenv("WORKLOAD_CHANGE_AT") ? atoi(getenv("WORKLOAD_CHANGE_AT")) : -1;
+	/* micro-batches of gradient accumulation: forward and backward this many
+	 * times an iteration, no sync between them */
+	int accum = getenv("WORKLOAD_ACCUM") ? atoi(getenv("WORKLOAD_ACCUM")) : 1;
 
 	CK(cu.StreamCreate(&s, 0));
 	for (int i = 0; i < NW; i++) {
@@ -828,18 +831,20 @@ scenario_plan(int iters)
 	CK(cu.MemAlloc(&res, L * sizeof(uint32_t)));
 	for (int it = 0; it < iters; it++) {
 		int shift = change >= 0 && it >= change;
-		for (int l = 0; l < L; l++) {
-			size_t n = asz[(l + shift) % 3];
-			CK(cu.MemAllocAsync(&act[l], n, s));
-			launch_copy(act[l], w[l % NW], 4096, s);	/* reads a weight */
-			fill_bytes(act[l] + 4096, (uint32_t)(it * 1000 + l), n - 4096, s);
-			launch_sleep(us, s);
-		}
-		for (int l = L - 1; l >= 0; l--) {
-			size_t n = asz[(l + shift) % 3];
-			launch_sleep(2 * us, s);
-			launch_copy(res + (CUdeviceptr)l * 4, act[l] + n - 4, 4, s);
-			CK(cu.MemFreeAsync(act[l], s));
+		for (int mb = 0; mb < accum; mb++) {
+			for (int l = 0; l < L; l++) {
+				size_t n = asz[(l + shift) % 3];
+				CK(cu.MemAllocAsync(&act[l], n, s));
+				launch_copy(act[l], w[l % NW], 4096, s);	/* reads a weight */
+				fill_bytes(act[l] + 4096, (uint32_t)(it * 1000 + l), n - 4096, s);
+				launch_sleep(us, s);
+			}
+			for (int l = L - 1; l >= 0; l--) {
+				size_t n = asz[(l + shift) % 3];
+				launch_sleep(2 * us, s);
+				launch_copy(res + (CUdeviceptr)l * 4, act[l] + n - 4, 4, s);
+				CK(cu.MemFreeAsync(act[l], s));
+			}
 		}
 		for (int i = 0; i < NO; i++)
 			launch_axpy(o[i], w[i], 1.0f, wsz / 4, s);
