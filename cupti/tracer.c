@@ -60,6 +60,7 @@ static int nignored;
 static void *cupti_lib;
 static char cupti_path[PATH_MAX];
 static atomic_int attached;
+static atomic_int paused;	/* attached before, its activities disabled (ebb_cupti_pause) */
 static ebb_cupti_sink sink_fn;
 static void *sink_ctx;
 static atomic_uint_fast64_t delivered;
@@ -488,8 +489,64 @@ ebb_cupti_flush(void)
 }
 
 uint64_t
+ebb_cupti_pause(void)
+{
+	if (!atomic_exchange(&attached, 0))
+		return atomic_load(&delivered);
+	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	for (size_t i = 0; i < NKINDS; i++)
+		cupti.ActivityDisable(kinds[i]);
+	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	match_kept();
+	atomic_store(&paused, 1);
+	ebb_log(EBB_LOG_INFO, "CUPTI paused: %llu operations timed so far",
+	    (unsigned long long)atomic_load(&delivered));
+	return atomic_load(&delivered);
+}
+
+int
+ebb_cupti_resume(void)
+{
+	if (!atomic_load(&paused))
+		return -1;
+	pthread_mutex_lock(&rec_lock);
+	records_clear();
+	pthread_mutex_unlock(&rec_lock);
+	size_t enabled = 0;
+	CUptiResult r = CUPTI_SUCCESS;
+	for (; enabled < NKINDS; enabled++)
+		if ((r = cupti.ActivityEnable(kinds[enabled])) != CUPTI_SUCCESS)
+			break;
+	if (r != CUPTI_SUCCESS) {
+		while (enabled > 0)
+			cupti.ActivityDisable(kinds[--enabled]);
+		ebb_log(EBB_LOG_WARN, "CUPTI could not record again: %s; the iteration is learned "
+		    "again without GPU times", result_string(r));
+		return -1;
+	}
+	atomic_store(&paused, 0);
+	atomic_store(&attached, 1);
+	ebb_log(EBB_LOG_INFO, "CUPTI recording again");
+	return 0;
+}
+
+int
+ebb_cupti_paused(void)
+{
+	return atomic_load_explicit(&paused, memory_order_relaxed);
+}
+
+uint64_t
 ebb_cupti_detach(void)
 {
+	if (atomic_exchange(&paused, 0)) {
+		CUptiResult r = cupti.Finalize();
+		if (r != CUPTI_SUCCESS)
+			ebb_log(EBB_LOG_INFO, "cuptiFinalize: %s", result_string(r));
+		ebb_log(EBB_LOG_INFO, "CUPTI detached: %llu operations timed",
+		    (unsigned long long)atomic_load(&delivered));
+		return atomic_load(&delivered);
+	}
 	if (!atomic_exchange(&attached, 0))
 		return atomic_load(&delivered);
 	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);

@@ -45,9 +45,25 @@ void ebb_cupti_pop(void);
 
 /*
  * Flush every record, detach, then match the records to ebb's operations
- * and deliver their times to the sink. Returns operations timed in all.
+ * and deliver their times to the sink (paused: only finalise). Returns
+ * operations timed in all.
  */
 uint64_t ebb_cupti_detach(void);
+
+/*
+ * Stop recording but keep CUPTI (its activities disabled, its buffer
+ * callbacks registered: a profiler should not take CUPTI meanwhile),
+ * delivering the times recorded so far; ebb_cupti_resume() records again,
+ * ebb_cupti_detach() finalises. Returns operations timed in all.
+ */
+uint64_t ebb_cupti_pause(void);
+
+/* Record again after ebb_cupti_pause. Returns 0, or -1 when not paused or
+ * CUPTI refused (said on stderr). */
+int ebb_cupti_resume(void);
+
+/* Whether CUPTI is paused (cheap). */
+int ebb_cupti_paused(void);
 
 /*
  * Deliver the times of every operation whose activities CUPTI has recorded

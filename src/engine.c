@@ -64,6 +64,8 @@ static int capturing;			/* streams in capture now */
 static struct ebb_engine_stats stats;
 static struct ebb_buf *free_bufs;	/* recycled ebb_buf structs */
 static int cupti_wanted;		/* EBB_CUPTI and not given up */
+static uint64_t cupti_hold_until;	/* CUPTI paused since learning ended: finalised at
+					 * this operation if no departure comes first */
 static uint64_t created_at_learned;	/* handles the mover had created when learning ended */
 static int shut_down;
 
@@ -153,6 +155,28 @@ cupti_stop(const char *why)
 	ebb_trace_note_u64("cupti-timed-nested", nested);
 	ebb_trace_note_u64("cupti-timed-stamped", stamped);
 	ebb_trace_note_u64("cupti-activities-of-others", others);
+}
+
+/* Pause CUPTI when learning ends; called without engine_lock. */
+static void
+cupti_pause(void)
+{
+	ebb_inside = 1;
+	uint64_t n = ebb_cupti_pause();
+	ebb_inside = 0;
+	ebb_trace_note("cupti-paused", "learned");
+	ebb_trace_note_u64("cupti-timed", n);
+}
+
+/* Record again at a departure after learning; called without engine_lock. */
+static void
+cupti_resume(void)
+{
+	ebb_inside = 1;
+	int r = ebb_cupti_resume();
+	ebb_inside = 0;
+	if (r == 0)
+		ebb_trace_note("cupti-resumed", "departure");
 }
 
 /* ---- initialisation ---- */
@@ -537,6 +561,7 @@ learned(uint64_t seq)
 	mover_stats(&ms);
 	created_at_learned = ms.handles_created;
 	ebb_trace_note_u64("learned", seq);
+	cupti_hold_until = seq + conf->learn_launches;
 }
 
 /*
@@ -553,16 +578,34 @@ period_confirmed(void)
 	return finder.synced || finder.total - finder.found_total >= conf->learn_launches;
 }
 
+/* What CUPTI should do after an operation (learn_step, cupti_act); below
+ * zero, no more timing now. */
+enum {
+	CUPTI_KEEP = 0,
+	CUPTI_RESUME = 1,	/* departed after learning: record again */
+	CUPTI_PAUSE = -1,	/* learned: stop recording, held for a departure */
+	CUPTI_DETACH = -2	/* gave up, or held EBB_LEARN_LAUNCHES operations in vain */
+};
+
 /*
  * Feed the finder with the operation seq's token. Returns what CUPTI
- * should do now: -1 detach, 0 nothing (it is attached once, at the first
- * operation, and never again: see tracer.h). Caller holds engine_lock.
+ * should do now (CUPTI_*: it is attached once, at the first operation;
+ * paused when learning ends; recording again at a departure, so that the
+ * iteration learned again, say the whole one after a micro-batch taken for
+ * it, is planned with GPU times; finalised once EBB_LEARN_LAUNCHES
+ * operations have passed after learning without one). Caller holds
+ * engine_lock.
  */
 static int
 learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 {
-	int cupti_action = 0;
+	int cupti_action = CUPTI_KEEP;
 
+	if (cupti_hold_until != 0 && seq >= cupti_hold_until && learn == LEARN_DONE) {
+		cupti_hold_until = 0;
+		if (ebb_cupti_paused())
+			return CUPTI_DETACH;
+	}
 	if (conf->iter_kernel[0] != '\0') {
 		if (k == NULL || !k->iter_mark)
 			return 0;
@@ -577,7 +620,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		if (learn != LEARN_DONE && iter_count > conf->learn_iters && exec_learned()) {
 			learn = LEARN_DONE;
 			learned(seq);
-			cupti_action = -1;
+			cupti_action = CUPTI_PAUSE;
 		}
 		return cupti_action;
 	}
@@ -621,6 +664,8 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		stats.period = 0;
 		learn = LEARN_SEARCH;
 		exec_departed(seq, "another operation than the learned iteration's");
+		if (ebb_cupti_paused())
+			cupti_action = CUPTI_RESUME;
 		break;
 	}
 	case ITER_GAVE_UP:
@@ -628,7 +673,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		    "(EBB_LEARN_LAUNCHES); set EBB_ITER_KERNEL to the name of the kernel that starts "
 		    "an iteration", (unsigned long long)conf->learn_launches);
 		learn = LEARN_GAVE_UP;
-		cupti_action = -1;
+		cupti_action = CUPTI_DETACH;
 		break;
 	}
 	/* the next token starts an iteration */
@@ -638,21 +683,33 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 	    exec_learned()) {
 		learn = LEARN_DONE;
 		learned(seq);
-		cupti_action = -1;
+		cupti_action = CUPTI_PAUSE;
 	}
 	return cupti_action;
 }
 
-/* Apply learn_step's decision after engine_lock is released: detach CUPTI
- * and put the learning iterations' records on disk. */
+/* Apply learn_step's decision after engine_lock is released: pause, resume
+ * or detach CUPTI, and put the learning iterations' records on disk. */
 static void
 cupti_act(int action)
 {
-	if (action >= 0)
-		return;
-	if (ebb_cupti_attached())
-		cupti_stop(learn == LEARN_GAVE_UP ? "gave-up" : "learned");
-	ebb_trace_flush();
+	switch (action) {
+	case CUPTI_PAUSE:
+		if (ebb_cupti_attached())
+			cupti_pause();
+		ebb_trace_flush();
+		break;
+	case CUPTI_RESUME:
+		cupti_resume();
+		break;
+	case CUPTI_DETACH:
+		if (ebb_cupti_attached() || ebb_cupti_paused())
+			cupti_stop(learn == LEARN_GAVE_UP ? "gave-up" : "learned");
+		ebb_trace_flush();
+		break;
+	default:
+		break;
+	}
 }
 
 static uint32_t
@@ -1014,7 +1071,7 @@ ebb_engine_shutdown(void)
 	}
 	shut_down = 1;
 	pthread_mutex_unlock(&engine_lock);
-	if (ebb_cupti_attached())
+	if (ebb_cupti_attached() || ebb_cupti_paused())
 		cupti_stop("exit");
 	ebb_engine_stats(&st);
 	struct mover_stats ms;
