@@ -114,7 +114,7 @@ fi
 
 # CUPTI timed the operations it was attached for.
 awk '
-	$1 == "Q" && $3 == "cupti-detached" { detached = 1 }
+	$1 == "Q" && ($3 == "cupti-paused" || $3 == "cupti-detached") { detached = 1 }
 	!detached && $1 ~ /^[LCMR]$/ { ops++ }
 	$1 == "G" { if (!($2 in seen)) { seen[$2] = 1; timed++ } }
 	$1 == "Q" && $3 ~ /^cupti-(timed|activities)/ { printf "  %s %s\n", $3, $4 }
