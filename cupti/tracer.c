@@ -488,15 +488,22 @@ ebb_cupti_flush(void)
 	return atomic_load(&delivered);
 }
 
+/* Stop recording: every record flushed, the activities disabled. */
+static void
+stop_recording(void)
+{
+	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	for (size_t i = 0; i < NKINDS; i++)
+		cupti.ActivityDisable(kinds[i]);
+	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+}
+
 uint64_t
 ebb_cupti_pause(void)
 {
 	if (!atomic_exchange(&attached, 0))
 		return atomic_load(&delivered);
-	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	for (size_t i = 0; i < NKINDS; i++)
-		cupti.ActivityDisable(kinds[i]);
-	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	stop_recording();
 	match_kept();
 	atomic_store(&paused, 1);
 	ebb_log(EBB_LOG_INFO, "CUPTI paused: %llu operations timed so far",
@@ -549,10 +556,7 @@ ebb_cupti_detach(void)
 	}
 	if (!atomic_exchange(&attached, 0))
 		return atomic_load(&delivered);
-	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	for (size_t i = 0; i < NKINDS; i++)
-		cupti.ActivityDisable(kinds[i]);
-	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	stop_recording();
 	CUptiResult r = cupti.Finalize();
 	if (r != CUPTI_SUCCESS)
 		ebb_log(EBB_LOG_INFO, "cuptiFinalize: %s", result_string(r));
