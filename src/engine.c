@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,12 @@ static int capturing;			/* streams in capture now */
 static struct ebb_engine_stats stats;
 static struct ebb_buf *free_bufs;	/* recycled ebb_buf structs */
 static int cupti_wanted;		/* EBB_CUPTI and not given up */
+/* What learning wants of CUPTI, decided under engine_lock; cupti_act makes
+ * CUPTI so under cupti_lock, so that decisions taken by several threads in
+ * a row end in the last one's whatever order their calls run in. */
+enum { CUPTI_WANT_RECORD, CUPTI_WANT_PAUSED, CUPTI_WANT_OFF };
+static atomic_int cupti_want;
+static pthread_mutex_t cupti_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t cupti_hold_until;	/* CUPTI paused since learning ended: finalised at
 					 * this operation if no departure comes first */
 static uint64_t created_at_learned;	/* handles the mover had created when learning ended */
@@ -562,6 +569,7 @@ learned(uint64_t seq)
 	created_at_learned = ms.handles_created;
 	ebb_trace_note_u64("learned", seq);
 	cupti_hold_until = seq + conf->learn_launches;
+	atomic_store(&cupti_want, CUPTI_WANT_PAUSED);
 }
 
 /*
@@ -603,8 +611,8 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 
 	if (cupti_hold_until != 0 && seq >= cupti_hold_until && learn == LEARN_DONE) {
 		cupti_hold_until = 0;
-		if (ebb_cupti_paused())
-			return CUPTI_DETACH;
+		atomic_store(&cupti_want, CUPTI_WANT_OFF);
+		return CUPTI_DETACH;
 	}
 	if (conf->iter_kernel[0] != '\0') {
 		if (k == NULL || !k->iter_mark)
@@ -664,8 +672,10 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		stats.period = 0;
 		learn = LEARN_SEARCH;
 		exec_departed(seq, "another operation than the learned iteration's");
-		if (ebb_cupti_paused())
+		if (atomic_load(&cupti_want) == CUPTI_WANT_PAUSED) {
+			atomic_store(&cupti_want, CUPTI_WANT_RECORD);
 			cupti_action = CUPTI_RESUME;
+		}
 		break;
 	}
 	case ITER_GAVE_UP:
@@ -673,6 +683,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		    "(EBB_LEARN_LAUNCHES); set EBB_ITER_KERNEL to the name of the kernel that starts "
 		    "an iteration", (unsigned long long)conf->learn_launches);
 		learn = LEARN_GAVE_UP;
+		atomic_store(&cupti_want, CUPTI_WANT_OFF);
 		cupti_action = CUPTI_DETACH;
 		break;
 	}
@@ -693,23 +704,26 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 static void
 cupti_act(int action)
 {
-	switch (action) {
-	case CUPTI_PAUSE:
+	if (action == CUPTI_KEEP)
+		return;
+	pthread_mutex_lock(&cupti_lock);
+	switch (atomic_load(&cupti_want)) {
+	case CUPTI_WANT_PAUSED:
 		if (ebb_cupti_attached())
 			cupti_pause();
-		ebb_trace_flush();
 		break;
-	case CUPTI_RESUME:
-		cupti_resume();
-		break;
-	case CUPTI_DETACH:
-		if (ebb_cupti_attached() || ebb_cupti_paused())
-			cupti_stop(learn == LEARN_GAVE_UP ? "gave-up" : "learned");
-		ebb_trace_flush();
+	case CUPTI_WANT_RECORD:
+		if (ebb_cupti_paused())
+			cupti_resume();
 		break;
 	default:
+		if (ebb_cupti_attached() || ebb_cupti_paused())
+			cupti_stop(learn == LEARN_GAVE_UP ? "gave-up" : "learned");
 		break;
 	}
+	pthread_mutex_unlock(&cupti_lock);
+	if (action != CUPTI_RESUME)
+		ebb_trace_flush();
 }
 
 static uint32_t
@@ -1071,8 +1085,10 @@ ebb_engine_shutdown(void)
 	}
 	shut_down = 1;
 	pthread_mutex_unlock(&engine_lock);
+	pthread_mutex_lock(&cupti_lock);
 	if (ebb_cupti_attached() || ebb_cupti_paused())
 		cupti_stop("exit");
+	pthread_mutex_unlock(&cupti_lock);
 	ebb_engine_stats(&st);
 	struct mover_stats ms;
 	struct exec_stats xs;
@@ -1176,6 +1192,7 @@ ebb_engine_shutdown(void)
 void
 ebb_engine_atfork_prepare(void)
 {
+	pthread_mutex_lock(&cupti_lock);	/* (never taken with engine_lock held) */
 	pthread_mutex_lock(&engine_lock);
 	ebb_trace_atfork_prepare();
 }
@@ -1185,6 +1202,7 @@ ebb_engine_atfork_parent(void)
 {
 	ebb_trace_atfork_parent();
 	pthread_mutex_unlock(&engine_lock);
+	pthread_mutex_unlock(&cupti_lock);
 }
 
 void
@@ -1193,4 +1211,5 @@ ebb_engine_atfork_child(void)
 	ebb_trace_atfork_child();
 	exec_atfork_child();
 	pthread_mutex_unlock(&engine_lock);
+	pthread_mutex_unlock(&cupti_lock);
 }
