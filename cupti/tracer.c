@@ -445,7 +445,9 @@ ebb_cupti_pop(void)
 {
 	uint64_t last;
 
-	if (ebb_cupti_attached())
+	/* (paused meanwhile by another thread: the id pushed is popped all the
+	 * same, or later activities of this thread would carry it) */
+	if (ebb_cupti_attached() || ebb_cupti_paused())
 		cupti.ActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
 }
 
