@@ -46,6 +46,21 @@ STEPS=${STEPS:-9}
 WARMUP=${WARMUP:-5}
 W=$1 ACC=$2
 shift 2
+# every argument known before anything runs (a GPU lease is short)
+case $W in
+w1 | w2) ;;
+*) echo "bench/plan.sh: unknown workload '$W' (w1 or w2)" >&2; exit 2 ;;
+esac
+case $ACC in
+'' | *[!0-9]* | 0) echo "bench/plan.sh: ACCUM '$ACC' is not a positive whole number" >&2; exit 2 ;;
+esac
+for m in "$@"; do
+	case $m in
+	baseline | ckpt | save_on_cpu | observe | ebb:?* | reactive:?*) ;;
+	*) echo "bench/plan.sh: unknown mode '$m' (see bench/plan.sh without arguments)" >&2
+	   exit 2 ;;
+	esac
+done
 mkdir -p "$OUT"
 export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync PYTHONUNBUFFERED=1
 if ldd "$BUILD/src/.libs/libebb.so" | grep -q "libunwind.so.8 => not found"; then
@@ -192,7 +207,6 @@ for m in "$@"; do
 		# KEEP_TRACE: keep it, compressed, for ebb plan and bench/gaps.py later
 		[ -n "${KEEP_TRACE:-}" ] && gzip -c "$trace" > "$OUT/$W-a$ACC-$label.trace.gz"
 		rm -f "$trace" ;;
-	*) echo "bench/plan.sh: unknown mode $m" >&2 ;;
 	esac
 done
 [ -f "$OUT/$W-a$ACC-observe.trace" ] &&
