@@ -805,11 +805,6 @@ due_before(struct sim *s, double t, int keep)
 	return added;
 }
 
-/*
- * Simulate the moves of the chosen candidates: both copy engines in the
- * steady state (each run twice, so what one iteration leaves queued delays
- * the next), then the memory at every operation. Fills s->mv[0..m).
- */
 /* Swap the buffers simulate writes anew (every entry it reads it has
  * written) with the ones kept aside. */
 static void
@@ -856,6 +851,11 @@ sim_undo(struct sim *s)
 	s->infeasible = s->kept.infeasible;
 }
 
+/*
+ * Simulate the moves of the chosen candidates: both copy engines in the
+ * steady state (each run twice, so what one iteration leaves queued delays
+ * the next), then the memory at every operation. Fills s->mv[0..m).
+ */
 static void
 simulate(struct sim *s, const struct cand *c, const uint32_t *chosen, uint32_t m,
     uint32_t *tmp)
