@@ -65,11 +65,12 @@ static int capturing;			/* streams in capture now */
 static struct ebb_engine_stats stats;
 static struct ebb_buf *free_bufs;	/* recycled ebb_buf structs */
 static int cupti_wanted;		/* EBB_CUPTI and not given up */
-/* What learning wants of CUPTI, decided under engine_lock; cupti_act makes
- * CUPTI so under cupti_lock, so that decisions taken by several threads in
- * a row end in the last one's whatever order their calls run in. */
-enum { CUPTI_WANT_RECORD, CUPTI_WANT_PAUSED, CUPTI_WANT_OFF };
-static atomic_int cupti_want;
+/* What learning wants of CUPTI (cupti_wanted: whether it is attached at
+ * all), decided under engine_lock; cupti_act makes CUPTI so under
+ * cupti_lock, so that decisions taken by several threads in a row end in
+ * the last one's whatever order their calls run in. */
+enum { CUPTI_GOAL_RECORD, CUPTI_GOAL_PAUSED, CUPTI_GOAL_OFF };
+static atomic_int cupti_goal;
 static pthread_mutex_t cupti_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t cupti_hold_until;	/* CUPTI paused since learning ended: finalised at
 					 * this operation if no departure comes first */
@@ -569,7 +570,7 @@ learned(uint64_t seq)
 	created_at_learned = ms.handles_created;
 	ebb_trace_note_u64("learned", seq);
 	cupti_hold_until = seq + conf->learn_launches;
-	atomic_store(&cupti_want, CUPTI_WANT_PAUSED);
+	atomic_store(&cupti_goal, CUPTI_GOAL_PAUSED);
 }
 
 /*
@@ -611,7 +612,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 
 	if (cupti_hold_until != 0 && seq >= cupti_hold_until && learn == LEARN_DONE) {
 		cupti_hold_until = 0;
-		atomic_store(&cupti_want, CUPTI_WANT_OFF);
+		atomic_store(&cupti_goal, CUPTI_GOAL_OFF);
 		return CUPTI_DETACH;
 	}
 	if (conf->iter_kernel[0] != '\0') {
@@ -672,8 +673,8 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		stats.period = 0;
 		learn = LEARN_SEARCH;
 		exec_departed(seq, "another operation than the learned iteration's");
-		if (atomic_load(&cupti_want) == CUPTI_WANT_PAUSED) {
-			atomic_store(&cupti_want, CUPTI_WANT_RECORD);
+		if (atomic_load(&cupti_goal) == CUPTI_GOAL_PAUSED) {
+			atomic_store(&cupti_goal, CUPTI_GOAL_RECORD);
 			cupti_action = CUPTI_RESUME;
 		}
 		break;
@@ -683,7 +684,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		    "(EBB_LEARN_LAUNCHES); set EBB_ITER_KERNEL to the name of the kernel that starts "
 		    "an iteration", (unsigned long long)conf->learn_launches);
 		learn = LEARN_GAVE_UP;
-		atomic_store(&cupti_want, CUPTI_WANT_OFF);
+		atomic_store(&cupti_goal, CUPTI_GOAL_OFF);
 		cupti_action = CUPTI_DETACH;
 		break;
 	}
@@ -699,20 +700,21 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 	return cupti_action;
 }
 
-/* Apply learn_step's decision after engine_lock is released: pause, resume
- * or detach CUPTI, and put the learning iterations' records on disk. */
+/* After a learn_step that changed cupti_goal, with engine_lock released:
+ * make CUPTI what the goal now is (paused, recording or finalised), and put
+ * the learning iterations' records on disk. */
 static void
 cupti_act(int action)
 {
 	if (action == CUPTI_KEEP)
 		return;
 	pthread_mutex_lock(&cupti_lock);
-	switch (atomic_load(&cupti_want)) {
-	case CUPTI_WANT_PAUSED:
+	switch (atomic_load(&cupti_goal)) {
+	case CUPTI_GOAL_PAUSED:
 		if (ebb_cupti_attached())
 			cupti_pause();
 		break;
-	case CUPTI_WANT_RECORD:
+	case CUPTI_GOAL_RECORD:
 		if (ebb_cupti_paused())
 			cupti_resume();
 		break;
