@@ -548,17 +548,12 @@ ebb_cupti_paused(void)
 uint64_t
 ebb_cupti_detach(void)
 {
-	if (atomic_exchange(&paused, 0)) {
-		CUptiResult r = cupti.Finalize();
-		if (r != CUPTI_SUCCESS)
-			ebb_log(EBB_LOG_INFO, "cuptiFinalize: %s", result_string(r));
-		ebb_log(EBB_LOG_INFO, "CUPTI detached: %llu operations timed",
-		    (unsigned long long)atomic_load(&delivered));
-		return atomic_load(&delivered);
+	/* (paused: nothing recorded since the pause, which matched the rest) */
+	if (!atomic_exchange(&paused, 0)) {
+		if (!atomic_exchange(&attached, 0))
+			return atomic_load(&delivered);
+		stop_recording();
 	}
-	if (!atomic_exchange(&attached, 0))
-		return atomic_load(&delivered);
-	stop_recording();
 	CUptiResult r = cupti.Finalize();
 	if (r != CUPTI_SUCCESS)
 		ebb_log(EBB_LOG_INFO, "cuptiFinalize: %s", result_string(r));
