@@ -56,6 +56,9 @@ static const struct {
 typedef void *(*dlsym_fn)(void *, const char *);
 static dlsym_fn libc_dlsym;
 
+/* The same, where the dlsym override below jumps to it. */
+EBB_HIDDEN __attribute__((used)) void *(*ebb_libc_dlsym_fn)(void *, const char *);
+
 /* Find glibc's dlsym without going through our own override. */
 static void
 find_libc_dlsym(void)
@@ -64,6 +67,7 @@ find_libc_dlsym(void)
 
 	for (int i = 0; versions[i] && libc_dlsym == NULL; i++)
 		libc_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+	ebb_libc_dlsym_fn = libc_dlsym;
 	if (libc_dlsym == NULL)
 		ebb_log(EBB_LOG_ERROR, "cannot find the C library's dlsym; ebb cannot forward dlsym calls");
 }
@@ -284,50 +288,131 @@ caller_is_exempt(const void *caller)
 }
 
 /*
- * RTLD_NEXT means "after the caller", and the caller of the real dlsym
- * would now be libebb. Search the objects after the caller ourselves.
+ * What the dlsym override answers for (handle, name), asked from caller: a
+ * wrapper of ebb's for a driver or NCCL name whose real function exists
+ * (NULL where it does not), or DLSYM_FORWARD for everything else, which
+ * glibc's dlsym then answers itself.
  */
-static void *
-dlsym_next_after(const void *caller, const char *name)
-{
-	Dl_info info;
-	struct link_map *lm = NULL;
+#define DLSYM_FORWARD ((void *)1)
 
-	if (dladdr1(caller, &info, (void **)&lm, RTLD_DL_LINKMAP) == 0 || lm == NULL)
-		return ebb_real_dlsym(RTLD_NEXT, name);
-	for (struct link_map *l = lm->l_next; l != NULL; l = l->l_next) {
-		void *h = dlopen(l->l_name[0] ? l->l_name : NULL, RTLD_LAZY | RTLD_NOLOAD);
-		if (h == NULL)
-			continue;
-		void *p = ebb_real_dlsym(h, name);
-		dlclose(h);
-		if (p != NULL)
-			return p;
-	}
+/* The real function a caller asking dlsym(RTLD_NEXT, name) for a wrapped
+ * name is after: the driver's (ebb_real) or NCCL's. ebb's wrapper forwards
+ * to exactly that, whatever the caller's place in the load order. */
+static void *
+real_for_next(const char *name)
+{
+	if (name[0] == 'n')
+		return ebb_nccl_real_by_name(name);
+	if (strcmp(name, "cuGetProcAddress") == 0)
+		return (void *)ebb_real.cuGetProcAddress;
+	if (strcmp(name, "cuGetProcAddress_v2") == 0)
+		return (void *)ebb_real.cuGetProcAddress_v2;
+	for (int i = 0; i < EBB_SYM_COUNT; i++)
+		if (strcmp(ebb_syms[i].elf, name) == 0)
+			return *real_slot[i];
 	return NULL;
 }
 
-/* The dlsym override: driver and NCCL names get ebb's wrappers. */
-EBB_EXPORT void *
-dlsym(void *handle, const char *name)
-{
-	const void *caller = __builtin_return_address(0);
+EBB_HIDDEN void *ebb_dlsym_pick(void *handle, const char *name, const void *caller);
 
-	if (((name[0] == 'c' && name[1] == 'u') ||
-	    (name[0] == 'n' && strncmp(name, "nccl", 4) == 0)) && !ebb_inside &&
-	    !caller_is_exempt(caller)) {
-		void *w = ebb_interpose_by_elf(name);
-		if (w != NULL) {
-			ebb_ensure_init();
-			/* Hand out a wrapper only where the real function exists. */
-			void *real = handle == RTLD_NEXT ? dlsym_next_after(caller, name)
-			    : ebb_real_dlsym(handle, name);
-			if (real != NULL)
-				return w;
-			return NULL;
-		}
-	}
-	if (handle == RTLD_NEXT)
-		return dlsym_next_after(caller, name);
-	return ebb_real_dlsym(handle, name);
+EBB_HIDDEN __attribute__((used)) void *
+ebb_dlsym_pick(void *handle, const char *name, const void *caller)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, find_libc_dlsym);
+	if (name == NULL || ebb_inside ||
+	    !((name[0] == 'c' && name[1] == 'u') || strncmp(name, "nccl", 4) == 0))
+		return DLSYM_FORWARD;
+	void *w = ebb_interpose_by_elf(name);
+	if (w == NULL || caller_is_exempt(caller))
+		return DLSYM_FORWARD;
+	ebb_ensure_init();
+	/* Hand out a wrapper only where the real function exists. */
+	void *real = handle == RTLD_NEXT ? real_for_next(name) : ebb_real_dlsym(handle, name);
+	return real != NULL ? w : NULL;
 }
+
+/*
+ * The dlsym override. glibc's dlsym resolves RTLD_NEXT against the object
+ * its return address lies in, so everything ebb does not answer itself
+ * reaches glibc by a tail jump, with the caller's return address still on
+ * the stack: RTLD_NEXT then means what it means to the caller, and nothing
+ * else runs (a lookup that loaded or opened objects itself would call into
+ * whatever wraps dlopen, which ASan does, and which may call dlsym again).
+ */
+#if defined(__x86_64__)
+__asm__(
+    "	.text\n"
+    "	.globl dlsym\n"
+    "	.type dlsym, @function\n"
+    "	.p2align 4\n"
+    "dlsym:\n"
+    "	.cfi_startproc\n"
+#if defined(__CET__)
+    "	endbr64\n"
+#endif
+    "	pushq %rdi\n"
+    "	.cfi_adjust_cfa_offset 8\n"
+    "	pushq %rsi\n"
+    "	.cfi_adjust_cfa_offset 8\n"
+    "	subq $8, %rsp\n"		/* the call below on a 16-byte boundary */
+    "	.cfi_adjust_cfa_offset 8\n"
+    "	movq 24(%rsp), %rdx\n"		/* the caller's return address */
+    "	call ebb_dlsym_pick\n"
+    "	addq $8, %rsp\n"
+    "	.cfi_adjust_cfa_offset -8\n"
+    "	popq %rsi\n"
+    "	.cfi_adjust_cfa_offset -8\n"
+    "	popq %rdi\n"
+    "	.cfi_adjust_cfa_offset -8\n"
+    "	cmpq $1, %rax\n"
+    "	je 1f\n"
+    "	ret\n"
+    "1:	movq ebb_libc_dlsym_fn(%rip), %rax\n"
+    "	testq %rax, %rax\n"
+    "	je 2f\n"
+    "	jmp *%rax\n"
+    "2:	ret\n"				/* no glibc dlsym was found: NULL */
+    "	.cfi_endproc\n"
+    "	.size dlsym, .-dlsym\n");
+#elif defined(__aarch64__)
+__asm__(
+    "	.text\n"
+    "	.globl dlsym\n"
+    "	.type dlsym, %function\n"
+    "	.p2align 4\n"
+    "dlsym:\n"
+    "	.cfi_startproc\n"
+#if defined(__ARM_FEATURE_BTI_DEFAULT)
+    "	bti c\n"
+#endif
+    "	stp x29, x30, [sp, #-32]!\n"
+    "	.cfi_def_cfa_offset 32\n"
+    "	.cfi_offset 29, -32\n"
+    "	.cfi_offset 30, -24\n"
+    "	mov x29, sp\n"
+    "	stp x0, x1, [sp, #16]\n"
+    "	mov x2, x30\n"			/* the caller's return address */
+    "	bl ebb_dlsym_pick\n"
+    "	mov x9, x0\n"
+    "	ldp x0, x1, [sp, #16]\n"
+    "	ldp x29, x30, [sp], #32\n"
+    "	.cfi_def_cfa_offset 0\n"
+    "	.cfi_restore 29\n"
+    "	.cfi_restore 30\n"
+    "	cmp x9, #1\n"
+    "	b.eq 1f\n"
+    "	mov x0, x9\n"
+    "	ret\n"
+    "1:	adrp x10, ebb_libc_dlsym_fn\n"
+    "	ldr x10, [x10, #:lo12:ebb_libc_dlsym_fn]\n"
+    "	cbz x10, 2f\n"
+    "	br x10\n"
+    "2:	mov x0, #0\n"
+    "	ret\n"
+    "	.cfi_endproc\n"
+    "	.size dlsym, .-dlsym\n");
+#else
+#error "ebb's dlsym override is written for x86-64 and aarch64 (interpose.c)"
+#endif

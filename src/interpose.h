@@ -9,6 +9,7 @@
 #include "realdl.h"
 
 #define EBB_EXPORT __attribute__((visibility("default")))
+#define EBB_HIDDEN __attribute__((visibility("hidden")))
 
 enum ebb_sym_id {
 #define EBB_HAND(elf, base, version, variant, params, args) EBB_ID_##elf,
@@ -62,7 +63,11 @@ void *ebb_interpose_by_elf(const char *name);
  */
 void *ebb_interpose_wrap(const char *symbol, void *real, int version, cuuint64_t flags);
 
-/* NCCL: the wrapper for a name, and the real function (NULL if absent). */
+/* NCCL: the wrapper for a name, or NULL. */
 void *ebb_nccl_by_name(const char *name);
+
+/* NCCL: the real function of a wrapped name in the libnccl.so.2 the job
+ * loaded, or NULL (none loaded, or not a wrapped name). Says nothing. */
+void *ebb_nccl_real_by_name(const char *name);
 
 #endif

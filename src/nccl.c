@@ -64,9 +64,9 @@ type_size(ncclDataType_t t)
 	}
 }
 
-/* The real NCCL function id, or NULL (said once). */
+/* The real NCCL function id, or NULL. */
 static void *
-real_of(int id)
+find_real(int id)
 {
 	void *p = __atomic_load_n(&nccl_real[id], __ATOMIC_ACQUIRE);
 
@@ -79,13 +79,22 @@ real_of(int id)
 	}
 	if (p == NULL)
 		p = ebb_real_dlsym(RTLD_NEXT, nccl_names[id]);
+	if (p != NULL)
+		__atomic_store_n(&nccl_real[id], p, __ATOMIC_RELEASE);
+	return p;
+}
+
+/* The real NCCL function id, or NULL (said once). */
+static void *
+real_of(int id)
+{
+	void *p = find_real(id);
+
 	if (p == NULL) {
 		static int said;
 		ebb_log_once(&said, EBB_LOG_ERROR, "%s was called but no libnccl.so.2 with it is loaded; "
 		    "returning ncclSystemError", nccl_names[id]);
-		return NULL;
 	}
-	__atomic_store_n(&nccl_real[id], p, __ATOMIC_RELEASE);
 	return p;
 }
 
@@ -182,5 +191,14 @@ ebb_nccl_by_name(const char *name)
 		return (void *)ncclCommRegister;
 	if (strcmp(name, "ncclCommDeregister") == 0)
 		return (void *)ncclCommDeregister;
+	return NULL;
+}
+
+void *
+ebb_nccl_real_by_name(const char *name)
+{
+	for (int id = 0; id < NCCL_COUNT; id++)
+		if (strcmp(name, nccl_names[id]) == 0)
+			return find_real(id);
 	return NULL;
 }

@@ -9,154 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "integ.h"
 #include "testutil.h"
-#include "trace_format.h"
-#include "trace_read.h"
-
-/* ---- the trace, loaded ---- */
-
-struct rec {
-	char type;
-	size_t n;
-	char **f;
-};
-
-struct trace {
-	struct rec *r;
-	size_t n;
-	char *text;
-};
-
-static void
-trace_load(const char *path, struct trace *t)
-{
-	t->text = read_file(path);
-	ck_assert_msg(t->text != NULL, "no trace at %s", path);
-	char *save = NULL, *line = strtok_r(t->text, "\n", &save);
-	ck_assert_msg(line && ebb_trace_header(line) == EBB_TRACE_VERSION, "bad trace header in %s", path);
-	t->r = NULL;
-	t->n = 0;
-	struct ebb_trace_rec rec = { 0 };
-	char err[256];
-	size_t lineno = 1;
-	while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
-		lineno++;
-		ck_assert_msg(ebb_trace_split(line, &rec, err, sizeof err) == 0, "%s:%zu: %s", path,
-		    lineno, err);
-		t->r = realloc(t->r, (t->n + 1) * sizeof *t->r);
-		struct rec *r = &t->r[t->n++];
-		r->type = rec.type;
-		r->n = rec.nfields;
-		r->f = malloc((rec.nfields + 1) * sizeof *r->f);
-		memcpy(r->f, rec.field, rec.nfields * sizeof *r->f);
-	}
-	ebb_trace_rec_free(&rec);
-}
-
-static void
-trace_free(struct trace *t)
-{
-	for (size_t i = 0; i < t->n; i++)
-		free(t->r[i].f);
-	free(t->r);
-	free(t->text);
-}
-
-static uint64_t
-num(const struct rec *r, size_t i)
-{
-	ck_assert_uint_lt(i, r->n);
-	const char *s = r->f[i];
-	return strtoull(s, NULL, s[0] == '0' && s[1] == 'x' ? 16 : 10);
-}
-
-static size_t
-count_type(const struct trace *t, char type)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < t->n; i++)
-		n += t->r[i].type == type;
-	return n;
-}
-
-/* Kernel id of the K record named name, or 0. */
-static uint64_t
-kernel_id(const struct trace *t, const char *name)
-{
-	for (size_t i = 0; i < t->n; i++)
-		if (t->r[i].type == 'K' && strcmp(t->r[i].f[3], name) == 0)
-			return num(&t->r[i], 0);
-	return 0;
-}
-
-/* The value of the Z record key, or UINT64_MAX. */
-static uint64_t
-summary(const struct trace *t, const char *key)
-{
-	for (size_t i = 0; i < t->n; i++)
-		if (t->r[i].type == 'Z' && strcmp(t->r[i].f[1], key) == 0)
-			return num(&t->r[i], 2);
-	return UINT64_MAX;
-}
-
-/* Buffer list of the k-th launch of kernel kid, as "1,2,3" (sorted as written). */
-static const char *
-launch_bufs(const struct trace *t, uint64_t kid, int k)
-{
-	static char out[256];
-	for (size_t i = 0; i < t->n; i++) {
-		const struct rec *r = &t->r[i];
-		if (r->type != 'L' || num(r, 3) != kid || k-- > 0)
-			continue;
-		out[0] = '\0';
-		if (strcmp(r->f[4], "?") == 0)
-			return "?";
-		for (size_t j = 5; j < r->n; j++) {
-			strcat(out, r->f[j]);
-			if (j + 1 < r->n)
-				strcat(out, ",");
-		}
-		return out;
-	}
-	return NULL;
-}
-
-/* ---- running the workload ---- */
-
-static char *
-workload_path(int linked)
-{
-	return (char *)build_path(linked ? "tests/progs/workload-linked" : "tests/progs/workload");
-}
-
-/* Run the workload with libebb preloaded; env adds to the defaults. */
-static void
-run_ebb(char *const argv[], const char *const *env, const char *trace, struct run_result *r)
-{
-	static char preload[4200], libpath[4200], tracevar[4200];
-	char *e[32];
-	int n = 0;
-
-	snprintf(preload, sizeof preload, "LD_PRELOAD=%s", getenv("EBBTEST_LIBEBB"));
-	snprintf(libpath, sizeof libpath, "LD_LIBRARY_PATH=%s", getenv("EBBTEST_FAKECUDA"));
-	snprintf(tracevar, sizeof tracevar, "EBB_TRACE=%s", trace ? trace : "");
-	e[n++] = preload;
-	e[n++] = libpath;
-	e[n++] = tracevar;
-	e[n++] = "EBB_CUPTI=0";
-	e[n++] = "EBB_VERBOSE=1";
-	for (int i = 0; env && env[i] && n < 31; i++)
-		e[n++] = (char *)env[i];
-	e[n] = NULL;
-	run_prog(argv, e, r);
-}
-
-static void
-expect_ok(const struct run_result *r)
-{
-	ck_assert_msg(r->status == 0 && strstr(r->out, "ok") != NULL,
-	    "workload failed (status %d)\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
-}
 
 /* The basic scenario's trace, through one way of reaching the driver. */
 static void
@@ -364,6 +218,38 @@ START_TEST(fork_child)
 }
 END_TEST
 
+/*
+ * Beside another preloaded library that wraps dlopen and finds the next
+ * dlopen with dlsym(RTLD_NEXT), in either order: dlsym(RTLD_NEXT) answers
+ * what glibc would (never by opening objects, which would call that
+ * wrapper again, and it dlsym again), and the job runs under ebb.
+ */
+START_TEST(dlsym_next_beside_a_dlopen_wrapper)
+{
+	static char both[2][8500];
+	const char *wrap = build_path("tests/progs/.libs/libwrapdlopen.so");
+	snprintf(both[0], sizeof both[0], "LD_PRELOAD=%s:%s", getenv("EBBTEST_LIBEBB"), wrap);
+	snprintf(both[1], sizeof both[1], "LD_PRELOAD=%s:%s", wrap, getenv("EBBTEST_LIBEBB"));
+	for (int order = 0; order < 2; order++) {
+		const char *path = tmp_file("wrapdlopen");
+		char *argv[] = { workload_path(0), "--via=dlsym", "basic", NULL };
+		const char *env[] = { both[order], NULL };
+		struct run_result r;
+		struct trace t;
+		run_ebb(argv, env, path, &r);
+		expect_ok(&r);
+		ck_assert_msg(strstr(r.err, "wrapdlopen: ") != NULL && strstr(r.err, "wrapdlopen: 0 calls") ==
+		    NULL, "the dlopen wrapper was not in the path: %s", r.err);
+		trace_load(path, &t);
+		ck_assert_uint_eq(summary(&t, "launches"), 6);
+		ck_assert_uint_eq(summary(&t, "launches-unresolved"), 0);
+		trace_free(&t);
+		run_free(&r);
+		remove(path);
+	}
+}
+END_TEST
+
 START_TEST(graph_capture)
 {
 	const char *path = tmp_file("capture");
@@ -485,18 +371,6 @@ START_TEST(cupti_missing_said_once)
 END_TEST
 
 /* ---- the mover (EBB_MODE=offload) ---- */
-
-/* The fake driver's statistics line of the workload's output: cuMemFree calls and peak bytes. */
-static void
-driver_line(const char *out, unsigned long long *frees, unsigned long long *peak)
-{
-	const char *d = strstr(out, "driver: cuMemFree ");
-	ck_assert_msg(d != NULL, "no driver statistics in: %s", out);
-	ck_assert_int_eq(sscanf(d, "driver: cuMemFree %llu", frees), 1);
-	const char *p = strstr(d, "peak ");
-	ck_assert_ptr_nonnull(p);
-	ck_assert_int_eq(sscanf(p, "peak %llu", peak), 1);
-}
 
 /*
  * Random buffers, streams and operations under a limit that holds a few
@@ -1151,6 +1025,7 @@ main(void)
 	tcase_add_test(tc, iteration_kernel_marks);
 	tcase_add_test(tc, threads);
 	tcase_add_test(tc, fork_child);
+	tcase_add_test(tc, dlsym_next_beside_a_dlopen_wrapper);
 	tcase_add_test(tc, graph_capture);
 	tcase_add_test(tc, nccl_calls);
 	tcase_add_test(tc, unresolved_launch);

@@ -65,12 +65,19 @@ tests_progs_workload_linked_SOURCES = tests/progs/workload.c
 tests_progs_workload_linked_CPPFLAGS = $(tests_progs_workload_CPPFLAGS) -DWORKLOAD_LINKED
 tests_progs_workload_linked_LDADD = tests/fakecuda/libcuda.la $(PTHREAD_LIBS) $(LIBS)
 
+# A library preloaded beside libebb.so that wraps dlopen (check_integration).
+check_LTLIBRARIES += tests/progs/libwrapdlopen.la
+tests_progs_libwrapdlopen_la_SOURCES = tests/progs/wrapdlopen.c
+tests_progs_libwrapdlopen_la_LDFLAGS = -module -avoid-version -shared -no-undefined \
+	-rpath $(abs_builddir)/tests/progs/.libs
+tests_progs_libwrapdlopen_la_LIBADD = $(LIBS)
+
 if HAVE_CHECK
 check_PROGRAMS += tests/check_integration
 TESTS += tests/check_integration
-tests_check_integration_SOURCES = tests/check_integration.c
+tests_check_integration_SOURCES = tests/check_integration.c tests/integ.c tests/integ.h
 tests_check_integration_CFLAGS = $(TEST_CFLAGS)
 tests_check_integration_LDADD = src/libebbcommon.la $(TEST_LIBS)
 EXTRA_tests_check_integration_DEPENDENCIES = src/libebb.la tests/progs/workload \
-	tests/progs/workload-linked
+	tests/progs/workload-linked tests/progs/libwrapdlopen.la
 endif
