@@ -1210,6 +1210,11 @@ ebb_engine_atfork_parent(void)
 void
 ebb_engine_atfork_child(void)
 {
+	/* The child has no CUDA context, none of ebb's threads (the mover's
+	 * workers, the planner, CUPTI's) and no trace of its own: ebb does
+	 * nothing more in it, and nothing at its exit either (the atexit
+	 * handler the parent registered runs in a child that calls exit). */
+	shut_down = 1;
 	ebb_trace_atfork_child();
 	exec_atfork_child();
 	pthread_mutex_unlock(&engine_lock);

@@ -250,6 +250,30 @@ START_TEST(dlsym_next_beside_a_dlopen_wrapper)
 }
 END_TEST
 
+/*
+ * In offload mode, a child that ends with exit() (a Python worker does) runs
+ * the atexit handler it inherited: it must not stop the parent's workers,
+ * write a summary or touch the trace; the parent's run is whole.
+ */
+START_TEST(fork_child_exits_in_offload)
+{
+	const char *path = tmp_file("forkexit");
+	char *argv[] = { workload_path(0), "fork-exit", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	ck_assert_msg(count_substr(r.err, " launches (") == 1, "not one summary: %s", r.err);
+	trace_load(path, &t);
+	ck_assert_uint_eq(count_type(&t, 'L'), 2 * (1 + 3 * 5));
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 START_TEST(graph_capture)
 {
 	const char *path = tmp_file("capture");
@@ -973,7 +997,7 @@ END_TEST
 /* The other scenarios still run right with the mover serving their memory. */
 START_TEST(offload_other_scenarios)
 {
-	const char *what[] = { "basic", "fork", "capture", "nccl", "threads", NULL };
+	const char *what[] = { "basic", "fork", "fork-exit", "capture", "nccl", "threads", NULL };
 	for (int i = 0; what[i]; i++) {
 		char *argv[] = { workload_path(0), (char *)what[i], NULL };
 		const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", NULL };
@@ -1026,6 +1050,7 @@ main(void)
 	tcase_add_test(tc, threads);
 	tcase_add_test(tc, fork_child);
 	tcase_add_test(tc, dlsym_next_beside_a_dlopen_wrapper);
+	tcase_add_test(tc, fork_child_exits_in_offload);
 	tcase_add_test(tc, graph_capture);
 	tcase_add_test(tc, nccl_calls);
 	tcase_add_test(tc, unresolved_launch);

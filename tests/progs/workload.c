@@ -9,7 +9,7 @@
  *   dlsym             dlsym every entry point by its ELF name
  * or, built as workload-linked, through the ELF symbols of -lcuda.
  *
- * Scenarios: basic, loop N, threads N, fork, capture, nccl, unresolved,
+ * Scenarios: basic, loop N, threads N, fork, fork-exit, capture, nccl, unresolved,
  * offload N (random buffers, streams and operations, every result checked;
  * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
  * sizes (memory freed in one size makes room for a buffer of another),
@@ -342,9 +342,12 @@ scenario_threads(int nthreads)
 	return 0;
 }
 
-/* Work, fork a child that exits without touching the device, work again. */
+/* Work, fork a child that exits without touching the device, work again.
+ * The child ends with _exit, or with exit (running the atexit handlers and
+ * destructors it inherited, as a Python worker process does) when
+ * by_exit. */
 static int
-scenario_fork(void)
+scenario_fork(int by_exit)
 {
 	scenario_loop(3);
 	fflush(stdout);
@@ -353,6 +356,8 @@ scenario_fork(void)
 		FAIL("fork");
 	if (pid == 0) {
 		/* A child that never uses CUDA, like a DataLoader worker. */
+		if (by_exit)
+			exit(0);
 		_exit(0);
 	}
 	int st;
@@ -980,7 +985,9 @@ main(int argc, char **argv)
 	else if (strcmp(what, "threads") == 0)
 		r = scenario_threads(arg > 0 ? arg : 8);
 	else if (strcmp(what, "fork") == 0)
-		r = scenario_fork();
+		r = scenario_fork(0);
+	else if (strcmp(what, "fork-exit") == 0)
+		r = scenario_fork(1);
 	else if (strcmp(what, "capture") == 0)
 		r = scenario_capture();
 	else if (strcmp(what, "unresolved") == 0)
