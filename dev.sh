@@ -4,7 +4,8 @@
 #   ./dev.sh demo    install what the build needs (Debian/Ubuntu, apt-get), build,
 #                    and run ebb in observe mode on the bundled example: a
 #                    PyTorch training loop on the GPU, or, where there is no GPU,
-#                    a CUDA program on the CPU driver of tests/fakecuda
+#                    a CUDA program on the CPU driver of tests/fakecuda; the
+#                    trace is written under build/demo/
 #   ./dev.sh test    install, build and run the test suite (no GPU needed)
 #   ./dev.sh build   install and build only
 #
@@ -61,27 +62,33 @@ test)
 demo)
 	build
 	cd "$top"
+	# The traces go under the build tree, not a fixed name in a shared /tmp.
+	demo_dir="$top/build/demo"
+	mkdir -p "$demo_dir"
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU' &&
 	    python3 -c 'import torch, transformers' 2>/dev/null; then
 		echo "dev.sh: GPU found: a small Llama-style training loop, with ebb observing"
-		build/utils/ebb run --mode observe --trace /tmp/ebb-demo.%p.trace -v 1 -- \
+		build/utils/ebb run --mode observe --trace "$demo_dir/ebb-demo.%p.trace" -v 1 -- \
 			python3 bench/train.py --model tiny --batch 4 --seq 1024 --steps 10
-		echo "dev.sh: summary of the trace (ebb-trace(5) explains each record):"
-		build/utils/ebb report "$(ls -t /tmp/ebb-demo.*.trace | head -1)"
+		trace=$(ls -t "$demo_dir"/ebb-demo.*.trace | head -1)
+		echo "dev.sh: the trace is $trace; its summary (ebb-trace(5) explains each record):"
+		build/utils/ebb report "$trace"
 	else
 		echo "dev.sh: no NVIDIA GPU with PyTorch here (nvidia-smi lists none, or torch and"
 		echo "        transformers are missing): running the example on the CPU driver of"
 		echo "        tests/fakecuda instead. On a GPU machine this runs a PyTorch training loop."
 		(cd build && make -j"$jobs" tests/progs/workload >/dev/null &&
 		    make -j"$jobs" check TESTS= >/dev/null)
+		trace="$demo_dir/ebb-demo.trace"
 		LD_LIBRARY_PATH="$top/build/tests/fakecuda/.libs" EBB_CUPTI=0 \
-			build/utils/ebb run --mode observe --trace /tmp/ebb-demo.trace -v 1 -- \
+			build/utils/ebb run --mode observe --trace "$trace" -v 1 -- \
 			build/tests/progs/workload loop 20
-		build/utils/ebb report /tmp/ebb-demo.trace
+		echo "dev.sh: the trace is $trace; its summary (ebb-trace(5) explains each record):"
+		build/utils/ebb report "$trace"
 	fi
 	;;
 *)
-	sed -n '2,12p' "$0"
+	sed -n '2,13p' "$0"
 	exit 2
 	;;
 esac

@@ -240,6 +240,19 @@ set_value(struct ebb_conf *conf, const struct ebb_conf_var *v, const char *text,
 }
 
 int
+ebb_conf_check_value(const char *name, const char *text, char *want, size_t wantlen)
+{
+	const struct ebb_conf_var *v = ebb_conf_find(name);
+	struct ebb_conf scratch;
+
+	if (v == NULL) {
+		snprintf(want, wantlen, "%s is not an ebb variable", name);
+		return -1;
+	}
+	return set_value(&scratch, v, text, want, wantlen);
+}
+
+int
 ebb_conf_load(struct ebb_conf *conf, ebb_conf_lookup_fn lookup, void *ctx)
 {
 	char want[256];

@@ -91,6 +91,14 @@ int ebb_conf_check_unknown(char *const *env);
 const struct ebb_conf_var *ebb_conf_find(const char *name);
 
 /*
+ * Check text as a value of the variable name, parsed as ebb_conf_load
+ * parses it, without storing it: for utils/ebb's options that set a
+ * variable. Returns 0, or -1 with what is accepted in want ("expected
+ * one of: ..."), also when name is not in the table.
+ */
+int ebb_conf_check_value(const char *name, const char *text, char *want, size_t wantlen);
+
+/*
  * Parse helpers, exposed for tests and utils/. Each returns 0 on success
  * and -1 when the text is not a complete, in-range value.
  */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,6 +102,73 @@ expand_path(const char *path, char *out, size_t outlen)
 	return 0;
 }
 
+/* What a file of this mode is, as the refusal of a trace path says it. */
+static const char *
+file_kind(mode_t mode)
+{
+	if (S_ISLNK(mode))
+		return "a symbolic link, which ebb does not follow";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	if (S_ISDIR(mode))
+		return "a directory";
+	return "not a regular file";
+}
+
+/*
+ * Open file for the trace. A symbolic link at file is not followed
+ * (O_NOFOLLOW), so the trace never truncates what the link points to, and
+ * the open does not wait for a FIFO's reader (O_NONBLOCK). Only a regular
+ * file is kept: it is then truncated and made blocking again. Returns the
+ * descriptor, or -1 after one warning naming EBB_TRACE and file.
+ */
+static int
+open_regular(const char *file)
+{
+	struct stat st;
+	int fd = open(file, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+
+	if (fd < 0) {
+		int e = errno;
+		/* ELOOP: a link (or a loop of them); ENXIO: a FIFO without a
+		 * reader, or a socket; EISDIR: a directory. lstat says which. */
+		if ((e == ELOOP || e == ENXIO || e == EISDIR) && lstat(file, &st) == 0 &&
+		    !S_ISREG(st.st_mode))
+			ebb_log(EBB_LOG_WARN, "the trace file %s (EBB_TRACE) is %s; no trace is written",
+			    file, file_kind(st.st_mode));
+		else
+			ebb_log(EBB_LOG_WARN, "cannot open the trace file %s (EBB_TRACE): %s; no trace "
+			    "is written", file, strerror(e));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0) {
+		ebb_log(EBB_LOG_WARN, "cannot stat the trace file %s (EBB_TRACE): %s; no trace is "
+		    "written", file, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		ebb_log(EBB_LOG_WARN, "the trace file %s (EBB_TRACE) is %s; no trace is written", file,
+		    file_kind(st.st_mode));
+		close(fd);
+		return -1;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (ftruncate(fd, 0) < 0 || fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		ebb_log(EBB_LOG_WARN, "cannot truncate the trace file %s (EBB_TRACE): %s; no trace "
+		    "is written", file, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int
 ebb_trace_open(const char *path, size_t bufsize, const char *mode_name)
 {
@@ -118,10 +186,8 @@ ebb_trace_open(const char *path, size_t bufsize, const char *mode_name)
 		    bufsize);
 		return -1;
 	}
-	int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = open_regular(file);
 	if (fd < 0) {
-		ebb_log(EBB_LOG_WARN, "cannot open the trace file %s (EBB_TRACE): %s; no trace is written",
-		    file, strerror(errno));
 		free(b);
 		return -1;
 	}

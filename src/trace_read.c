@@ -1,9 +1,11 @@
 /*
- * trace_read.c: splitting and checking trace records.
+ * trace_read.c: splitting and checking trace records, and reading a trace
+ * file record by record.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,4 +179,82 @@ ebb_trace_split(char *line, struct ebb_trace_rec *r, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+int
+ebb_trace_reader_open(struct ebb_trace_reader *rd, const char *path)
+{
+	memset(rd, 0, sizeof *rd);
+	rd->path = path;
+	rd->f = fopen(path, "r");
+	return rd->f != NULL ? 0 : -1;
+}
+
+int
+ebb_trace_next(struct ebb_trace_reader *rd, char *err, size_t errlen)
+{
+	char why[256];
+
+	for (;;) {
+		errno = 0;
+		ssize_t len = getline(&rd->buf, &rd->cap, rd->f);
+		if (len < 0) {
+			/* getline's -1 is the end of the file only when no error is
+			 * flagged; reading a directory fails with EISDIR, and running
+			 * out of memory sets errno without flagging the stream. */
+			int e = errno;
+			if (ferror(rd->f) || (e != 0 && !feof(rd->f))) {
+				snprintf(err, errlen, "%s: %s", rd->path, strerror(e != 0 ? e : EIO));
+				return -1;
+			}
+			if (rd->line == 0) {
+				snprintf(err, errlen, "%s is empty", rd->path);
+				return -1;
+			}
+			return 0;
+		}
+		rd->line++;
+		if (rd->line == 1) {
+			int v = ebb_trace_header(rd->buf);
+			if (v < 0) {
+				snprintf(err, errlen, "%s:1: not an ebb trace (no '%s' header)", rd->path,
+				    EBB_TRACE_MAGIC);
+				return -1;
+			}
+			if (v != EBB_TRACE_VERSION) {
+				snprintf(err, errlen, "%s:1: trace format version %d; this ebb reads "
+				    "version %d", rd->path, v, EBB_TRACE_VERSION);
+				return -1;
+			}
+			rd->version = v;
+			continue;
+		}
+		if (ebb_trace_split(rd->buf, &rd->rec, why, sizeof why) < 0) {
+			snprintf(err, errlen, "%s:%llu: %s", rd->path, (unsigned long long)rd->line, why);
+			return -1;
+		}
+		return 1;
+	}
+}
+
+int
+ebb_trace_rewind(struct ebb_trace_reader *rd)
+{
+	if (fseek(rd->f, 0, SEEK_SET) != 0)
+		return -1;
+	rd->line = 0;
+	rd->version = 0;
+	return 0;
+}
+
+void
+ebb_trace_reader_close(struct ebb_trace_reader *rd)
+{
+	if (rd->f != NULL)
+		fclose(rd->f);
+	rd->f = NULL;
+	ebb_trace_rec_free(&rd->rec);
+	free(rd->buf);
+	rd->buf = NULL;
+	rd->cap = 0;
 }

@@ -54,10 +54,20 @@ tests_check_ebb_plan_SOURCES = tests/check_ebb_plan.c
 tests_check_ebb_plan_CFLAGS = $(TEST_CFLAGS)
 tests_check_ebb_plan_LDADD = $(TEST_LIBS)
 EXTRA_tests_check_ebb_plan_DEPENDENCIES = utils/ebb
+
+# A trace path that is not a regular file, refused `ebb run` options, and
+# traces `ebb report` and `ebb plan` cannot read.
+check_PROGRAMS += tests/check_hardening
+TESTS += tests/check_hardening
+tests_check_hardening_SOURCES = tests/check_hardening.c
+tests_check_hardening_CFLAGS = $(TEST_CFLAGS)
+tests_check_hardening_LDADD = $(TEST_LIBS)
+EXTRA_tests_check_hardening_DEPENDENCIES = utils/ebb src/libebb.la tests/progs/workload
 endif
 
 # Programs the integration tests run (not tests themselves).
 check_PROGRAMS += tests/progs/workload tests/progs/workload-linked
+
 tests_progs_workload_SOURCES = tests/progs/workload.c
 tests_progs_workload_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/fakecuda $(CUDA_CPPFLAGS)
 tests_progs_workload_LDADD = $(PTHREAD_LIBS) $(LIBS)

@@ -8,7 +8,10 @@
  */
 #include "config.h"
 
+#include <ctype.h>
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdint.h>
@@ -43,7 +46,10 @@ usage(FILE *f)
 	    "                      and EBB_MODE=offload unless --mode is given)\n"
 	    "  -t, --trace FILE    write the trace to FILE, %%p = process id (sets EBB_TRACE)\n"
 	    "  -v, --verbose N     messages on stderr, 0 to 3 (sets EBB_VERBOSE)\n"
-	    "      --lib PATH      the libebb.so to preload (default: the one beside ebb)\n"
+	    "      --lib PATH      the libebb.so to preload (default: the one beside ebb); an\n"
+	    "                      ELF shared object whose path holds no ':' or blank\n"
+	    "                      (LD_PRELOAD splits at them)\n"
+	    "  A value these options cannot use stops ebb run with status 2, before CMD runs.\n"
 	    "report   check every record of a trace (ebb-trace(5)) and print a summary\n"
 	    "plan     learn one iteration of an observe-mode trace and print what ebb's planner\n"
 	    "         would do at each target: predicted peak, moves, step time\n"
@@ -95,17 +101,104 @@ find_library(char *out, size_t len)
 			};
 			for (int i = 0; rel[i]; i++) {
 				snprintf(out, len, "%s%s", exe, rel[i]);
-				if (readable(out)) {
-					char real[PATH_MAX];
-					if (realpath(out, real) != NULL)
-						snprintf(out, len, "%s", real);
+				if (readable(out))
 					return 0;
-				}
 			}
 		}
 	}
 	snprintf(out, len, "%s/libebb.so", EBB_LIBDIR);
 	return readable(out) ? 0 : -1;
+}
+
+/*
+ * Read the ELF identification, type and machine of the file at path.
+ * Returns 1 when it is an ELF file, 0 when it is not (too short, or no
+ * ELF magic), -1 with errno set when it cannot be read.
+ */
+static int
+read_elf_header(const char *path, unsigned char ident[EI_NIDENT], unsigned *type,
+    unsigned *machine)
+{
+	unsigned char h[EI_NIDENT + 4];	/* e_ident, e_type, e_machine: the same in both classes */
+	size_t got = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	while (got < sizeof h) {
+		ssize_t n = read(fd, h + got, sizeof h - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	if (got < sizeof h || memcmp(h, ELFMAG, SELFMAG) != 0)
+		return 0;
+	memcpy(ident, h, EI_NIDENT);
+	const unsigned char *t = h + EI_NIDENT, *m = t + 2;
+	if (h[EI_DATA] == ELFDATA2MSB) {
+		*type = (unsigned)t[0] << 8 | t[1];
+		*machine = (unsigned)m[0] << 8 | m[1];
+	} else {
+		*type = (unsigned)t[1] << 8 | t[0];
+		*machine = (unsigned)m[1] << 8 | m[0];
+	}
+	return 1;
+}
+
+/*
+ * Check the library to preload, named by what (--lib, or libebb.so when it
+ * was found), and store its absolute path, symbolic links resolved, in out
+ * (PATH_MAX bytes).
+ * LD_PRELOAD splits its value at colons and blanks, so a path holding one
+ * would preload nothing and the job would run without ebb; a file that is
+ * not an ELF shared object for ebb's own machine and word size would be
+ * skipped by the dynamic linker the same way. Returns 0, or -1 after one
+ * line on stderr.
+ */
+static int
+check_library(const char *what, const char *lib, char *out)
+{
+	unsigned char id[EI_NIDENT], self[EI_NIDENT];
+	unsigned type, machine, self_type, self_machine;
+
+	if (realpath(lib, out) == NULL) {
+		fprintf(stderr, "%s run: %s '%s': %s\n", progname, what, lib, strerror(errno));
+		return -1;
+	}
+	for (const char *c = out; *c; c++)
+		if (*c == ':' || isspace((unsigned char)*c)) {
+			fprintf(stderr, "%s run: %s '%s': LD_PRELOAD cannot hold a path with ':' or "
+			    "blanks (they separate its entries); install libebb.so under a path "
+			    "without them\n", progname, what, out);
+			return -1;
+		}
+	int elf = read_elf_header(out, id, &type, &machine);
+	if (elf < 0) {
+		fprintf(stderr, "%s run: %s '%s': %s\n", progname, what, out, strerror(errno));
+		return -1;
+	}
+	if (elf == 0 || type != ET_DYN) {
+		fprintf(stderr, "%s run: %s '%s' is not an ELF shared object (the path of "
+		    "libebb.so is expected)\n", progname, what, out);
+		return -1;
+	}
+	if (read_elf_header("/proc/self/exe", self, &self_type, &self_machine) == 1 &&
+	    (id[EI_CLASS] != self[EI_CLASS] || id[EI_DATA] != self[EI_DATA] ||
+	    machine != self_machine)) {
+		fprintf(stderr, "%s run: %s '%s' is a shared object for another machine or word "
+		    "size than ebb's\n", progname, what, out);
+		return -1;
+	}
+	return 0;
 }
 
 /* Prepend lib to LD_PRELOAD (unless it is there already). */
@@ -174,12 +267,18 @@ cmd_run(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *lib = NULL;
+	char want[256];
 	int c, mode_given = 0, limit_given = 0;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+m:l:t:v:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
+			if (ebb_conf_check_value("EBB_MODE", optarg, want, sizeof want) < 0) {
+				fprintf(stderr, "%s run: --mode '%s' is not valid: %s\n", progname, optarg,
+				    want);
+				return 2;
+			}
 			setenv("EBB_MODE", optarg, 1);
 			mode_given = 1;
 			break;
@@ -198,6 +297,11 @@ cmd_run(int argc, char **argv)
 			setenv("EBB_TRACE", optarg, 1);
 			break;
 		case 'v':
+			if (ebb_conf_check_value("EBB_VERBOSE", optarg, want, sizeof want) < 0) {
+				fprintf(stderr, "%s run: --verbose '%s' is not valid: %s\n", progname,
+				    optarg, want);
+				return 2;
+			}
 			setenv("EBB_VERBOSE", optarg, 1);
 			break;
 		case 'L':
@@ -234,18 +338,15 @@ cmd_run(int argc, char **argv)
 		    "running %s\n", progname, argv[optind]);
 		return 2;
 	}
-	char path[PATH_MAX];
-	if (lib != NULL) {
-		if (!readable(lib)) {
-			fprintf(stderr, "%s run: --lib %s: %s\n", progname, lib, strerror(errno));
-			return 2;
-		}
-		snprintf(path, sizeof path, "%s", lib);
-	} else if (find_library(path, sizeof path) < 0) {
+	char found[PATH_MAX], path[PATH_MAX];
+	if (lib == NULL && find_library(found, sizeof found) < 0) {
 		fprintf(stderr, "%s run: libebb.so not found beside %s or in %s; pass --lib PATH\n",
 		    progname, progname, EBB_LIBDIR);
 		return 2;
 	}
+	if (check_library(lib != NULL ? "--lib" : "libebb.so", lib != NULL ? lib : found,
+	    path) < 0)
+		return 2;
 	if (set_preload(path) < 0 || set_pytorch_alloc((int)conf.verbose) < 0) {
 		fprintf(stderr, "%s run: cannot set the environment: %s\n", progname, strerror(errno));
 		return 2;

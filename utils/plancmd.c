@@ -17,7 +17,6 @@
 #include "plan.h"
 #include "plancmd.h"
 #include "record.h"
-#include "trace_format.h"
 #include "trace_read.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -28,11 +27,8 @@
 /* The trace being read, and where its errors are reported. */
 struct src {
 	const char *path;
-	FILE *f, *err;
-	uint64_t line;
-	char *buf;
-	size_t cap;
-	struct ebb_trace_rec r;
+	FILE *err;
+	struct ebb_trace_reader rd;	/* the file, its line and its record */
 };
 
 /* The numbers of one record that ebb plan uses, checked. */
@@ -95,7 +91,7 @@ bad(struct src *s, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(s->err, "ebb plan: %s:%llu: ", s->path, (unsigned long long)s->line);
+	fprintf(s->err, "ebb plan: %s:%llu: ", s->path, (unsigned long long)s->rd.line);
 	va_start(ap, fmt);
 	vfprintf(s->err, fmt, ap);
 	va_end(ap);
@@ -123,48 +119,19 @@ grow(void *v, size_t *cap, size_t n, size_t size)
 }
 
 /*
- * Read the next record into s->r, checking the header on line 1. Returns
- * 1, 0 at the end of the file, or -1 (said on s->err).
+ * Read the next record into s->rd.rec with the shared reader, which checks
+ * the header on line 1. Returns 1, 0 at the end of the file, or -1 (said
+ * on s->err).
  */
 static int
 next_record(struct src *s)
 {
-	char why[256];
+	char why[EBB_TRACE_ERRLEN];
+	int rc = ebb_trace_next(&s->rd, why, sizeof why);
 
-	for (;;) {
-		errno = 0;
-		ssize_t len = getline(&s->buf, &s->cap, s->f);
-		if (len <= 0) {
-			if (ferror(s->f)) {
-				fprintf(s->err, "ebb plan: %s: %s\n", s->path, strerror(errno ? errno : EIO));
-				return -1;
-			}
-			if (s->line == 0) {
-				fprintf(s->err, "ebb plan: %s is empty\n", s->path);
-				return -1;
-			}
-			return 0;
-		}
-		s->line++;
-		if (s->line == 1) {
-			int v = ebb_trace_header(s->buf);
-			if (v < 0) {
-				bad(s, "not an ebb trace (no '#ebb-trace' header)");
-				return -1;
-			}
-			if (v != EBB_TRACE_VERSION) {
-				bad(s, "trace format version %d; this ebb reads version %d", v,
-				    EBB_TRACE_VERSION);
-				return -1;
-			}
-			continue;
-		}
-		if (ebb_trace_split(s->buf, &s->r, why, sizeof why) < 0) {
-			bad(s, "%s", why);
-			return -1;
-		}
-		return 1;
-	}
+	if (rc < 0)
+		fprintf(s->err, "ebb plan: %s\n", why);
+	return rc;
 }
 
 /* The name of field i of a record type, from its spec ("bids" for a list). */
@@ -192,11 +159,11 @@ num(struct src *s, size_t i, uint64_t *v)
 {
 	char name[64];
 
-	if (ebb_trace_u64(&s->r, i, v) == 0)
+	if (ebb_trace_u64(&s->rd.rec, i, v) == 0)
 		return 0;
-	field_name(s->r.type, i, name, sizeof name);
-	bad(s, "%s record's %s '%s' is not a number", ebb_trace_name(s->r.type), name,
-	    i < s->r.nfields ? s->r.field[i] : "");
+	field_name(s->rd.rec.type, i, name, sizeof name);
+	bad(s, "%s record's %s '%s' is not a number", ebb_trace_name(s->rd.rec.type), name,
+	    i < s->rd.rec.nfields ? s->rd.rec.field[i] : "");
 	return -1;
 }
 
@@ -223,11 +190,11 @@ list_field(char type)
 	return 0;
 }
 
-/* Check and take the numbers ebb plan uses from s->r. Returns 0 or -1 (said). */
+/* Check and take the numbers ebb plan uses from s->rd.rec. Returns 0 or -1 (said). */
 static int
 decode(struct src *s, struct ev *e)
 {
-	const struct ebb_trace_rec *r = &s->r;
+	const struct ebb_trace_rec *r = &s->rd.rec;
 
 	memset(e, 0, sizeof *e);
 	e->type = r->type;
@@ -319,7 +286,7 @@ scan_trace(struct src *s, struct scan *sc)
 			if (v == NULL)
 				return oom(s);
 			sc->mark = v;
-			sc->mark[sc->nmark++] = (struct mark){ e.a, e.b, e.c, s->line };
+			sc->mark[sc->nmark++] = (struct mark){ e.a, e.b, e.c, s->rd.line };
 			break;
 		}
 		case 'D': {
@@ -335,26 +302,26 @@ scan_trace(struct src *s, struct scan *sc)
 			sc->offload = 1;
 			break;
 		case 'Q': {
-			int c = strcmp(s->r.field[1], "plan-host-offload-ns") == 0 ? 0 :
-			    strcmp(s->r.field[1], "plan-host-restore-ns") == 0 ? 1 : -1;
+			int c = strcmp(s->rd.rec.field[1], "plan-host-offload-ns") == 0 ? 0 :
+			    strcmp(s->rd.rec.field[1], "plan-host-restore-ns") == 0 ? 1 : -1;
 			if (c >= 0) {
 				uint64_t ns;
-				if (ebb_trace_u64(&s->r, 2, &ns) < 0) {
+				if (ebb_trace_u64(&s->rd.rec, 2, &ns) < 0) {
 					bad(s, "note %s: '%s' is not a number of nanoseconds",
-					    s->r.field[1], s->r.field[2]);
+					    s->rd.rec.field[1], s->rd.rec.field[2]);
 					return -1;
 				}
 				sc->move_ns[c] = (double)ns;
 				break;
 			}
-			int k = strcmp(s->r.field[1], "d2h-gbps") == 0 ? 0 :
-			    strcmp(s->r.field[1], "h2d-gbps") == 0 ? 1 : -1;
+			int k = strcmp(s->rd.rec.field[1], "d2h-gbps") == 0 ? 0 :
+			    strcmp(s->rd.rec.field[1], "h2d-gbps") == 0 ? 1 : -1;
 			double v;
 			if (k < 0)
 				break;
-			if (ebb_conf_parse_real(s->r.field[2], &v) < 0) {
-				bad(s, "note %s: '%s' is not a bandwidth in GB/s", s->r.field[1],
-				    s->r.field[2]);
+			if (ebb_conf_parse_real(s->rd.rec.field[2], &v) < 0) {
+				bad(s, "note %s: '%s' is not a bandwidth in GB/s", s->rd.rec.field[1],
+				    s->rd.rec.field[2]);
 				return -1;
 			}
 			if (v > 0)	/* 0: not measured */
@@ -641,12 +608,11 @@ build_profile(struct src *s, const struct scan *sc, const struct choice *ch, str
 	struct live live = { 0 };
 	struct ev e;
 
-	if (fseek(s->f, 0, SEEK_SET) != 0) {
+	if (ebb_trace_rewind(&s->rd) < 0) {
 		fprintf(s->err, "ebb plan: %s: cannot read it twice: %s\n", s->path,
 		    strerror(errno));
 		return -1;
 	}
-	s->line = 0;
 	while ((rc = next_record(s)) > 0) {
 		if (decode(s, &e) < 0) {
 			rc = -1;
@@ -701,7 +667,7 @@ build_profile(struct src *s, const struct scan *sc, const struct choice *ch, str
 			rec_xfer(&b->r, e.seq, e.xfer);
 			for (uint64_t k = 0; k < e.nlist; k++) {
 				uint64_t id;
-				if (ebb_trace_u64(&s->r, e.list + 1 + k, &id) == 0)
+				if (ebb_trace_u64(&s->rd.rec, e.list + 1 + k, &id) == 0)
 					rec_use(&b->r, e.seq, id);
 			}
 			if (b->host && have_prev)
@@ -806,8 +772,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	struct choice ch;
 	int rc = 1;
 
-	s.f = fopen(path, "r");
-	if (s.f == NULL) {
+	if (ebb_trace_reader_open(&s.rd, path) < 0) {
 		fprintf(err, "ebb plan: cannot open %s: %s\n", path, strerror(errno));
 		return 2;
 	}
@@ -1005,8 +970,6 @@ out:
 	free(sc.g);
 	free(sc.launch);
 	free(sc.dep);
-	ebb_trace_rec_free(&s.r);
-	free(s.buf);
-	fclose(s.f);
+	ebb_trace_reader_close(&s.rd);
 	return rc;
 }

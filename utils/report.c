@@ -58,55 +58,38 @@ live_remove(struct live *l, uint64_t id)
 int
 ebb_report(const char *path, FILE *out, FILE *err)
 {
-	FILE *f = fopen(path, "r");
-	if (f == NULL) {
+	struct ebb_trace_reader rd;
+
+	if (ebb_trace_reader_open(&rd, path) < 0) {
 		fprintf(err, "ebb report: cannot open %s: %s\n", path, strerror(errno));
 		return 2;
 	}
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	uint64_t lineno = 0, records = 0;
+	uint64_t records = 0;
 	uint64_t count[128] = { 0 };
 	uint64_t unresolved = 0, nobuf = 0, refs = 0, lost = 0;
-	struct ebb_trace_rec r = { 0 };
+	const struct ebb_trace_rec *r = &rd.rec;
 	struct live live = { 0 };
-	char why[256];
-	int rc = 0, version = -1;
+	char why[EBB_TRACE_ERRLEN];
+	int rc;
 
-	while ((len = getline(&line, &cap, f)) > 0) {
-		lineno++;
-		if (lineno == 1) {
-			version = ebb_trace_header(line);
-			if (version < 0) {
-				fprintf(err, "ebb report: %s: not an ebb trace (no '#ebb-trace' header)\n", path);
-				rc = 1;
-				break;
-			}
-			continue;
-		}
-		if (ebb_trace_split(line, &r, why, sizeof why) < 0) {
-			fprintf(err, "ebb report: %s:%llu: %s\n", path, (unsigned long long)lineno, why);
-			rc = 1;
-			break;
-		}
+	while ((rc = ebb_trace_next(&rd, why, sizeof why)) > 0) {
 		records++;
-		count[(unsigned char)r.type & 127]++;
+		count[(unsigned char)r->type & 127]++;
 		uint64_t id, size, n;
-		switch (r.type) {
+		switch (r->type) {
 		case 'A':
-			if (ebb_trace_u64(&r, 1, &id) == 0 && ebb_trace_u64(&r, 3, &size) == 0)
+			if (ebb_trace_u64(r, 1, &id) == 0 && ebb_trace_u64(r, 3, &size) == 0)
 				live_add(&live, id, size);
 			break;
 		case 'F':
-			if (ebb_trace_u64(&r, 1, &id) == 0)
+			if (ebb_trace_u64(r, 1, &id) == 0)
 				live_remove(&live, id);
-			lost += strcmp(r.field[3], "lost") == 0;
+			lost += strcmp(r->field[3], "lost") == 0;
 			break;
 		case 'L':
-			if (strcmp(r.field[4], "?") == 0)
+			if (strcmp(r->field[4], "?") == 0)
 				unresolved++;
-			else if (ebb_trace_u64(&r, 4, &n) == 0) {
+			else if (ebb_trace_u64(r, 4, &n) == 0) {
 				refs += n;
 				if (n == 0)
 					nobuf++;
@@ -116,13 +99,12 @@ ebb_report(const char *path, FILE *out, FILE *err)
 			break;
 		}
 	}
-	if (rc == 0 && lineno == 0) {
-		fprintf(err, "ebb report: %s is empty\n", path);
+	if (rc < 0) {
+		fprintf(err, "ebb report: %s\n", why);
 		rc = 1;
-	}
-	if (rc == 0) {
+	} else {
 		fprintf(out, "trace: %s\n", path);
-		fprintf(out, "version: %d\n", version);
+		fprintf(out, "version: %d\n", rd.version);
 		fprintf(out, "records: %llu\n", (unsigned long long)records);
 		fprintf(out, "kernels: %llu\n", (unsigned long long)count['K']);
 		fprintf(out, "launches: %llu\n", (unsigned long long)count['L']);
@@ -143,10 +125,8 @@ ebb_report(const char *path, FILE *out, FILE *err)
 		fprintf(out, "departures: %llu\n", (unsigned long long)count['D']);
 		fprintf(out, "failures: %llu\n", (unsigned long long)count['X']);
 	}
-	ebb_trace_rec_free(&r);
+	ebb_trace_reader_close(&rd);
 	free(live.id);
 	free(live.size);
-	free(line);
-	fclose(f);
 	return rc;
 }

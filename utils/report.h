@@ -8,9 +8,10 @@
 
 /*
  * Check every record of the trace at path against ebb-trace(5) and print a
- * summary as "key: value" lines on out. Returns 0 for a well-formed trace,
- * 1 when a record is malformed (the first bad line is named on err), 2 when
- * the file cannot be read.
+ * summary as "key: value" lines on out. Returns 0 for a well-formed trace;
+ * 1 when the header is missing or names another format version, a record
+ * is malformed, the file is empty or reading it fails (said on err, with
+ * the file and the first bad line); 2 when the file cannot be opened.
  */
 int ebb_report(const char *path, FILE *out, FILE *err);
 
