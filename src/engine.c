@@ -1123,6 +1123,8 @@ ebb_engine_shutdown(void)
 			summary_record("bytes-to-device", ms.bytes_h2d);
 			summary_record("stall-ns", ms.stall_ns);
 			summary_record("refusals", ms.refusals);
+			summary_record("copies-abandoned", ms.copies_abandoned);
+			summary_record("unmaps-failed", ms.unmaps_failed);
 			summary_record("held-peak-bytes", ms.held_peak);
 			summary_record("host-pinned-bytes", ms.host_pinned);
 			summary_record("handles-created", ms.handles_created);

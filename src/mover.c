@@ -50,6 +50,15 @@ static struct mover_stats st;
 /* resident movable buffers, least recently used first */
 static struct ebb_buf *lru_head, *lru_tail;
 
+/* Big freed blocks: still mapped, waiting for their tag or for reuse. */
+struct block {
+	CUdeviceptr va;
+	struct vmm_handle *h;
+	struct ebb_tag tag;
+	struct block *next;
+};
+static struct block *blocks;
+
 /* ---- tags ---- */
 
 /* The three things asked of a (stream, seq) of a tag. */
@@ -371,17 +380,38 @@ retire(struct work *w)
 		inflight--;
 		if (b->state == EBB_OFFLOADING) {
 			uint64_t t0 = ebb_now_ns();
-			vmm_unmap(b->addr, b->rsize);
+			CUresult ur = vmm_unmap(b->addr, b->rsize);
 			st.unmap_ns += ebb_now_ns() - t0;	/* with the mutex held */
 			st.unmaps_timed++;
-			vmm_pool_put(b->handle);
-			b->handle = NULL;
-			b->state = EBB_ON_HOST;
-			trace_move('U', 0, b, b->rsize, "released");
-			if (b->freed) {
+			if (ur != CUDA_SUCCESS) {
+				/* still mapped and intact: the buffer stays resident with its
+				 * handle (never pooled while mapped) and may move again
+				 * later; one the job freed is a freed block like any other */
+				st.unmaps_failed++;
 				hostpool_free(b->host, b->size);
 				b->host = NULL;
-				vmm_unreserve(b->addr, b->rsize);
+				if (b->freed) {
+					struct block *k = malloc(sizeof *k);
+					if (k != NULL) {
+						*k = (struct block){ .va = b->addr, .h = b->handle,
+							.next = blocks };
+						blocks = k;	/* its tag is empty: done */
+					}
+					b->handle = NULL;
+				} else {
+					b->state = EBB_RESIDENT;
+					lru_append(b);
+				}
+			} else {
+				vmm_pool_put(b->handle);
+				b->handle = NULL;
+				b->state = EBB_ON_HOST;
+				trace_move('U', 0, b, b->rsize, "released");
+				if (b->freed) {
+					hostpool_free(b->host, b->size);
+					b->host = NULL;
+					vmm_unreserve(b->addr, b->rsize);
+				}
 			}
 		} else if (b->cancelled) {
 			hostpool_free(b->host, b->size);
@@ -423,6 +453,54 @@ retire(struct work *w)
 	pthread_cond_broadcast(&room_cond);
 }
 
+/*
+ * A copy whose completion cannot be known (waiting for its event failed,
+ * and so did querying it: the context is broken). Nothing it may still
+ * touch is released or reused: the device memory stays mapped (an
+ * offloaded buffer is resident again and never moves; one the job freed
+ * stays reserved), the host memory stays out of the pool, and the event is
+ * not recycled. Said once.
+ */
+static void
+abandon(struct work *w, CUresult err)
+{
+	static int said;
+	struct ebb_buf *b = w->b;
+
+	ebb_log_once(&said, EBB_LOG_ERROR, "waiting for ebb's copy of buffer %llu to the %s failed "
+	    "(cuEventSynchronize and cuEventQuery returned %d): the memory it may still use is kept, "
+	    "never released or reused, and the buffer no longer moves (further such copies are not "
+	    "reported)", (unsigned long long)b->id, w->kind == W_OFFLOADED ? "host" : "device",
+	    (int)err);
+	st.copies_abandoned++;
+	if (w->start != NULL)
+		streams_event_put(w->start, 1);
+	if (w->kind == W_OFFLOADED) {
+		inflight--;
+		if (b->state == EBB_OFFLOADING && !b->freed) {
+			b->state = EBB_RESIDENT;	/* still mapped and intact */
+			b->pinned |= EBB_PIN_FAILED;
+		}
+		/* a freed buffer keeps its mapping, its handle and its range */
+		b->host = NULL;
+		b->cancelled = 0;
+		if (b->ev == w->ev)
+			b->ev = NULL;
+		if (--b->pending == 0 && b->freed)
+			recycle(b);
+	} else {
+		/* later uses wait for b->arrive on the device, as before */
+		if (b != NULL) {
+			b->pinned |= EBB_PIN_FAILED;
+			lru_remove(b);
+			if (--b->pending == 0 && b->freed)
+				recycle(b);
+		}
+	}
+	free(w);
+	pthread_cond_broadcast(&room_cond);
+}
+
 /* A worker: waits for its direction's copies to finish (never holding the
  * engine mutex while it waits) and retires them. */
 static void *
@@ -431,7 +509,11 @@ worker_main(void *arg)
 	struct wqueue *q = arg;
 
 	ebb_inside = 1;
-	ebb_real.cuCtxSetCurrent(ctx);
+	CUresult cr = ebb_real.cuCtxSetCurrent(ctx);
+	if (cr != CUDA_SUCCESS)
+		ebb_log(EBB_LOG_ERROR, "ebb's %s worker cannot make the job's context current (error "
+		    "%d): the memory of its copies is never released", q == &queues[W_OFFLOADED] ?
+		    "offload" : "restore", (int)cr);
 	pthread_mutex_lock(lock);
 	for (;;) {
 		while (!stopping && (q->head == NULL || capturing))
@@ -441,14 +523,19 @@ worker_main(void *arg)
 		/* it stays queued, in flight to inflight_sized, until retired */
 		struct work *w = q->head;
 		pthread_mutex_unlock(lock);
-		ebb_real.cuEventSynchronize(w->ev);
-		if (w->pre != NULL)
-			ebb_real.cuEventSynchronize(w->pre);
+		CUresult r = streams_event_wait(w->ev);
+		if (r == CUDA_SUCCESS && w->pre != NULL && streams_event_wait(w->pre) != CUDA_SUCCESS) {
+			/* the stall's timing only: the copy itself is done */
+			w->pre = NULL;
+		}
 		pthread_mutex_lock(lock);
 		q->head = w->next;	/* only this worker takes from q */
 		if (q->head == NULL)
 			q->tail = NULL;
-		retire(w);
+		if (r == CUDA_SUCCESS)
+			retire(w);
+		else
+			abandon(w, r);
 	}
 	pthread_mutex_unlock(lock);
 	return NULL;
@@ -496,15 +583,6 @@ class_of(size_t size)
 
 static int offload(struct ebb_buf *b, uint64_t seq, const char *why);
 
-/* Big freed blocks: still mapped, waiting for their tag or for reuse. */
-struct block {
-	CUdeviceptr va;
-	struct vmm_handle *h;
-	struct ebb_tag tag;
-	struct block *next;
-};
-static struct block *blocks;
-
 /* Unmap a freed block of rsize bytes (any size when 0) whose tag is done,
  * or, when wait, after waiting for the oldest one's, and pool its handle.
  * Returns 1 when one was reclaimed. */
@@ -535,7 +613,12 @@ reclaim_block(int wait, size_t rsize)
 	}
 	struct block *k = *p;
 	*p = k->next;
-	vmm_unmap(k->va, k->h->size);
+	if (vmm_unmap(k->va, k->h->size) != CUDA_SUCCESS) {
+		/* still mapped: the range and its handle are never used again */
+		st.unmaps_failed++;
+		free(k);
+		return reclaim_block(wait, rsize);
+	}
 	vmm_unreserve(k->va, k->h->size);
 	vmm_pool_put(k->h);
 	free(k);
@@ -723,16 +806,22 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 	}
 }
 
-/* Explain an allocation ebb must refuse (EBB_VERBOSE>=1). */
+/* Explain an allocation or restore ebb must refuse: the job gets
+ * CUDA_ERROR_OUT_OF_MEMORY. The first is always said, later ones at
+ * EBB_VERBOSE>=1 (the summary counts them all). */
 static void
 refuse(size_t size, const char *why)
 {
+	static int said;
 	uint64_t movable = 0;
 
 	for (struct ebb_buf *b = lru_head; b != NULL; b = b->lru_next)
 		movable += b->size;
 	st.refusals++;
-	ebb_log(EBB_LOG_NOTE, "out of memory for %zu bytes under EBB_LIMIT=%llu: %llu bytes held, "
+	int level = said ? EBB_LOG_NOTE : EBB_LOG_WARN;
+	said = 1;
+	ebb_log(level, "out of memory for %zu bytes under "
+	    "EBB_LIMIT=%llu: %llu bytes held, "
 	    "%llu of them in movable resident buffers, %llu offloads in flight (%s%s)", size,
 	    (unsigned long long)limit, (unsigned long long)held_total(),
 	    (unsigned long long)movable, (unsigned long long)inflight, why,
@@ -884,15 +973,15 @@ measure_bandwidth(const struct ebb_conf *conf)
 		if (bw_h2d <= 0)
 			bw_h2d = both[1] > 0 && both[1] < alone[1] ? both[1] : alone[1];
 	}
-	if (dev != 0) {
-		/* time_copies waited for its copies */
-		vmm_unmap(dev, bytes);
+	/* time_copies waited for its copies; memory still mapped is not reused */
+	int mapped = dev != 0 && vmm_unmap(dev, bytes) != CUDA_SUCCESS;
+	if (dev != 0 && !mapped)
 		vmm_unreserve(dev, bytes);
-	}
 	if (h != NULL) {
 		st.handles_created++;
 		note_held();
-		vmm_pool_put(h);
+		if (!mapped)
+			vmm_pool_put(h);
 	}
 	if (bw_d2h <= 0 || bw_h2d <= 0)
 		ebb_log(EBB_LOG_WARN, "could not measure the copy bandwidth; the plan needs "
@@ -917,11 +1006,24 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 		return -1;	/* not yet: try again at the next allocation */
 	lock = mutex;
 	recycle = put;
-	if (ebb_real.cuCtxGetDevice(&dev) != CUDA_SUCCESS || vmm_init(dev) < 0) {
+	CUresult r = ebb_real.cuCtxGetDevice(&dev);
+	if (r != CUDA_SUCCESS) {
+		ebb_log(EBB_LOG_WARN, "cuCtxGetDevice failed (error %d): ebb cannot offload, EBB_LIMIT "
+		    "is not enforced and allocations go to the driver", (int)r);
 		init_failed = 1;
 		return -1;
 	}
-	ebb_real.cuDeviceTotalMem_v2(&total, dev);
+	if (vmm_init(dev) < 0) {
+		init_failed = 1;
+		return -1;
+	}
+	r = ebb_real.cuDeviceTotalMem_v2(&total, dev);
+	if (r != CUDA_SUCCESS && conf->limit == 0) {
+		ebb_log(EBB_LOG_WARN, "cuDeviceTotalMem failed (error %d) and EBB_LIMIT is not set: "
+		    "ebb does not know what to hold the job to; it does not offload", (int)r);
+		init_failed = 1;
+		return -1;
+	}
 	limit = conf->limit ? conf->limit : total;
 	min_offload = conf->min_offload_bytes;
 	if (min_offload < vmm_granularity())
@@ -953,9 +1055,14 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 	 * first calls it), so ebb stops its workers and writes its summary while
 	 * the context still exists. */
 	atexit(ebb_engine_shutdown);
-	ebb_log(EBB_LOG_NOTE, "offloading: EBB_LIMIT=%llu bytes of %zu on device %d, buffers of "
-	    "%llu bytes or more move", (unsigned long long)limit, total, (int)dev,
-	    (unsigned long long)min_offload);
+	if (total != 0)
+		ebb_log(EBB_LOG_NOTE, "offloading: EBB_LIMIT=%llu bytes of %zu on device %d, buffers "
+		    "of %llu bytes or more move", (unsigned long long)limit, total, (int)dev,
+		    (unsigned long long)min_offload);
+	else
+		ebb_log(EBB_LOG_NOTE, "offloading: EBB_LIMIT=%llu bytes on device %d (its size is "
+		    "unknown), buffers of %llu bytes or more move", (unsigned long long)limit, (int)dev,
+		    (unsigned long long)min_offload);
 	return 0;
 }
 
@@ -1029,6 +1136,25 @@ alloc_small(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *d
 				x = y;
 				break;
 			}
+		}
+	}
+	/* None is done: a marker where the oldest one's streams now are, so
+	 * that it is done once the device passes its free (streams.c marks
+	 * only every few operations). Over the limit, it is waited for before
+	 * a new slab makes room by moving buffers, or fails: the device passes
+	 * its last use soon, as it passes the frees the job made. */
+	if (x == NULL && c->pending != NULL && !capturing)
+		tag_mark(&c->pending->tag);
+	if (x == NULL && c->left < c->size && c->pending != NULL && !capturing &&
+	    held_total() + SLAB_BYTES > limit) {
+		uint64_t t0 = ebb_now_ns();
+		CUresult r = tag_sync(&c->pending->tag);
+		host_waited(&st.wait_room_ns, t0, "frees", 0);
+		if (r == CUDA_SUCCESS) {
+			x = c->pending;
+			c->pending = x->next;
+			if (c->pending_tail == x)
+				c->pending_tail = NULL;
 		}
 	}
 	CUdeviceptr p;
@@ -1162,8 +1288,9 @@ free_impl(struct ebb_buf *b, const struct ebb_tag *tag)
 	switch (b->state) {
 	case EBB_RESIDENT: {
 		/* freed before a restore copy into it landed (rare): let it land */
+		CUresult r = CUDA_SUCCESS;
 		if (b->arrive != NULL)
-			ebb_real.cuEventSynchronize(b->arrive);
+			r = streams_event_wait(b->arrive);
 		/*
 		 * A cancelled copy to the host may still read it: the d2h stream
 		 * runs behind other copies, and nothing orders it after the free,
@@ -1171,18 +1298,22 @@ free_impl(struct ebb_buf *b, const struct ebb_tag *tag)
 		 * free) before that copy has run. Let it run first (rare: a use
 		 * and a free between an offload and its copy).
 		 */
-		if (b->cancelled && ebb_real.cuEventQuery(b->ev) == CUDA_ERROR_NOT_READY) {
+		if (r == CUDA_SUCCESS && b->cancelled &&
+		    ebb_real.cuEventQuery(b->ev) == CUDA_ERROR_NOT_READY) {
 			uint64_t t0 = ebb_now_ns();
-			ebb_real.cuEventSynchronize(b->ev);
+			r = streams_event_wait(b->ev);
 			host_waited(&st.wait_landing_ns, t0, "landing", 0);
 		}
-		struct block *k = malloc(sizeof *k);
-		if (k == NULL) {
+		struct block *k = r == CUDA_SUCCESS ? malloc(sizeof *k) : NULL;
+		if (r != CUDA_SUCCESS) {
+			/* a copy may still use it: the memory is never reused */
+			st.copies_abandoned++;
+		} else if (k == NULL) {
 			/* keep it simple: wait, then pool the handle */
-			tag_sync(tag);
-			vmm_unmap(b->addr, b->rsize);
-			vmm_unreserve(b->addr, b->rsize);
-			vmm_pool_put(b->handle);
+			if (tag_sync(tag) == CUDA_SUCCESS && vmm_unmap(b->addr, b->rsize) == CUDA_SUCCESS) {
+				vmm_unreserve(b->addr, b->rsize);
+				vmm_pool_put(b->handle);
+			}
 		} else {
 			k->va = b->addr;
 			k->h = b->handle;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "interpose.h"
 #include "log.h"
@@ -257,10 +258,30 @@ streams_sync(struct ebb_stream *s, uint64_t seq)
 	struct marker *m = covering(s, seq);
 	if (m == NULL)
 		return CUDA_ERROR_NOT_READY;
-	CUresult r = ebb_real.cuEventSynchronize(m->ev);
+	CUresult r = streams_event_wait(m->ev);
 	if (r == CUDA_SUCCESS)
 		poll(s);
 	return r;
+}
+
+CUresult
+streams_event_wait(CUevent ev)
+{
+	CUresult r = ebb_real.cuEventSynchronize(ev);
+
+	if (r == CUDA_SUCCESS)
+		return r;
+	/* polled, from 20 us between queries up to 1 ms */
+	long ns = 20000;
+	for (;;) {
+		r = ebb_real.cuEventQuery(ev);
+		if (r != CUDA_ERROR_NOT_READY)
+			return r;
+		struct timespec ts = { 0, ns };
+		nanosleep(&ts, NULL);
+		if (ns < 1000000)
+			ns *= 2;
+	}
 }
 
 void

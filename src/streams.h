@@ -65,8 +65,18 @@ void streams_cover(struct ebb_stream *s, uint64_t seq);
  * NULL when seq is done or no marker covers it yet. */
 CUevent streams_marker(struct ebb_stream *s, uint64_t seq);
 
-/* Block the calling thread until s has passed seq. Returns 0 or a CUresult. */
+/* Block the calling thread until s has passed seq. Returns 0 or a CUresult
+ * (from streams_event_wait: then whether s has passed seq is unknown). */
 CUresult streams_sync(struct ebb_stream *s, uint64_t seq);
+
+/*
+ * Block the calling thread until ev has completed: cuEventSynchronize, and
+ * where that fails, cuEventQuery until the event is done (the failure may
+ * have been the call's alone). Returns CUDA_SUCCESS once it is known done,
+ * or the error that leaves that unknown (a query failed too: the context is
+ * broken): memory the work behind ev uses must then never be released.
+ */
+CUresult streams_event_wait(CUevent ev);
 
 /* While a stream capture is active no marker is recorded or queried: event
  * calls on other streams would end up in, or break, the capture. */

@@ -146,6 +146,8 @@ vmm_pool_any(void)
 void
 vmm_pool_put(struct vmm_handle *h)
 {
+	if (h->stuck)
+		return;	/* mapped where it could not be unmapped: never used again */
 	h->next = pool;
 	pool = h;
 }
@@ -193,8 +195,8 @@ vmm_map(CUdeviceptr va, struct vmm_handle *h)
 	a.location.id = device;
 	a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	r = ebb_real.cuMemSetAccess(va, h->size, &a, 1);
-	if (r != CUDA_SUCCESS)
-		ebb_real.cuMemUnmap(va, h->size);
+	if (r != CUDA_SUCCESS && ebb_real.cuMemUnmap(va, h->size) != CUDA_SUCCESS)
+		h->stuck = 1;
 	count(VMM_MAP, t0);
 	return r;
 }
@@ -202,9 +204,14 @@ vmm_map(CUdeviceptr va, struct vmm_handle *h)
 CUresult
 vmm_unmap(CUdeviceptr va, size_t rsize)
 {
+	static int said;
 	uint64_t t0 = ebb_now_ns();
 	CUresult r = ebb_real.cuMemUnmap(va, rsize);
 	count(VMM_UNMAP, t0);
+	if (r != CUDA_SUCCESS)
+		ebb_log_once(&said, EBB_LOG_WARN, "cuMemUnmap of %zu bytes at 0x%llx failed (error %d): "
+		    "that memory stays mapped and is not used again (further failures are counted in "
+		    "the summary, not reported)", rsize, (unsigned long long)va, (int)r);
 	return r;
 }
 

@@ -20,6 +20,7 @@
 struct vmm_handle {
 	CUmemGenericAllocationHandle h;
 	size_t size;
+	int stuck;			/* a failed map left it mapped: never pooled */
 	struct vmm_handle *next;	/* in the pool */
 };
 
@@ -44,7 +45,7 @@ void vmm_unreserve(CUdeviceptr va, size_t rsize);
 struct vmm_handle *vmm_pool_take(size_t rsize);
 /* Any pooled handle (to be released to make room), or NULL. */
 struct vmm_handle *vmm_pool_any(void);
-/* Put a handle in the pool. */
+/* Put a handle in the pool (one left mapped by a failed vmm_map stays out). */
 void vmm_pool_put(struct vmm_handle *h);
 
 /* Create a handle with the driver. Returns 0 or a CUresult. */
@@ -52,9 +53,12 @@ CUresult vmm_create(size_t rsize, struct vmm_handle **out);
 /* Release a handle (it must be unmapped everywhere). */
 void vmm_release(struct vmm_handle *h);
 
-/* Map h at va with read-write access. Returns 0 or a CUresult. */
+/* Map h at va with read-write access. Returns 0 or a CUresult (then h is
+ * not mapped at va, or, where undoing the map failed too, marked stuck). */
 CUresult vmm_map(CUdeviceptr va, struct vmm_handle *h);
-/* Unmap what is mapped at [va, va + rsize). Returns 0 or a CUresult. */
+/* Unmap what is mapped at [va, va + rsize). Returns 0 or a CUresult (said
+ * once: then it stays mapped, and the caller never reuses the range or the
+ * handle). */
 CUresult vmm_unmap(CUdeviceptr va, size_t rsize);
 
 /* Bytes of physical memory ebb holds in handles (mapped or pooled). */

@@ -90,4 +90,12 @@ tests_check_integration_CFLAGS = $(TEST_CFLAGS)
 tests_check_integration_LDADD = src/libebbcommon.la $(TEST_LIBS)
 EXTRA_tests_check_integration_DEPENDENCIES = src/libebb.la tests/progs/workload \
 	tests/progs/workload-linked tests/progs/libwrapdlopen.la
+
+# The mover under driver failures and memory pressure.
+check_PROGRAMS += tests/check_faults
+TESTS += tests/check_faults
+tests_check_faults_SOURCES = tests/check_faults.c tests/integ.c tests/integ.h
+tests_check_faults_CFLAGS = $(TEST_CFLAGS)
+tests_check_faults_LDADD = src/libebbcommon.la $(TEST_LIBS)
+EXTRA_tests_check_faults_DEPENDENCIES = src/libebb.la tests/progs/workload
 endif

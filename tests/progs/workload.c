@@ -9,7 +9,7 @@
  *   dlsym             dlsym every entry point by its ELF name
  * or, built as workload-linked, through the ELF symbols of -lcuda.
  *
- * Scenarios: basic, loop N, threads N, fork, fork-exit, capture, nccl, unresolved,
+ * Scenarios: basic, loop N, threads N, fork, fork-exit, churn N, capture, nccl, unresolved,
  * offload N (random buffers, streams and operations, every result checked;
  * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
  * sizes (memory freed in one size makes room for a buffer of another),
@@ -565,6 +565,61 @@ scenario_sizes(void)
 }
 
 /*
+ * Small buffers churned by several threads: each of nthreads threads, on
+ * a stream of its own, allocates 1 MiB with cuMemAlloc, fills it, and frees
+ * it with cuMemFree, keeping two alive at a time, 300 times. Live memory
+ * stays at 2 MiB a thread: run it under a limit far above that and far
+ * below what the churn allocates in all.
+ */
+struct churn_arg {
+	int id;
+};
+
+static void *
+churn_main(void *p)
+{
+	const struct churn_arg *a = p;
+	const size_t n = (size_t)1 << 20;
+	CUstream s;
+	CUdeviceptr keep[2] = { 0, 0 };
+
+	CK(cu.CtxSetCurrent(ctx));
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	for (int it = 0; it < 300; it++) {
+		CUdeviceptr x;
+		CK(cu.MemAlloc(&x, n));
+		uint32_t v = (uint32_t)(a->id * 100000 + it);
+		fill_bytes(x, v, n, s);
+		if (it % 50 == 0)
+			check_bytes(x, v, n, s, "churned buffer", it);
+		if (keep[it % 2] != 0)
+			CK(cu.MemFree(keep[it % 2]));
+		keep[it % 2] = x;
+	}
+	CK(cu.StreamSynchronize(s));
+	for (int k = 0; k < 2; k++)
+		CK(cu.MemFree(keep[k]));
+	return NULL;
+}
+
+static int
+scenario_churn(int nthreads)
+{
+	pthread_t t[16];
+	struct churn_arg a[16];
+
+	if (nthreads > 16)
+		nthreads = 16;
+	for (int i = 0; i < nthreads; i++) {
+		a[i].id = i;
+		pthread_create(&t[i], NULL, churn_main, &a[i]);
+	}
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+/*
  * An offload lands while restores queued before it still copy: under a
  * 16 MiB limit, a, b, d, e (4 MiB each); f and g send a and b to the host
  * and are freed; a and b come back on use, their copies queued one behind
@@ -988,6 +1043,8 @@ main(int argc, char **argv)
 		r = scenario_fork(0);
 	else if (strcmp(what, "fork-exit") == 0)
 		r = scenario_fork(1);
+	else if (strcmp(what, "churn") == 0)
+		r = scenario_churn(arg > 0 ? arg : 8);
 	else if (strcmp(what, "capture") == 0)
 		r = scenario_capture();
 	else if (strcmp(what, "unresolved") == 0)
