@@ -225,29 +225,106 @@ stream_hex(const struct ebb_stream *s)
 	return s ? (uintptr_t)streams_handle(s) : 0;
 }
 
-/* Forget the buffers overlapping [p, p + size): their frees went by a path
- * ebb does not see, and the driver just handed the range out again. */
+/* Forget the buffers overlapping [p, p + size), writing an F record of
+ * free kind `kind` (EBB_TRACE_FREE_KINDS) for each: their frees went by a
+ * path ebb does not see and the driver just handed the range out again
+ * ("lost"), or the job unmapped them ("unmap"). Caller holds engine_lock. */
 static void
-drop_stale(CUdeviceptr p, size_t size, uint64_t now)
+drop_range(CUdeviceptr p, size_t size, uint64_t now, int kind)
 {
 	struct ebb_buf *old;
 	struct ebb_line l;
 
 	while ((old = buftab_overlap(&tab, p, size ? size : 1)) != NULL) {
 		buftab_remove(&tab, old->addr);
-		stats.frees_untracked++;
+		if (kind == 2)
+			stats.frees_untracked++;
+		else
+			stats.frees++;
 		if (ebb_trace_on()) {
 			ebb_line_begin(&l, 'F');
 			ebb_line_u64(&l, now);
 			ebb_line_u64(&l, old->id);
 			ebb_line_hex(&l, stream_hex((struct ebb_stream *)old->stream));
-			ebb_line_str(&l, free_kind_names[2]);
+			ebb_line_str(&l, free_kind_names[kind]);
 			ebb_line_end(&l);
 		}
+		exec_free(old, seq_counter);
 		if (old->managed == EBB_UNMANAGED && conf->mode == EBB_MODE_OFFLOAD)
 			mover_note_unmanaged(-(int64_t)old->size);
 		buf_put(old);
 	}
+}
+
+static void
+drop_stale(CUdeviceptr p, size_t size, uint64_t now)
+{
+	drop_range(p, size, now, 2);
+}
+
+/* The pool ebb serves (ebb_engine_pool_served), found at the first
+ * question; pool_lock orders its setting. */
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	int known;		/* looked for */
+	CUmemoryPool pool;	/* the device's default pool, NULL if none */
+	CUdevice dev;
+	int shared;		/* another device was given access: not served */
+} served_pool;
+
+int
+ebb_engine_pool_served(CUmemoryPool pool)
+{
+	if (conf->mode != EBB_MODE_OFFLOAD || pool == NULL)
+		return 0;
+	pthread_mutex_lock(&pool_lock);
+	if (!served_pool.known) {
+		CUdevice d;
+		CUmemoryPool p;
+		served_pool.known = 1;
+		if (ebb_real.cuCtxGetDevice != NULL && ebb_real.cuDeviceGetDefaultMemPool != NULL &&
+		    ebb_real.cuCtxGetDevice(&d) == CUDA_SUCCESS &&
+		    ebb_real.cuDeviceGetDefaultMemPool(&p, d) == CUDA_SUCCESS) {
+			served_pool.pool = p;
+			served_pool.dev = d;
+		}
+	}
+	int yes = pool == served_pool.pool && !served_pool.shared;
+	pthread_mutex_unlock(&pool_lock);
+	return yes;
+}
+
+void
+ebb_engine_on_pool_access(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+{
+	if (conf->mode != EBB_MODE_OFFLOAD || map == NULL || !ebb_engine_pool_served(pool))
+		return;
+	for (size_t i = 0; i < count; i++) {
+		if (map[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+		    map[i].location.id == (int)served_pool.dev)
+			continue;
+		if (map[i].flags == CU_MEM_ACCESS_FLAGS_PROT_NONE)
+			continue;
+		pthread_mutex_lock(&pool_lock);
+		served_pool.shared = 1;
+		pthread_mutex_unlock(&pool_lock);
+		/* ebb's memory is mapped for its own device alone */
+		ebb_log(EBB_LOG_WARN, "the job gives another location (type %d, id %d) access to the "
+		    "default memory pool of device %d: ebb leaves allocations from it to the driver "
+		    "from now on, and they do not move", (int)map[i].location.type,
+		    map[i].location.id, (int)served_pool.dev);
+		return;
+	}
+}
+
+void
+ebb_engine_on_unmap(CUdeviceptr p, size_t size)
+{
+	uint64_t now = ebb_now_ns();
+
+	pthread_mutex_lock(&engine_lock);
+	drop_range(p, size, now, 3);
+	pthread_mutex_unlock(&engine_lock);
 }
 
 /* Fill in and table a new buffer; caller holds engine_lock. */
@@ -270,7 +347,7 @@ record_alloc(struct ebb_buf *b, CUdeviceptr p, size_t size, struct ebb_stream *s
 	/* Work queued on its stream before the allocation may still use the
 	 * memory (stream-ordered reuse): count that as a use, so nothing moves
 	 * or releases it before that work is done. */
-	if (s != NULL && kind == EBB_ALLOC_ASYNC && streams_last(s) > 0) {
+	if (s != NULL && (kind == EBB_ALLOC_ASYNC || kind == EBB_ALLOC_POOL) && streams_last(s) > 0) {
 		b->last[0].stream = (uintptr_t)s;
 		b->last[0].seq = streams_last(s);
 		b->nstreams = 1;
@@ -358,7 +435,8 @@ ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread
 		pthread_mutex_unlock(&engine_lock);
 		return EBB_NOT_SERVED;
 	}
-	struct ebb_stream *s = kind == EBB_ALLOC_ASYNC ? stream_of(stream, per_thread) : NULL;
+	struct ebb_stream *s = kind == EBB_ALLOC_ASYNC || kind == EBB_ALLOC_POOL ?
+	    stream_of(stream, per_thread) : NULL;
 	CUresult r = mover_alloc(b, size, s, dptr);
 	if (r != CUDA_SUCCESS) {
 		buf_put(b);

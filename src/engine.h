@@ -24,6 +24,7 @@ enum ebb_alloc_kind {
 	EBB_ALLOC_PITCH,	/* cuMemAllocPitch */
 	EBB_ALLOC_ASYNC,	/* cuMemAllocAsync */
 	EBB_ALLOC_POOL,		/* cuMemAllocFromPoolAsync */
+	EBB_ALLOC_MAP,		/* cuMemMap of the job's own physical memory */
 	EBB_ALLOC_KINDS
 };
 
@@ -118,6 +119,17 @@ CUresult ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int p
 /* The driver allocated size bytes at p. */
 void ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
     enum ebb_alloc_kind kind);
+
+/* The job unmapped [p, p + size) (cuMemUnmap): the mappings there are gone. */
+void ebb_engine_on_unmap(CUdeviceptr p, size_t size);
+
+/* Whether ebb serves allocations from pool (cuMemAllocFromPoolAsync), in
+ * offload mode: the default pool of the device of the first context, while
+ * no other device has been given access to it. */
+int ebb_engine_pool_served(CUmemoryPool pool);
+
+/* The job set access to pool for the locations of map[0 .. count). */
+void ebb_engine_on_pool_access(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count);
 
 /*
  * A free, before the driver sees it (async: cuMemFreeAsync on stream).

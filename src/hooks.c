@@ -229,7 +229,12 @@ ALLOC_ASYNC(cuMemAllocAsync_ptsz, 1)
 	elf(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) \
 	{								\
 		HOOK_PROLOGUE(elf, (dptr, bytesize, pool, hStream));	\
-		CUresult r = ebb_real.elf(dptr, bytesize, pool, hStream); \
+		CUresult r = EBB_NOT_SERVED;				\
+		if (ebb_engine_pool_served(pool))			\
+			r = ebb_engine_alloc(dptr, bytesize, hStream, pt, EBB_ALLOC_POOL); \
+		if (r != EBB_NOT_SERVED)				\
+			return r;					\
+		r = ebb_real.elf(dptr, bytesize, pool, hStream);	\
 		if (r == CUDA_SUCCESS)					\
 			ebb_engine_on_alloc(*dptr, bytesize, hStream, pt, EBB_ALLOC_POOL); \
 		return r;						\
@@ -248,6 +253,39 @@ ALLOC_POOL(cuMemAllocFromPoolAsync_ptsz, 1)
 	}
 FREE_ASYNC(cuMemFreeAsync, 0)
 FREE_ASYNC(cuMemFreeAsync_ptsz, 1)
+
+/* ---- the job's own virtual memory and pools ---- */
+
+EBB_EXPORT CUresult
+cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+    unsigned long long flags)
+{
+	HOOK_PROLOGUE(cuMemMap, (ptr, size, offset, handle, flags));
+	CUresult r = ebb_real.cuMemMap(ptr, size, offset, handle, flags);
+	if (r == CUDA_SUCCESS)
+		ebb_engine_on_alloc(ptr, size, NULL, 0, EBB_ALLOC_MAP);
+	return r;
+}
+
+EBB_EXPORT CUresult
+cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	HOOK_PROLOGUE(cuMemUnmap, (ptr, size));
+	CUresult r = ebb_real.cuMemUnmap(ptr, size);
+	if (r == CUDA_SUCCESS)
+		ebb_engine_on_unmap(ptr, size);
+	return r;
+}
+
+EBB_EXPORT CUresult
+cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+{
+	HOOK_PROLOGUE(cuMemPoolSetAccess, (pool, map, count));
+	CUresult r = ebb_real.cuMemPoolSetAccess(pool, map, count);
+	if (r == CUDA_SUCCESS)
+		ebb_engine_on_pool_access(pool, map, count);
+	return r;
+}
 
 /* ---- launches ---- */
 

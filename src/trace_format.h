@@ -44,9 +44,9 @@
 	X('Z', summary,   "t key value")
 
 /* Allocation kinds of A records, by enum ebb_alloc_kind. */
-#define EBB_TRACE_ALLOC_KINDS { "sync", "pitch", "async", "pool" }
+#define EBB_TRACE_ALLOC_KINDS { "sync", "pitch", "async", "pool", "map" }
 /* Free kinds of F records. */
-#define EBB_TRACE_FREE_KINDS { "sync", "async", "lost" }
+#define EBB_TRACE_FREE_KINDS { "sync", "async", "lost", "unmap" }
 /* Synchronisation kinds of Y records, by enum ebb_sync_kind. */
 #define EBB_TRACE_SYNC_KINDS { "ctx", "stream", "event" }
 

@@ -274,6 +274,81 @@ START_TEST(fork_child_exits_in_offload)
 }
 END_TEST
 
+/*
+ * Memory the job maps itself (cuMemMap, as XLA makes every buffer) is a
+ * buffer from its map to its unmap, and the launches that use it name it;
+ * in offload mode it counts against the limit and never moves.
+ */
+START_TEST(vmm_mappings_seen)
+{
+	const char *path = tmp_file("vmm");
+	char *argv[] = { workload_path(0), "vmm", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	size_t maps = 0, unmaps = 0;
+	for (size_t i = 0; i < t.n; i++) {
+		if (t.r[i].type == 'A' && strcmp(t.r[i].f[5], "map") == 0) {
+			maps++;
+			ck_assert_uint_eq(num(&t.r[i], 3), 4u << 20);
+		}
+		unmaps += t.r[i].type == 'F' && strcmp(t.r[i].f[3], "unmap") == 0;
+	}
+	ck_assert_uint_eq(maps, 2);
+	ck_assert_uint_eq(unmaps, 2);
+	/* the copies read the mapped buffers (ids 2 and 3) into buffer 1 */
+	uint64_t copy = kernel_id(&t, "copy_bytes");
+	ck_assert_str_eq(launch_bufs(&t, copy, 0), "1,2");
+	ck_assert_str_eq(launch_bufs(&t, copy, 1), "1,3");
+	ck_assert_uint_eq(summary(&t, "launches-without-buffer"), 0);
+	trace_free(&t);
+	run_free(&r);
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=16M", NULL };
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
+ * Stream-ordered allocations from the device's default pool (XLA's
+ * cuda_async allocator): seen in observe mode; in offload mode ebb serves
+ * them, and under a limit of six of them moves them, every result right.
+ */
+START_TEST(default_pool_served)
+{
+	const char *path = tmp_file("pool");
+	char *argv[] = { workload_path(0), "pool", "30", NULL };
+	struct run_result r;
+	struct trace t;
+	unsigned long long frees, peak;
+
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "allocations"), 6 + 3 * 30);
+	trace_free(&t);
+	run_free(&r);
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=24M", "FAKECUDA_KERNEL_DELAY_US=100",
+		NULL };
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_le(peak, 24ULL << 20);
+	trace_load(path, &t);
+	ck_assert_uint_gt(summary(&t, "offloads"), 5);
+	ck_assert_uint_eq(summary(&t, "refusals"), 0);
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 24ULL << 20);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 START_TEST(graph_capture)
 {
 	const char *path = tmp_file("capture");
@@ -1051,6 +1126,8 @@ main(void)
 	tcase_add_test(tc, fork_child);
 	tcase_add_test(tc, dlsym_next_beside_a_dlopen_wrapper);
 	tcase_add_test(tc, fork_child_exits_in_offload);
+	tcase_add_test(tc, vmm_mappings_seen);
+	tcase_add_test(tc, default_pool_served);
 	tcase_add_test(tc, graph_capture);
 	tcase_add_test(tc, nccl_calls);
 	tcase_add_test(tc, unresolved_launch);

@@ -247,6 +247,59 @@ set_pytorch_alloc(int verbose)
 	return setenv("PYTORCH_CUDA_ALLOC_CONF", v, 1);
 }
 
+/* Set name to value unless the environment sets it; note which in said. */
+static int
+set_default(const char *name, const char *value, char *said, size_t len)
+{
+	const char *old = getenv(name);
+	size_t n = strlen(said);
+
+	snprintf(said + n, len - n, "%s%s=%s%s", n ? ", " : "", name, old ? old : value,
+	    old ? " (set already)" : "");
+	return old != NULL ? 0 : setenv(name, value, 1);
+}
+
+/*
+ * JAX (XLA): every buffer its own stream-ordered allocation from the
+ * device's default pool, which ebb sees and serves (its platform allocator
+ * maps each buffer with cuMemMap: ebb sees those, and cannot move them),
+ * allocated as needed rather than most of the device at start, and no
+ * command buffers (CUDA graphs built by XLA, whose buffers ebb cannot see),
+ * unless the user chose otherwise. One line at -v 1 says what holds.
+ */
+static int
+set_jax_env(int verbose)
+{
+	char said[6144] = "";
+
+	if (set_default("XLA_PYTHON_CLIENT_ALLOCATOR", "cuda_async", said, sizeof said) < 0 ||
+	    set_default("XLA_PYTHON_CLIENT_PREALLOCATE", "false", said, sizeof said) < 0)
+		return -1;
+	const char *flags = getenv("XLA_FLAGS");
+	size_t n = strlen(said);
+	if (flags != NULL && strstr(flags, "xla_gpu_enable_command_buffer") != NULL) {
+		snprintf(said + n, sizeof said - n, ", XLA_FLAGS=%s (set already)", flags);
+	} else {
+		char v[4096];
+		int k = snprintf(v, sizeof v, "%s%s--xla_gpu_enable_command_buffer=",
+		    flags ? flags : "", flags && flags[0] ? " " : "");
+		if (k < 0 || (size_t)k >= sizeof v) {
+			fprintf(stderr, "%s run: XLA_FLAGS is too long to add "
+			    "--xla_gpu_enable_command_buffer= to it\n", progname);
+			errno = E2BIG;
+			return -1;
+		}
+		if (setenv("XLA_FLAGS", v, 1) < 0)
+			return -1;
+		snprintf(said + n, sizeof said - n, ", XLA_FLAGS=%s", v);
+	}
+	if (verbose >= 1)
+		fprintf(stderr, "%s: for JAX: %s (each buffer one stream-ordered allocation, which ebb "
+		    "can see and move; no command buffers, so that ebb sees every launch)\n", progname,
+		    said);
+	return 0;
+}
+
 static const char *
 env_lookup(const char *name, void *ctx)
 {
@@ -347,7 +400,8 @@ cmd_run(int argc, char **argv)
 	if (check_library(lib != NULL ? "--lib" : "libebb.so", lib != NULL ? lib : found,
 	    path) < 0)
 		return 2;
-	if (set_preload(path) < 0 || set_pytorch_alloc((int)conf.verbose) < 0) {
+	if (set_preload(path) < 0 || set_pytorch_alloc((int)conf.verbose) < 0 ||
+	    set_jax_env((int)conf.verbose) < 0) {
 		fprintf(stderr, "%s run: cannot set the environment: %s\n", progname, strerror(errno));
 		return 2;
 	}

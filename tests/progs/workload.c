@@ -9,7 +9,8 @@
  *   dlsym             dlsym every entry point by its ELF name
  * or, built as workload-linked, through the ELF symbols of -lcuda.
  *
- * Scenarios: basic, loop N, threads N, fork, fork-exit, churn N, capture, nccl, unresolved,
+ * Scenarios: basic, loop N, threads N, fork, fork-exit, churn N, vmm, pool N,
+ * capture, nccl, unresolved,
  * offload N (random buffers, streams and operations, every result checked;
  * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
  * sizes (memory freed in one size makes room for a buffer of another),
@@ -67,7 +68,16 @@
 	X(EventCreate, cuEventCreate, cuEventCreate, 2000, (CUevent *, unsigned))	\
 	X(EventRecord, cuEventRecord, cuEventRecord, 2000, (CUevent, CUstream))	\
 	X(StreamWaitEvent, cuStreamWaitEvent, cuStreamWaitEvent, 3020, (CUstream, CUevent, unsigned)) \
-	X(MemcpyDtoDAsync, cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, 3020, (CUdeviceptr, CUdeviceptr, size_t, CUstream))
+	X(MemcpyDtoDAsync, cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, 3020, (CUdeviceptr, CUdeviceptr, size_t, CUstream)) \
+	X(MemCreate, cuMemCreate, cuMemCreate, 10020, (CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long)) \
+	X(MemRelease, cuMemRelease, cuMemRelease, 10020, (CUmemGenericAllocationHandle)) \
+	X(MemAddressReserve, cuMemAddressReserve, cuMemAddressReserve, 10020, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long)) \
+	X(MemAddressFree, cuMemAddressFree, cuMemAddressFree, 10020, (CUdeviceptr, size_t)) \
+	X(MemMap, cuMemMap, cuMemMap, 10020, (CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long)) \
+	X(MemUnmap, cuMemUnmap, cuMemUnmap, 10020, (CUdeviceptr, size_t)) \
+	X(MemSetAccess, cuMemSetAccess, cuMemSetAccess, 10020, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t)) \
+	X(DeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, (CUmemoryPool *, CUdevice)) \
+	X(MemAllocFromPoolAsync, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, (CUdeviceptr *, size_t, CUmemoryPool, CUstream))
 
 static struct {
 #define X(field, base, elf, ver, params) CUresult (*field) params;
@@ -620,6 +630,85 @@ scenario_churn(int nthreads)
 }
 
 /*
+ * The job's own virtual memory, as XLA allocates every buffer: a 4 MiB
+ * handle mapped into a range it reserved, filled by a kernel, copied, read
+ * back, unmapped; twice, the second time at the same address.
+ */
+static int
+scenario_vmm(void)
+{
+	const size_t n = (size_t)4 << 20;
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof prop);
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	CUmemAccessDesc acc;
+	memset(&acc, 0, sizeof acc);
+	acc.location = prop.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	CUdeviceptr va, out;
+	CK(cu.MemAddressReserve(&va, n, 0, 0, 0));
+	CK(cu.MemAlloc(&out, n));
+	for (int round = 0; round < 2; round++) {
+		CUmemGenericAllocationHandle h;
+		CK(cu.MemCreate(&h, n, &prop, 0));
+		CK(cu.MemMap(va, n, 0, h, 0));
+		CK(cu.MemSetAccess(va, n, &acc, 1));
+		fill_bytes(va, (uint32_t)(10 + round), n, 0);
+		launch_copy(out, va, n, 0);
+		check_bytes(out, (uint32_t)(10 + round), n, 0, "copy of mapped memory", round);
+		CK(cu.CtxSynchronize());
+		CK(cu.MemUnmap(va, n));
+		CK(cu.MemRelease(h));
+	}
+	CK(cu.MemAddressFree(va, n));
+	CK(cu.MemFree(out));
+	return 0;
+}
+
+/*
+ * Stream-ordered allocations from the device's default pool, as XLA's
+ * cuda_async allocator makes them: each iteration allocates three 4 MiB
+ * buffers on s, fills and combines them, checks the result, and frees them
+ * on s. Under a limit of a few buffers, ebb serves and moves them.
+ */
+static int
+scenario_pool(int iters)
+{
+	const size_t n = (size_t)4 << 20;
+	CUmemoryPool pool;
+	CUstream s;
+
+	CK(cu.DeviceGetDefaultMemPool(&pool, 0));
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CUdeviceptr keep[6];
+	for (int k = 0; k < 6; k++) {
+		CK(cu.MemAllocFromPoolAsync(&keep[k], n, pool, s));
+		fill_bytes(keep[k], (uint32_t)(100 + k), n, s);
+	}
+	for (int it = 0; it < iters; it++) {
+		CUdeviceptr a, b, c;
+		CK(cu.MemAllocFromPoolAsync(&a, n, pool, s));
+		CK(cu.MemAllocFromPoolAsync(&b, n, pool, s));
+		CK(cu.MemAllocFromPoolAsync(&c, n, pool, s));
+		fill_bytes(a, (uint32_t)it, n, s);
+		launch_copy(b, a, n, s);
+		launch_copy(c, keep[it % 6], n, s);
+		check_bytes(b, (uint32_t)it, n, s, "pool buffer", it);
+		check_bytes(c, (uint32_t)(100 + it % 6), n, s, "kept pool buffer", it);
+		CK(cu.MemFreeAsync(a, s));
+		CK(cu.MemFreeAsync(b, s));
+		CK(cu.MemFreeAsync(c, s));
+	}
+	for (int k = 0; k < 6; k++)
+		CK(cu.MemFreeAsync(keep[k], s));
+	CK(cu.StreamSynchronize(s));
+	print_driver_stats();
+	return 0;
+}
+
+/*
  * An offload lands while restores queued before it still copy: under a
  * 16 MiB limit, a, b, d, e (4 MiB each); f and g send a and b to the host
  * and are freed; a and b come back on use, their copies queued one behind
@@ -1045,6 +1134,10 @@ main(int argc, char **argv)
 		r = scenario_fork(1);
 	else if (strcmp(what, "churn") == 0)
 		r = scenario_churn(arg > 0 ? arg : 8);
+	else if (strcmp(what, "vmm") == 0)
+		r = scenario_vmm();
+	else if (strcmp(what, "pool") == 0)
+		r = scenario_pool(arg > 0 ? arg : 30);
 	else if (strcmp(what, "capture") == 0)
 		r = scenario_capture();
 	else if (strcmp(what, "unresolved") == 0)
