@@ -189,6 +189,23 @@ cupti_resume(void)
 
 /* ---- initialisation ---- */
 
+/*
+ * The summary, the trace's end and the mover's workers are finished by an
+ * exit handler registered at the job's first operation, after CUPTI is
+ * attached: exit handlers run last registered first, so it runs before
+ * CUPTI's and libcudart's own (registered when they started), while the
+ * context exists. The library destructor, which runs after all of them,
+ * only finishes a process that made no operation. CUPTI called from there
+ * crashed at the exit of every job that had it attached.
+ */
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void
+register_exit(void)
+{
+	atexit(ebb_engine_shutdown);
+}
+
 int
 ebb_engine_init(const struct ebb_conf *c)
 {
@@ -453,6 +470,19 @@ ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread
 }
 
 void
+ebb_engine_on_pointer_query(CUdeviceptr p)
+{
+	if (conf->mode != EBB_MODE_OFFLOAD || p == 0)
+		return;
+	pthread_mutex_lock(&engine_lock);
+	struct ebb_buf *b = buftab_find(&tab, p);
+	if (b != NULL)
+		mover_map(b, seq_counter);
+	pthread_mutex_unlock(&engine_lock);
+	scrub_if_moved(0);
+}
+
+void
 ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
     enum ebb_alloc_kind kind)
 {
@@ -637,9 +667,24 @@ trace_iteration(uint64_t seq, uint64_t period)
 	ebb_line_end(&l);
 }
 
+/* What CUPTI should do after an operation (learn_step, cupti_act); below
+ * zero, no more timing now. */
+enum {
+	CUPTI_KEEP = 0,
+	CUPTI_RESUME = 1,	/* departed after learning: record again */
+	CUPTI_PAUSE = -1,	/* learned: stop recording, held for a departure */
+	CUPTI_DETACH = -2	/* gave up, learned in observe mode, or held EBB_LEARN_LAUNCHES
+				 * operations in vain */
+};
+
 /* Learning just ended: remember how many handles the mover had made, so the
- * summary can tell the steady state's own. Caller holds engine_lock. */
-static void
+ * summary can tell the steady state's own, and say what CUPTI does now
+ * (CUPTI_*, below): in offload mode it is paused, to record again at a
+ * departure (the iteration is planned again, with GPU times); in observe
+ * mode nothing more is timed, and it is finalised, since even paused it
+ * slows every launch (a launch-bound CNN by a tenth). Caller holds
+ * engine_lock. */
+static int
 learned(uint64_t seq)
 {
 	struct mover_stats ms;
@@ -647,8 +692,13 @@ learned(uint64_t seq)
 	mover_stats(&ms);
 	created_at_learned = ms.handles_created;
 	ebb_trace_note_u64("learned", seq);
+	if (conf->mode != EBB_MODE_OFFLOAD) {
+		atomic_store(&cupti_goal, CUPTI_GOAL_OFF);
+		return CUPTI_DETACH;
+	}
 	cupti_hold_until = seq + conf->learn_launches;
 	atomic_store(&cupti_goal, CUPTI_GOAL_PAUSED);
+	return CUPTI_PAUSE;
 }
 
 /*
@@ -665,14 +715,6 @@ period_confirmed(void)
 	return finder.synced || finder.total - finder.found_total >= conf->learn_launches;
 }
 
-/* What CUPTI should do after an operation (learn_step, cupti_act); below
- * zero, no more timing now. */
-enum {
-	CUPTI_KEEP = 0,
-	CUPTI_RESUME = 1,	/* departed after learning: record again */
-	CUPTI_PAUSE = -1,	/* learned: stop recording, held for a departure */
-	CUPTI_DETACH = -2	/* gave up, or held EBB_LEARN_LAUNCHES operations in vain */
-};
 
 /*
  * Feed the finder with the operation seq's token. Returns what CUPTI
@@ -706,8 +748,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		}
 		if (learn != LEARN_DONE && iter_count > conf->learn_iters && exec_learned()) {
 			learn = LEARN_DONE;
-			learned(seq);
-			cupti_action = CUPTI_PAUSE;
+			cupti_action = learned(seq);
 		}
 		return cupti_action;
 	}
@@ -772,8 +813,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 	if (learn == LEARN_FOUND && iters_timed >= conf->learn_iters && period_confirmed() &&
 	    exec_learned()) {
 		learn = LEARN_DONE;
-		learned(seq);
-		cupti_action = CUPTI_PAUSE;
+		cupti_action = learned(seq);
 	}
 	return cupti_action;
 }
@@ -877,9 +917,11 @@ ebb_engine_op_begin(struct ebb_op *op)
 	int attach = 0;
 	CUresult err = CUDA_SUCCESS;
 
+	int first = 0;
 	pthread_mutex_lock(&engine_lock);
 	if (first_op) {
 		first_op = 0;
+		first = 1;
 		attach = cupti_wanted;
 	}
 	op->seq = ++seq_counter;
@@ -990,6 +1032,8 @@ ebb_engine_op_begin(struct ebb_op *op)
 	pthread_mutex_unlock(&engine_lock);
 	if (attach)
 		cupti_start();
+	if (first)
+		pthread_once(&exit_once, register_exit);
 	cupti_act(action);
 	if (plan_due)
 		plan_now();

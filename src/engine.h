@@ -120,6 +120,11 @@ CUresult ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int p
 void ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
     enum ebb_alloc_kind kind);
 
+/* The job asks the driver about address p (cuPointerGetAttribute and the
+ * like): in offload mode, the buffer holding it is mapped again if it is on
+ * the host. */
+void ebb_engine_on_pointer_query(CUdeviceptr p);
+
 /* The job unmapped [p, p + size) (cuMemUnmap): the mappings there are gone. */
 void ebb_engine_on_unmap(CUdeviceptr p, size_t size);
 

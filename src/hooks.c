@@ -277,6 +277,38 @@ cuMemUnmap(CUdeviceptr ptr, size_t size)
 	return r;
 }
 
+/*
+ * The driver answers questions about an address only where memory is
+ * mapped: ebb maps an offloaded buffer again (its copy back queued, as a
+ * use would) before passing the question on. Launchers ask before each
+ * launch (Triton's and inductor's: CU_POINTER_ATTRIBUTE_DEVICE_POINTER of
+ * every pointer argument), and a launch would bring it back anyway.
+ */
+EBB_EXPORT CUresult
+cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+	HOOK_PROLOGUE(cuPointerGetAttribute, (data, attribute, ptr));
+	ebb_engine_on_pointer_query(ptr);
+	return ebb_real.cuPointerGetAttribute(data, attribute, ptr);
+}
+
+EBB_EXPORT CUresult
+cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
+    CUdeviceptr ptr)
+{
+	HOOK_PROLOGUE(cuPointerGetAttributes, (numAttributes, attributes, data, ptr));
+	ebb_engine_on_pointer_query(ptr);
+	return ebb_real.cuPointerGetAttributes(numAttributes, attributes, data, ptr);
+}
+
+EBB_EXPORT CUresult
+cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	HOOK_PROLOGUE(cuMemGetAddressRange_v2, (pbase, psize, dptr));
+	ebb_engine_on_pointer_query(dptr);
+	return ebb_real.cuMemGetAddressRange_v2(pbase, psize, dptr);
+}
+
 EBB_EXPORT CUresult
 cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {

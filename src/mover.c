@@ -14,7 +14,6 @@
 #include "hostpool.h"
 #include "interpose.h"
 #include "log.h"
-#include "engine.h"
 #include "mover.h"
 #include "trace.h"
 #include "tracer.h"
@@ -1051,10 +1050,6 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 	}
 	workers_started = 1;
 	on = 1;
-	/* Registered after libcudart's own exit handler (it registers when the job
-	 * first calls it), so ebb stops its workers and writes its summary while
-	 * the context still exists. */
-	atexit(ebb_engine_shutdown);
 	if (total != 0)
 		ebb_log(EBB_LOG_NOTE, "offloading: EBB_LIMIT=%llu bytes of %zu on device %d, buffers "
 		    "of %llu bytes or more move", (unsigned long long)limit, total, (int)dev,
@@ -1762,6 +1757,21 @@ mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint6
 {
 	uint64_t t0 = self_begin();
 	CUresult r = ensure_impl(bufs, n, consumer, seq);
+	self_end(t0);
+	return r;
+}
+
+CUresult
+mover_map(struct ebb_buf *b, uint64_t seq)
+{
+	if (!on || b->managed != EBB_MANAGED_BIG || b->state != EBB_ON_HOST || capturing)
+		return CUDA_SUCCESS;
+	uint64_t t0 = self_begin();
+	CUresult err;
+	struct vmm_handle *h = get_handle(b->rsize, seq, 0, &err);
+	CUresult r = h == NULL ? err : copy_back(b, h, NULL, 0, NULL, seq, "query");
+	if (h == NULL)
+		refuse(b->size, "no room to map a buffer the job asks about");
 	self_end(t0);
 	return r;
 }

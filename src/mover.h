@@ -116,6 +116,14 @@ CUresult mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consum
     uint64_t seq);
 
 /*
+ * Make b mapped at its address, if it is on the host, for a question the job
+ * asks the driver about it: its copy back is queued and later uses wait for
+ * it, as after a restore ahead of use (B record of kind query). Returns
+ * CUDA_SUCCESS, or the error that left it on the host (no room).
+ */
+CUresult mover_map(struct ebb_buf *b, uint64_t seq);
+
+/*
  * The plan (engine.c) moves buffers from now on (1) or no longer (0). While
  * it does, an allocation over the limit waits for offloads in flight before
  * it evicts anything.

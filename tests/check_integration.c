@@ -349,6 +349,32 @@ START_TEST(default_pool_served)
 }
 END_TEST
 
+/*
+ * A launcher asks for the device pointer and the range of buffers that are
+ * on the host (Triton's and inductor's do, before every launch): the
+ * driver answers only for mapped memory, so ebb maps them again first.
+ */
+START_TEST(pointer_query_of_offloaded_buffer)
+{
+	const char *path = tmp_file("query");
+	char *argv[] = { workload_path(0), "query", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=12M", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	size_t queried = 0;
+	for (size_t i = 0; i < t.n; i++)
+		queried += t.r[i].type == 'B' && strcmp(t.r[i].f[4], "query") == 0;
+	ck_assert_uint_eq(queried, 2);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 START_TEST(graph_capture)
 {
 	const char *path = tmp_file("capture");
@@ -1128,6 +1154,7 @@ main(void)
 	tcase_add_test(tc, fork_child_exits_in_offload);
 	tcase_add_test(tc, vmm_mappings_seen);
 	tcase_add_test(tc, default_pool_served);
+	tcase_add_test(tc, pointer_query_of_offloaded_buffer);
 	tcase_add_test(tc, graph_capture);
 	tcase_add_test(tc, nccl_calls);
 	tcase_add_test(tc, unresolved_launch);

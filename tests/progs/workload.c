@@ -10,7 +10,7 @@
  * or, built as workload-linked, through the ELF symbols of -lcuda.
  *
  * Scenarios: basic, loop N, threads N, fork, fork-exit, churn N, vmm, pool N,
- * capture, nccl, unresolved,
+ * query, capture, nccl, unresolved,
  * offload N (random buffers, streams and operations, every result checked;
  * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
  * sizes (memory freed in one size makes room for a buffer of another),
@@ -77,7 +77,9 @@
 	X(MemUnmap, cuMemUnmap, cuMemUnmap, 10020, (CUdeviceptr, size_t)) \
 	X(MemSetAccess, cuMemSetAccess, cuMemSetAccess, 10020, (CUdeviceptr, size_t, const CUmemAccessDesc *, size_t)) \
 	X(DeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, (CUmemoryPool *, CUdevice)) \
-	X(MemAllocFromPoolAsync, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, (CUdeviceptr *, size_t, CUmemoryPool, CUstream))
+	X(MemAllocFromPoolAsync, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, (CUdeviceptr *, size_t, CUmemoryPool, CUstream)) \
+	X(PointerGetAttribute, cuPointerGetAttribute, cuPointerGetAttribute, 4000, (void *, CUpointer_attribute, CUdeviceptr)) \
+	X(MemGetAddressRange, cuMemGetAddressRange, cuMemGetAddressRange_v2, 3020, (CUdeviceptr *, size_t *, CUdeviceptr))
 
 static struct {
 #define X(field, base, elf, ver, params) CUresult (*field) params;
@@ -630,6 +632,56 @@ scenario_churn(int nthreads)
 }
 
 /*
+ * A launcher's questions about its pointer arguments, as Triton's and
+ * inductor's ask before each launch: under a limit of three 4 MiB buffers,
+ * a, b and c are filled, then d and e send a and b to the host; the
+ * device pointer of each of a and b is asked for, and its address range,
+ * before a copy reads it; every answer is the pointer's own, and every
+ * value right.
+ */
+static int
+scenario_query(void)
+{
+	const size_t n = (size_t)4 << 20;
+	CUdeviceptr a, b, c, d, e;
+
+	CK(cu.MemAlloc(&a, n));
+	CK(cu.MemAlloc(&b, n));
+	CK(cu.MemAlloc(&c, n));
+	fill_bytes(a, 1, n, 0);
+	fill_bytes(b, 2, n, 0);
+	fill_bytes(c, 3, n, 0);
+	CK(cu.CtxSynchronize());
+	CK(cu.MemAlloc(&d, n));
+	CK(cu.MemAlloc(&e, n));
+	fill_bytes(d, 4, n, 0);
+	fill_bytes(e, 5, n, 0);
+	CK(cu.CtxSynchronize());
+	CUdeviceptr bufs[2] = { a + 4096, b };
+	for (int k = 0; k < 2; k++) {
+		CUdeviceptr got = 0, base = 0;
+		size_t size = 0;
+		CK(cu.PointerGetAttribute(&got, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, bufs[k]));
+		if (got != bufs[k])
+			FAIL("the device pointer of 0x%llx is 0x%llx", (unsigned long long)bufs[k],
+			    (unsigned long long)got);
+		CK(cu.MemGetAddressRange(&base, &size, bufs[k]));
+		if (base > bufs[k] || base + size < bufs[k] + n - (bufs[k] - (k ? b : a)))
+			FAIL("the range of 0x%llx is 0x%llx + %zu", (unsigned long long)bufs[k],
+			    (unsigned long long)base, size);
+		launch_copy(c, k ? b : a, n, 0);
+		check_bytes(c, (uint32_t)(k + 1), n, 0, "copy of a queried buffer", k);
+	}
+	check_bytes(d, 4, n, 0, "d", 0);
+	check_bytes(e, 5, n, 0, "e", 0);
+	CUdeviceptr all[5] = { a, b, c, d, e };
+	for (int k = 0; k < 5; k++)
+		CK(cu.MemFree(all[k]));
+	CK(cu.CtxSynchronize());
+	return 0;
+}
+
+/*
  * The job's own virtual memory, as XLA allocates every buffer: a 4 MiB
  * handle mapped into a range it reserved, filled by a kernel, copied, read
  * back, unmapped; twice, the second time at the same address.
@@ -1136,6 +1188,8 @@ main(int argc, char **argv)
 		r = scenario_churn(arg > 0 ? arg : 8);
 	else if (strcmp(what, "vmm") == 0)
 		r = scenario_vmm();
+	else if (strcmp(what, "query") == 0)
+		r = scenario_query();
 	else if (strcmp(what, "pool") == 0)
 		r = scenario_pool(arg > 0 ? arg : 30);
 	else if (strcmp(what, "capture") == 0)
