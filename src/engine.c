@@ -1103,9 +1103,21 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 }
 
 void
-ebb_engine_on_capture(CUstream stream, int per_thread, int begin)
+ebb_engine_on_capture(CUstream stream, int per_thread, int begin, CUresult result)
 {
 	struct ebb_line l;
+	static int said;
+
+	/* PyTorch's cudaMallocAsync backend, which ebb run chooses in offload
+	 * mode, fails captures whose backward runs on two streams: say what to do */
+	const char *torch_alloc = getenv("PYTORCH_CUDA_ALLOC_CONF");
+	if (!begin && result == CUDA_ERROR_STREAM_CAPTURE_UNJOINED && torch_alloc != NULL &&
+	    strstr(torch_alloc, "cudaMallocAsync") != NULL)
+		ebb_log_once(&said, EBB_LOG_WARN, "a stream capture failed with unjoined work, under "
+		    "PYTORCH_CUDA_ALLOC_CONF=%s: PyTorch's cudaMallocAsync backend fails such captures "
+		    "(a backward on two streams, torch.cuda.make_graphed_callables); run the job with "
+		    "ebb run --alloc job, or PYTORCH_CUDA_ALLOC_CONF=backend:native (ebb then sees and "
+		    "moves PyTorch's segments)", torch_alloc);
 
 	pthread_mutex_lock(&engine_lock);
 	struct ebb_stream *st = stream_of(stream, per_thread);

@@ -420,7 +420,7 @@ cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 		HOOK_PROLOGUE(elf, args);				\
 		CUresult r = ebb_real.elf args;				\
 		if (r == CUDA_SUCCESS)					\
-			ebb_engine_on_capture(hStream, pt, 1);		\
+			ebb_engine_on_capture(hStream, pt, 1, r);	\
 		return r;						\
 	}
 CAPTURE_BEGIN(cuStreamBeginCapture, 0, (CUstream hStream), (hStream))
@@ -444,7 +444,7 @@ CAPTURE_BEGIN(cuStreamBeginCaptureToGraph_ptsz, 1, (CUstream hStream, CUgraph hG
 	{								\
 		HOOK_PROLOGUE(elf, (hStream, phGraph));			\
 		CUresult r = ebb_real.elf(hStream, phGraph);		\
-		ebb_engine_on_capture(hStream, pt, 0);			\
+		ebb_engine_on_capture(hStream, pt, 0, r);		\
 		return r;						\
 	}
 CAPTURE_END(cuStreamEndCapture, 0)

@@ -199,6 +199,42 @@ expect_usage_error(const char *const *args, const char *want)
 	run_free(&r);
 }
 
+/* What the job's PyTorch and JAX allocators get from ebb run: chosen in
+ * offload mode (--alloc auto), left alone in observe mode, as --alloc
+ * says otherwise; an unknown --alloc stops ebb run. */
+START_TEST(run_alloc_choice)
+{
+	static const struct {
+		const char *args[6];
+		const char *want;
+	} cases[] = {
+		{ { "--mode", "observe", NULL }, "[][]" },
+		{ { "--limit", "1G", NULL }, "[backend:cudaMallocAsync][cuda_async]" },
+		{ { "--mode", "observe", "--alloc", "ebb", NULL }, "[backend:cudaMallocAsync][cuda_async]" },
+		{ { "--limit", "1G", "--alloc", "job", NULL }, "[][]" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char *argv[16] = { (char *)build_path("utils/ebb"), "run" };
+		int n = 2;
+		for (int k = 0; cases[i].args[k]; k++)
+			argv[n++] = (char *)cases[i].args[k];
+		argv[n++] = "--";
+		argv[n++] = "sh";
+		argv[n++] = "-c";
+		argv[n++] = "echo \"[$PYTORCH_CUDA_ALLOC_CONF][$XLA_PYTHON_CLIENT_ALLOCATOR]\"";
+		argv[n] = NULL;
+		char *env[] = { "PYTORCH_CUDA_ALLOC_CONF=", "XLA_PYTHON_CLIENT_ALLOCATOR=", NULL };
+		struct run_result r;
+		run_prog(argv, env, &r);
+		ck_assert_msg(r.status == 0 && strstr(r.out, cases[i].want) != NULL,
+		    "case %zu: status %d, got %s, want %s\n%s", i, r.status, r.out, cases[i].want, r.err);
+		run_free(&r);
+	}
+	static const char *const bad[] = { "--alloc", "tensor", NULL };
+	expect_usage_error(bad, "--alloc 'tensor' is not valid");
+}
+END_TEST
+
 START_TEST(run_refuses_unknown_mode)
 {
 	static const char *const typo[] = { "--mode", "offlaod", NULL };
@@ -443,6 +479,7 @@ main(void)
 	tcase_add_test(tc, run_refuses_lib_not_a_shared_object);
 	tcase_add_test(tc, run_refuses_lib_path_with_separators);
 	tcase_add_test(tc, run_valid_options_run);
+	tcase_add_test(tc, run_alloc_choice);
 	tcase_add_test(tc, report_refuses_other_versions);
 	tcase_add_test(tc, report_names_read_errors);
 	suite_add_tcase(s, tc);

@@ -33,7 +33,8 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: ebb run [--mode MODE] [--limit SIZE] [--trace FILE] [--verbose N] [--lib PATH] -- CMD [ARGS...]\n"
+	    "usage: ebb run [--mode MODE] [--limit SIZE] [--trace FILE] [--verbose N] [--lib PATH]\n"
+	    "               [--alloc auto|ebb|job] -- CMD [ARGS...]\n"
 	    "       ebb report TRACE\n"
 	    "       ebb plan TRACE [--target SIZE]... [--fraction F]... [--d2h GBPS] [--h2d GBPS]\n"
 	    "                [--min-bytes SIZE] [--allow-stall [--no-waits]] [--moves]\n"
@@ -49,6 +50,10 @@ usage(FILE *f)
 	    "      --lib PATH      the libebb.so to preload (default: the one beside ebb); an\n"
 	    "                      ELF shared object whose path holds no ':' or blank\n"
 	    "                      (LD_PRELOAD splits at them)\n"
+	    "      --alloc WHICH   ebb: PyTorch and JAX allocate each buffer from the driver\n"
+	    "                      (PYTORCH_CUDA_ALLOC_CONF, XLA_PYTHON_CLIENT_ALLOCATOR), so ebb\n"
+	    "                      sees and moves each; job: their allocators as the job has\n"
+	    "                      them; auto (default): ebb in offload mode, job otherwise\n"
 	    "  A value these options cannot use stops ebb run with status 2, before CMD runs.\n"
 	    "report   check every record of a trace (ebb-trace(5)) and print a summary\n"
 	    "plan     learn one iteration of an observe-mode trace and print what ebb's planner\n"
@@ -316,10 +321,11 @@ cmd_run(int argc, char **argv)
 		{ "trace", required_argument, NULL, 't' },
 		{ "verbose", required_argument, NULL, 'v' },
 		{ "lib", required_argument, NULL, 'L' },
+		{ "alloc", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	const char *lib = NULL;
+	const char *lib = NULL, *alloc = "auto";
 	char want[256];
 	int c, mode_given = 0, limit_given = 0;
 
@@ -359,6 +365,15 @@ cmd_run(int argc, char **argv)
 			break;
 		case 'L':
 			lib = optarg;
+			break;
+		case 'A':
+			if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "ebb") != 0 &&
+			    strcmp(optarg, "job") != 0) {
+				fprintf(stderr, "%s run: --alloc '%s' is not valid: expected one of: auto "
+				    "ebb job\n", progname, optarg);
+				return 2;
+			}
+			alloc = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -400,11 +415,20 @@ cmd_run(int argc, char **argv)
 	if (check_library(lib != NULL ? "--lib" : "libebb.so", lib != NULL ? lib : found,
 	    path) < 0)
 		return 2;
-	if (set_preload(path) < 0 || set_pytorch_alloc((int)conf.verbose) < 0 ||
-	    set_jax_env((int)conf.verbose) < 0) {
+	/* auto: the frameworks' allocators made to allocate each buffer from the
+	 * driver in offload mode, which ebb then serves and moves; left as the
+	 * job has them otherwise, so that observe mode changes nothing */
+	int per_buffer = strcmp(alloc, "ebb") == 0 ||
+	    (strcmp(alloc, "auto") == 0 && conf.mode == EBB_MODE_OFFLOAD);
+	if (set_preload(path) < 0 || (per_buffer && (set_pytorch_alloc((int)conf.verbose) < 0 ||
+	    set_jax_env((int)conf.verbose) < 0))) {
 		fprintf(stderr, "%s run: cannot set the environment: %s\n", progname, strerror(errno));
 		return 2;
 	}
+	if (!per_buffer && conf.verbose >= 1)
+		fprintf(stderr, "%s: the job's allocators are left as they are (--alloc %s, %s mode): "
+		    "with PyTorch's caching allocator ebb sees its segments, not each tensor\n",
+		    progname, alloc, ebb_conf_mode_name(conf.mode));
 	if (conf.verbose >= 1)
 		fprintf(stderr, "%s: LD_PRELOAD=%s, EBB_MODE=%s\n", progname, getenv("LD_PRELOAD"),
 		    ebb_conf_mode_name(conf.mode));
