@@ -119,8 +119,12 @@ check(struct iter_finder *f)
 	for (size_t p = 1; p < n; p++) {
 		size_t len = p + (size_t)f->z[p];
 		/* a job that synchronises does so once an iteration at least: a
-		 * period without one is a part of the iteration (a micro-batch) */
-		if (newest_sync != (size_t)-1 && newest_sync < n - p)
+		 * period without one is a part of the iteration (a micro-batch),
+		 * unless it has repeated ITER_NOSYNC_REPS times since the job's
+		 * last sync (JAX waits for a step's result without a sync ebb
+		 * sees) and no such period has ended at a sync before */
+		int nosync = newest_sync != (size_t)-1 && newest_sync < n - p;
+		if (nosync && (f->nosync_refuted || len < (size_t)ITER_NOSYNC_REPS * p))
 			continue;
 		if (len < (size_t)f->min_reps * p || 2 * len < n) {
 			/* a quarter of a repetition past the first, and so far
@@ -169,7 +173,9 @@ check(struct iter_finder *f)
 		f->found_first = f->dropped + first;
 		f->found_complete = (n - first) / p;
 		f->found_total = f->total;
-		f->synced = newest_sync != (size_t)-1;	/* (then within the period) */
+		f->synced = newest_sync != (size_t)-1 && !nosync;	/* within the period */
+		f->nosync_accepted = nosync;
+		f->nosync_departed = 0;
 		return 1;
 	}
 	f->due = due;
@@ -203,7 +209,11 @@ iter_push(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 	f->total++;
 	if (f->period != 0) {
 		if (token != f->ring[f->pos]) {
+			/* a period without a sync that a sync follows was a part of
+			 * the iteration (a micro-batch) after all */
+			f->nosync_departed = f->nosync_accepted;
 			f->period = 0;
+			f->nosync_accepted = 0;
 			f->search_began = f->total - 1;
 			remember(f, token, sync, live);
 			f->next_check = f->n + 1;
@@ -219,6 +229,8 @@ iter_push(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 		remember(f, token, sync, live);
 		return ITER_NONE;
 	}
+	if (f->nosync_departed && sync >= ITER_SYNC)
+		f->nosync_refuted = 1;
 	remember(f, token, sync, live);
 	if (f->n < f->next_check)
 		return ITER_NONE;

@@ -21,6 +21,10 @@
  * synchronous copy), a period must have one too: a job that waits for the
  * device does so at least once an iteration (loss.item()), so a period
  * without a wait is a micro-batch, and would not survive the optimizer step.
+ * Unless it repeats ITER_NOSYNC_REPS times after the job's last sync: JAX
+ * waits for a step's result in ways that are not a sync ebb sees, after a
+ * start that synchronises; that exception ends once the job, having departed
+ * from such a period, synchronises (it was a micro-batch after all).
  * The history is searched each time it grows by an eighth, and also at the
  * token where a period that fails only for want of repetitions (seen for a
  * quarter of a repetition past its first, and periodic in memory so far)
@@ -43,6 +47,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Repetitions after the job's last sync that make a period without one the
+ * iteration (iter.h above): more than a micro-batch of gradient accumulation
+ * has in one iteration, as a rule. */
+#define ITER_NOSYNC_REPS 16
 
 enum iter_event {
 	ITER_NONE = 0,
@@ -77,6 +86,12 @@ struct iter_finder {
 				 * where the job synchronises at all, is a part of the
 				 * iteration, such as a micro-batch found before the first
 				 * optimizer step, and the job departs from it) */
+	int nosync_accepted;	/* the period has none, in a job that synchronised before
+				 * it, and repeated ITER_NOSYNC_REPS times (JAX) */
+	int nosync_departed;	/* the job departed from such a period, and the search
+				 * has found none since */
+	int nosync_refuted;	/* a sync came after such a departure: periods without
+				 * one are parts of the iteration from then on */
 	uint64_t total;		/* tokens pushed since the beginning */
 	uint64_t search_began;	/* value of total when the search (re)started */
 };

@@ -707,12 +707,14 @@ learned(uint64_t seq)
  * all, is a part of the iteration (a micro-batch, found before the first
  * optimizer step), and the job will depart from it: CUPTI stays for the
  * whole iteration's plan, unless EBB_LEARN_LAUNCHES operations pass
- * without a departure (a job that never synchronises).
+ * without a departure (a job that never synchronises), or the finder took
+ * it for the iteration after ITER_NOSYNC_REPS repetitions (JAX).
  */
 static int
 period_confirmed(void)
 {
-	return finder.synced || finder.total - finder.found_total >= conf->learn_launches;
+	return finder.synced || finder.nosync_accepted ||
+	    finder.total - finder.found_total >= conf->learn_launches;
 }
 
 

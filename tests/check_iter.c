@@ -261,6 +261,76 @@ START_TEST(found_as_soon_as_seen_twice)
 }
 END_TEST
 
+/*
+ * A JAX loop: a start that synchronises (compilation, the parameters'
+ * transfer), then steps with no sync ebb sees. After ITER_NOSYNC_REPS
+ * steps the step is the iteration; an accumulation loop of 8 micro-batches
+ * without syncs, whose optimizer step ends with one, is not taken for its
+ * micro-batch all the same (8 repetitions are too few).
+ */
+START_TEST(steps_without_sync_after_a_synced_start)
+{
+	struct iter_finder f;
+	struct counts c = { 0 };
+	const size_t step = 37;
+
+	ck_assert_int_eq(iter_init(&f, 100000, 2), 0);
+	size_t i = 0;
+	for (; i < 50; i++)
+		push(&f, &c, 7000 + (uint32_t)i, i % 10 == 9 ? ITER_SYNC : ITER_NOSYNC, i);
+	for (int it = 0; it < ITER_NOSYNC_REPS - 2; it++)
+		for (size_t k = 0; k < step; k++, i++)
+			push(&f, &c, 100 + (uint32_t)k, ITER_NOSYNC, i);
+	ck_assert_int_eq(c.found, 0);
+	for (int it = 0; it < 8; it++)
+		for (size_t k = 0; k < step; k++, i++)
+			push(&f, &c, 100 + (uint32_t)k, ITER_NOSYNC, i);
+	ck_assert_int_eq(c.found, 1);
+	ck_assert_uint_eq(iter_period(&f), step);
+	ck_assert_int_eq(f.synced, 0);
+	ck_assert_int_eq(f.nosync_accepted, 1);
+	iter_fini(&f);
+
+	/* accumulation: micro-batches without syncs, an optimizer step with one */
+	struct counts d = { 0 };
+	const size_t mb = 23, opt = 9, iter = 8 * mb + opt;
+	ck_assert_int_eq(iter_init(&f, 100000, 2), 0);
+	i = 0;
+	for (; i < 4; i++)
+		push(&f, &d, 5000 + (uint32_t)i, i == 3 ? ITER_SYNC : ITER_NOSYNC, i);
+	for (int it = 0; it < 6; it++) {
+		for (int m = 0; m < 8; m++)
+			for (size_t k = 0; k < mb; k++, i++)
+				push(&f, &d, 100 + (uint32_t)k, ITER_NOSYNC, i);
+		for (size_t k = 0; k < opt; k++, i++)
+			push(&f, &d, 300 + (uint32_t)k, k == opt - 1 ? ITER_SYNC : ITER_NOSYNC, i);
+	}
+	ck_assert_int_eq(d.departed, 0);
+	ck_assert_uint_eq(iter_period(&f), iter);
+	iter_fini(&f);
+
+	/* 20 micro-batches: the micro-batch is taken for the iteration, once;
+	 * the optimizer step's sync refutes it, and the iteration is found */
+	struct counts e = { 0 };
+	const size_t iter20 = 20 * mb + opt;
+	ck_assert_int_eq(iter_init(&f, 100000, 2), 0);
+	i = 0;
+	for (; i < 4; i++)
+		push(&f, &e, 5000 + (uint32_t)i, i == 3 ? ITER_SYNC : ITER_NOSYNC, i);
+	for (int it = 0; it < 6; it++) {
+		for (int m = 0; m < 20; m++)
+			for (size_t k = 0; k < mb; k++, i++)
+				push(&f, &e, 100 + (uint32_t)k, ITER_NOSYNC, i);
+		for (size_t k = 0; k < opt; k++, i++)
+			push(&f, &e, 300 + (uint32_t)k, k == opt - 1 ? ITER_SYNC : ITER_NOSYNC, i);
+	}
+	ck_assert_int_eq(e.departed, 1);
+	ck_assert_int_eq(f.nosync_refuted, 1);
+	ck_assert_uint_eq(iter_period(&f), iter20);
+	iter_fini(&f);
+}
+END_TEST
+
 START_TEST(gives_up_without_a_period)
 {
 	struct iter_finder f;
@@ -338,6 +408,7 @@ main(void)
 	tcase_add_test(tc, accumulation_never_takes_the_micro_batch);
 	tcase_add_test(tc, phase_where_least_is_held);
 	tcase_add_test(tc, gives_up_without_a_period);
+	tcase_add_test(tc, steps_without_sync_after_a_synced_start);
 	tcase_add_test(tc, patterns_that_hold_memory_are_not_iterations);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
