@@ -1361,15 +1361,18 @@ make(const struct prof *p, const struct plan_params *pp, const double *pad, doub
 
 	simulate(&s, c, chosen, 0, tmp);
 	double stall = 0;
+	/* the iteration's own time, the device waiting for the host included:
+	 * where the job is host-bound its GPU time alone is a small part of it */
+	double stall_cap = out->step_s;
 	while ((uint64_t)s.peak + p->fixed > pp->target) {
 		/* out of time: the plan so far (each round's is consistent) */
 		if (out_of_time(deadline, cancel)) {
 			out->time_capped = 1;
 			break;
 		}
-		/* stalls as long as the iteration itself: the rest is left
-		 * to the reactive mover */
-		if (s.stalling && s.stall >= s.S) {
+		/* stalls as long as the iteration itself (a step twice as long):
+		 * the rest is left to the reactive mover */
+		if (s.stalling && s.stall >= stall_cap) {
 			out->stall_capped = 1;
 			break;
 		}

@@ -191,7 +191,8 @@ struct plan {
 	uint64_t bytes_d2h, bytes_h2d;	/* per iteration, steady state */
 	int met;		/* peak <= target */
 	int stall_capped;	/* stopped short of the target: the predicted stalls
-				 * reached the iteration's own time */
+				 * reached the iteration's own time (step_before_s and
+				 * host_idle_before_s: the device waiting for the host) */
 	int time_capped;	/* the search ran out of pp->time_limit_s: it stopped
 				 * where it was (short of the target, or with a plan a
 				 * longer search may better) */

@@ -808,6 +808,26 @@ plan_recorded(pthread_mutex_t *lock)
 		    "small, ebb's slabs, the driver's), %.2f GiB are idle in gaps too short to bridge, "
 		    "%.2f GiB are on the host", (unsigned long long)(r.s0 + pl.peak_op), pl.peak_op,
 		    gib(ex.used), gib(ex.unmovable), gib(ex.kept), gib(ex.moved));
+		/* what the plan costs and why, at -v 1: its bound is where the link
+		 * becomes the limit */
+		double before = pl.step_before_s + pl.host_idle_before_s;
+		ebb_log(EBB_LOG_NOTE, "plan: %s %.2f GiB (target %.2f, EBB_LIMIT less EBB_PLAN_MARGIN) "
+		    "by moving %.2f GiB an iteration each way; %.3f s an iteration predicted against "
+		    "%.3f s without moves (%+.1f%%)%s", pl.met ? "holds" : "reaches", gib(pl.peak),
+		    gib(target), gib(pl.bytes_d2h), pl.step_s, before,
+		    before > 0 ? (pl.step_s / before - 1) * 100 : 0,
+		    target < bound ? "" : "; the link is not the limit there");
+		if (target < bound)
+			ebb_log(EBB_LOG_NOTE, "plan: the lowest peak without stalls is %.2f GiB: below it "
+			    "the copies at %.1f and %.1f GB/s cannot keep up, and the device waits for "
+			    "them %.3f s an iteration", gib(bound), d2h / 1e9, h2d / 1e9, pl.stall_s);
+		/* what must be on the device at once, wherever the rest is */
+		if (ex.used + ex.unmovable > target)
+			ebb_log(EBB_LOG_WARN, "EBB_LIMIT cannot be held by moving buffers: operation %u of "
+			    "the iteration uses %.2f GiB at once, and %.2f GiB more cannot move (pinned, "
+			    "small, ebb's slabs, the driver's), against a target of %.2f GiB; allocations "
+			    "over EBB_LIMIT fail with CUDA_ERROR_OUT_OF_MEMORY", pl.peak_op, gib(ex.used),
+			    gib(ex.unmovable), gib(target));
 		if (pl.stall_capped)
 			ebb_log(EBB_LOG_WARN, "the plan stops at %.2f GiB, above its target of %.2f GiB: "
 			    "its predicted stalls (%.3f s) reached the iteration's own time; above "

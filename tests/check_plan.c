@@ -556,6 +556,31 @@ START_TEST(stalls_capped_at_the_iteration)
 }
 END_TEST
 
+/*
+ * The same profile from a host-bound job: the host takes three operations'
+ * time to issue each, so the iteration is 299 operations' time, of which
+ * the device is busy 100. The cap is the whole iteration's: the stalls the
+ * device-only profile stops at are under it, and the plan meets the target.
+ */
+START_TEST(stalls_capped_at_the_host_bound_iteration)
+{
+	int ua[] = { 0, 99, -1 }, ub[] = { 1, 99, -1 }, uc[] = { 2, 99, -1 };
+	buf(10 * GIB, 0, 99, 1, ua);
+	buf(3 * GIB, 1, 99, 1, ub);
+	buf(GIB, 2, 99, 1, uc);
+	hump(20 * GIB, 3, 60);
+	ck_assert_int_eq(prof_host(&pr), 0);
+	for (uint32_t i = 0; i < N; i++)
+		pr.host[i] = 3 * OP;
+	struct plan_params pp = params(20 * GIB, 8, 1);
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(!pl.stall_capped);
+	ck_assert(pl.met);
+	ck_assert(pl.stall_s > pl.step_before_s);
+	ck_assert(pl.stall_s < pl.step_before_s + pl.host_idle_before_s);
+}
+END_TEST
+
 /* The link is too slow for the gap: nothing moves, and the bound says so. */
 START_TEST(too_slow_to_bridge)
 {
@@ -1368,6 +1393,7 @@ main(void)
 	tcase_add_test(tc, waits_in_separate_stretches_add_up);
 	tcase_add_test(tc, stalls_only_below_the_bound);
 	tcase_add_test(tc, stalls_capped_at_the_iteration);
+	tcase_add_test(tc, stalls_capped_at_the_host_bound_iteration);
 	tcase_add_test(tc, wait_at_the_peak_for_an_offload);
 	tcase_add_test(tc, host_slower_than_the_device);
 	tcase_add_test(tc, moves_cost_the_host);

@@ -361,6 +361,15 @@ cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* qsort(base, n, size, cmp), where base may be NULL when n is 0 (qsort's may
+ * not be, even for no elements). */
+static void
+sort_array(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
+
 /* The first index of increasing v[0..n) whose value is >= x. */
 static size_t
 lower_u64(const uint64_t *v, size_t n, uint64_t x)
@@ -403,9 +412,9 @@ choose(struct scan *sc, struct choice *ch)
 {
 	int found = 0;
 
-	qsort(sc->mark, sc->nmark, sizeof *sc->mark, cmp_mark);
-	qsort(sc->g, sc->ng, sizeof *sc->g, cmp_gtime);
-	qsort(sc->dep, sc->ndep, sizeof *sc->dep, cmp_u64);
+	sort_array(sc->mark, sc->nmark, sizeof *sc->mark, cmp_mark);
+	sort_array(sc->g, sc->ng, sizeof *sc->g, cmp_gtime);
+	sort_array(sc->dep, sc->ndep, sizeof *sc->dep, cmp_u64);
 	memset(ch, 0, sizeof *ch);
 	for (size_t i = sc->nmark; i-- > 0;) {
 		const struct mark *m = &sc->mark[i];
@@ -913,6 +922,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	size_t nt = o->ntarget ? o->ntarget : sizeof fractions / sizeof fractions[0];
 	uint64_t target = 0;
 	int capped = 0, timed = 0;
+	uint64_t unholdable = 0;	/* the highest target no plan can hold, 0: none */
 	for (size_t i = 0; i < nt; i++) {
 		double f = o->ntarget ? o->target[i].fraction : fractions[i];
 		target = o->ntarget && o->target[i].bytes ? o->target[i].bytes : (uint64_t)(f * (double)peak);
@@ -926,6 +936,10 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 		}
 		capped |= pl.stall_capped;
 		timed |= pl.time_capped;
+		struct plan_explain at;
+		plan_explain(p, &pp, &pl, pl.peak_op, &at);
+		if (at.used + at.unmovable > target && target > unholdable)
+			unholdable = target;
 		double before = pl.step_before_s + pl.host_idle_before_s;
 		/* the least stall of any plan for the target (the floor's) */
 		double least = fl != NULL ? plan_floor_least(p, &pp, target) : 0;
@@ -946,6 +960,11 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	if (timed)
 		fprintf(out, "+: the search stopped at its time limit (--time-limit, %g s), with the "
 		    "plan it had; a longer search may do better\n", o->time_limit_s);
+	if (unholdable > 0)
+		fprintf(out, "targets of %.2f GiB and below cannot be held by moving buffers: at "
+		    "the plan's peak one operation uses, with what cannot move, more than that; "
+		    "the library says so, and allocations over the limit fail\n",
+		    (double)unholdable / GIB);
 	if (nt > 0) {
 		/* what holds the memory where the last target's plan peaks */
 		struct plan_explain ex;
