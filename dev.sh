@@ -7,9 +7,12 @@
 #                    a CUDA program on the CPU driver of tests/fakecuda; the
 #                    trace is written under build/demo/
 #   ./dev.sh test    install, build and run the test suite (no GPU needed)
+#   ./dev.sh asan    the same in ./build-asan, built with AddressSanitizer and
+#                    UBSan (configure --enable-sanitizers)
 #   ./dev.sh build   install and build only
 #
-# Builds in ./build (VPATH). CUDA headers come from $CUDA_HOME or /usr/local/cuda.
+# Builds in ./build, or ./build-asan for asan (VPATH). CUDA headers come from
+# $CUDA_HOME or /usr/local/cuda.
 set -eu
 top=$(cd "$(dirname "$0")" && pwd)
 cmd=${1:-}
@@ -38,29 +41,37 @@ need_cuda_headers() {
 	fi
 }
 
+# build DIR [CONFIGURE-OPTION...]: configure ./DIR (the first time) and make there.
 build() {
+	dir=$1
+	shift
 	need_pkgs
 	need_cuda_headers
 	cd "$top"
 	[ -x configure ] && [ configure -nt configure.ac ] || autoreconf -fi >/dev/null
-	mkdir -p build
-	cd build
-	[ -f Makefile ] || ../configure ${CI:+--enable-werror} >/dev/null
+	mkdir -p "$dir"
+	cd "$dir"
+	[ -f Makefile ] || ../configure ${CI:+--enable-werror} "$@" >/dev/null
 	make -j"$jobs" >/dev/null
-	echo "dev.sh: built build/utils/ebb and build/src/.libs/libebb.so"
+	echo "dev.sh: built $dir/utils/ebb and $dir/src/.libs/libebb.so"
 }
 
 case "$cmd" in
 build)
-	build
+	build build
 	;;
 test)
-	build
+	build build
 	cd "$top/build"
 	make -j"$jobs" check
 	;;
+asan)
+	build build-asan --enable-sanitizers
+	cd "$top/build-asan"
+	make -j"$jobs" check
+	;;
 demo)
-	build
+	build build
 	cd "$top"
 	# The traces go under the build tree, not a fixed name in a shared /tmp.
 	demo_dir="$top/build/demo"
@@ -88,7 +99,7 @@ demo)
 	fi
 	;;
 *)
-	sed -n '2,13p' "$0"
+	sed -n '2,15p' "$0"
 	exit 2
 	;;
 esac

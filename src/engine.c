@@ -85,6 +85,24 @@ struct bufset {
 	uint64_t words;
 };
 static _Thread_local struct bufset tl_set;
+static pthread_key_t tl_set_key;	/* a thread's tl_set.v: freed when the thread ends */
+static pthread_once_t tl_set_once = PTHREAD_ONCE_INIT;
+
+/* Destructor of tl_set_key: frees the ending thread's set, which starts
+ * empty again should a later destructor of the thread call the driver. */
+static void
+tl_set_free(void *v)
+{
+	free(v);
+	tl_set.v = NULL;
+	tl_set.n = tl_set.cap = 0;
+}
+
+static void
+tl_set_key_create(void)
+{
+	pthread_key_create(&tl_set_key, tl_set_free);
+}
 
 static const char *const alloc_kind_names[] = EBB_TRACE_ALLOC_KINDS;
 static const char *const free_kind_names[] = EBB_TRACE_FREE_KINDS;
@@ -589,6 +607,8 @@ resolve_addr(uint64_t word, struct bufset *s)
 			return 1;	/* the buffer stays out of the record; nothing else depends on it yet */
 		s->v = v;
 		s->cap = cap;
+		pthread_once(&tl_set_once, tl_set_key_create);
+		pthread_setspecific(tl_set_key, v);
 	}
 	s->v[s->n++] = b;
 	b->last_seq = s->seq;

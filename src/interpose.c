@@ -59,8 +59,15 @@ static dlsym_fn libc_dlsym;
 /* The same, where the dlsym override below jumps to it. */
 EBB_HIDDEN __attribute__((used)) void *(*ebb_libc_dlsym_fn)(void *, const char *);
 
+/*
+ * ASan's runtime looks up what it intercepts through dlsym while it starts,
+ * before its shadow memory exists: the override's path to glibc's dlsym is
+ * not instrumented.
+ */
+#define EBB_NO_ASAN __attribute__((no_sanitize_address))
+
 /* Find glibc's dlsym without going through our own override. */
-static void
+EBB_NO_ASAN static void
 find_libc_dlsym(void)
 {
 	static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", NULL };
@@ -315,14 +322,16 @@ real_for_next(const char *name)
 
 EBB_HIDDEN void *ebb_dlsym_pick(void *handle, const char *name, const void *caller);
 
-EBB_HIDDEN __attribute__((used)) void *
+EBB_HIDDEN EBB_NO_ASAN __attribute__((used)) void *
 ebb_dlsym_pick(void *handle, const char *name, const void *caller)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 	pthread_once(&once, find_libc_dlsym);
-	if (name == NULL || ebb_inside ||
-	    !((name[0] == 'c' && name[1] == 'u') || strncmp(name, "nccl", 4) == 0))
+	/* The names first: ebb_inside is reached through __tls_get_addr, which
+	 * ASan intercepts and cannot forward before it has started. */
+	if (name == NULL || !((name[0] == 'c' && name[1] == 'u') ||
+	    (name[0] == 'n' && name[1] == 'c' && name[2] == 'c' && name[3] == 'l')) || ebb_inside)
 		return DLSYM_FORWARD;
 	void *w = ebb_interpose_by_elf(name);
 	if (w == NULL || caller_is_exempt(caller))

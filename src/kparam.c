@@ -164,6 +164,22 @@ query_name(struct ebb_kinfo *k)
 	k->name = strdup(name ? name : "?");
 }
 
+void
+kparam_fini(struct kparam_cache *c)
+{
+	for (size_t i = 0; i < c->cap; i++) {
+		struct ebb_kinfo *k = c->slots[i];
+		if (k == NULL)
+			continue;
+		free(k->offset);
+		free(k->size);
+		free(k->name);
+		free(k);
+	}
+	free(c->slots);
+	kparam_init(c);
+}
+
 struct ebb_kinfo *
 kparam_add(struct kparam_cache *c, uintptr_t handle)
 {

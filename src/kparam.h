@@ -31,6 +31,9 @@ struct kparam_cache {
 
 void kparam_init(struct kparam_cache *c);
 
+/* Free every entry of c and its table; c is then empty, as from kparam_init. */
+void kparam_fini(struct kparam_cache *c);
+
 /* The cached entry for handle, or NULL when it has not been seen. */
 struct ebb_kinfo *kparam_get(const struct kparam_cache *c, uintptr_t handle);
 

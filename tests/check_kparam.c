@@ -117,6 +117,7 @@ START_TEST(layouts_cached_per_handle)
 	ck_assert_ptr_nonnull(u);
 	ck_assert_int_eq(u->layout_known, 0);	/* neither query accepts it */
 	ck_assert_str_eq(u->name, "?");
+	kparam_fini(&c);
 }
 END_TEST
 
@@ -140,6 +141,7 @@ START_TEST(scan_params_and_structs)
 	ck_assert_uint_eq(s.w[1], 0x8000);
 	ck_assert_uint_eq(s.w[2], 0x9000);
 	ck_assert_uint_eq(s.w[3], 77);
+	kparam_fini(&c);
 }
 END_TEST
 
@@ -162,6 +164,7 @@ START_TEST(scan_extra_buffer)
 	/* no buffer pointer: unreadable */
 	void *bad[] = { CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END };
 	ck_assert_int_eq(kparam_scan(f, NULL, bad, collect, &s), -1);
+	kparam_fini(&c);
 }
 END_TEST
 
@@ -180,6 +183,7 @@ START_TEST(unknown_layout_is_unreadable)
 	ck_assert_int_eq(k->layout_known, 0);
 	ck_assert_int_eq(kparam_scan(k, params, NULL, collect, &s), -1);
 	ck_assert_int_eq(kparam_scan(k, NULL, NULL, collect, &s), 0);	/* no arguments */
+	kparam_fini(&c);
 }
 END_TEST
 

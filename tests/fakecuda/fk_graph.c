@@ -16,9 +16,16 @@
 struct fk_graph {
     uint32_t tag;
     struct fk_op *head, *tail;
+    struct fk_graph *prev, *next; /* in all_graphs, under fk_lock */
 };
 
 static uint64_t next_capture_id = 1; /* under fk_lock */
+
+/*
+ * Every live graph and executable graph: the context owns them, so one the program never
+ * destroys lives until the process ends, as on the driver (and is no leak of the program's).
+ */
+static struct fk_graph *all_graphs; /* under fk_lock */
 
 /* Appends a captured op (fk.h). */
 void fk_graph_append_locked(struct fk_graph *g, struct fk_op *op)
@@ -43,15 +50,25 @@ void fk_graph_free_locked(struct fk_graph *g)
         op = next;
     }
     g->tag = FK_TAG_DEAD;
+    if (g->prev)
+        g->prev->next = g->next;
+    else
+        all_graphs = g->next;
+    if (g->next)
+        g->next->prev = g->prev;
     free(g);
 }
 
-/* Makes an empty graph with the given tag. */
-static struct fk_graph *graph_new(uint32_t tag)
+/* Makes an empty graph with the given tag, under fk_lock. */
+static struct fk_graph *graph_new_locked(uint32_t tag)
 {
     struct fk_graph *g = fk_xcalloc(1, sizeof *g);
 
     g->tag = tag;
+    g->next = all_graphs;
+    if (all_graphs)
+        all_graphs->prev = g;
+    all_graphs = g;
     return g;
 }
 
@@ -75,7 +92,7 @@ static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode, int pt
     else if (rc == CUDA_SUCCESS && s->capture)
         rc = CUDA_ERROR_ILLEGAL_STATE;
     if (rc == CUDA_SUCCESS) {
-        s->capture = graph_new(FK_TAG_GRAPH);
+        s->capture = graph_new_locked(FK_TAG_GRAPH);
         s->capture_id = next_capture_id++;
         s->capture_mode = mode;
         s->capture_thread = pthread_self();
@@ -280,8 +297,8 @@ static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph)
         return CUDA_ERROR_INVALID_VALUE;
     if (!g || g->tag != FK_TAG_GRAPH)
         return CUDA_ERROR_INVALID_HANDLE;
-    x = graph_new(FK_TAG_EXEC);
     pthread_mutex_lock(&fk_lock);
+    x = graph_new_locked(FK_TAG_EXEC);
     for (struct fk_op *op = g->head; op; op = op->next)
         fk_graph_append_locked(x, fk_op_clone(op));
     pthread_mutex_unlock(&fk_lock);

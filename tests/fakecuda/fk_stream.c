@@ -39,8 +39,15 @@ static atomic_int respawn_needed;
 struct CUevent_st {
     uint32_t tag;
     unsigned flags;
-    struct fk_op *rec; /* reference, under fk_lock */
+    struct fk_op *rec;              /* reference, under fk_lock */
+    struct CUevent_st *prev, *next; /* in all_events, under fk_lock */
 };
+
+/*
+ * Every live event: the context owns them, so an event the program never destroys lives
+ * until the process ends, as on the driver (and is no leak of the program's).
+ */
+static struct CUevent_st *all_events; /* under fk_lock */
 
 /* Payload of a host function op (cuLaunchHostFunc, fakecuda_enqueue). */
 struct host_fn {
@@ -972,6 +979,12 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     e = fk_xcalloc(1, sizeof *e);
     e->tag = FK_TAG_EVENT;
     e->flags = Flags;
+    pthread_mutex_lock(&fk_lock);
+    e->next = all_events;
+    if (all_events)
+        all_events->prev = e;
+    all_events = e;
+    pthread_mutex_unlock(&fk_lock);
     *phEvent = e;
     return CUDA_SUCCESS;
 }
@@ -985,6 +998,12 @@ static CUresult event_destroy(CUevent hEvent)
     if (hEvent->rec)
         fk_op_unref_locked(hEvent->rec);
     hEvent->tag = FK_TAG_DEAD;
+    if (hEvent->prev)
+        hEvent->prev->next = hEvent->next;
+    else
+        all_events = hEvent->next;
+    if (hEvent->next)
+        hEvent->next->prev = hEvent->prev;
     pthread_mutex_unlock(&fk_lock);
     free(hEvent);
     return CUDA_SUCCESS;
