@@ -1,0 +1,170 @@
+"""Shared helpers of the zoo's jobs (tests/gpu/zoo/jobs).
+
+Import this module before torch: it sets CUBLAS_WORKSPACE_CONFIG, which
+cuBLAS reads when CUDA starts. Nothing here imports torch at module level,
+so the JAX job uses the argument parser and the result line too.
+
+A job's life: args = parse(parser(__doc__)); deterministic(); build the
+model and data; steps = Steps("name", args); for each step steps.begin(),
+the step, steps.end(loss); steps.finish(versions(...)). finish() prints the
+one result line the runner (tests/gpu/zoo.py) reads,
+
+    ZOO_RESULT {"job": ..., "steps": N, "warmup": W, "losses": [hex...],
+                "step_times": [s...], "step_s": median, "versions": {...}}
+
+and then "ok" as the last line of standard output. Losses are float.hex of
+the Python float of each step's loss, so two runs compare bit for bit. The
+runner samples device memory from NVML itself; the jobs do not.
+
+ZOO_DEVICE=cpu runs the PyTorch jobs that can on the CPU: a smoke test of
+their Python where there is no GPU, never a zoo result.
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+
+# cuBLAS picks its workspace when its first handle is made: set it before
+# torch is imported, so that the setting holds from the start.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+SEED = 1234
+DEVICE = os.environ.get("ZOO_DEVICE", "cuda")
+
+
+def parser(description):
+    """An argument parser with the options every job takes."""
+    ap = argparse.ArgumentParser(description=description,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
+    ap.add_argument("--warmup", type=int, default=3,
+                    help="first steps left out of the median step time (default 3)")
+    return ap
+
+
+def parse(ap):
+    """Parse the command line; exit with status 2 on steps or warmup out of range."""
+    a = ap.parse_args()
+    if a.steps < 1:
+        ap.error("--steps must be at least 1")
+    if not 0 <= a.warmup < a.steps:
+        ap.error("--warmup must be at least 0 and less than --steps")
+    return a
+
+
+def deterministic(seed=SEED):
+    """Seed every generator and make PyTorch choose deterministic kernels.
+
+    use_deterministic_algorithms(True) also makes inductor skip the on-device
+    benchmarking that would change numerics (torch 2.11's documentation).
+    """
+    import torch
+    random.seed(seed)
+    try:
+        import numpy
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+    torch.manual_seed(seed)                 # the CPU and every CUDA device
+    if DEVICE == "cuda":
+        torch.cuda.manual_seed_all(seed)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+
+
+def device():
+    """The torch device of the job."""
+    import torch
+    return torch.device(DEVICE)
+
+
+def sync():
+    """Wait for all the work queued on the device."""
+    if DEVICE == "cuda":
+        import torch
+        torch.cuda.synchronize()
+
+
+def need_cuda(job):
+    """Exit with a message when a job that needs CUDA is run with ZOO_DEVICE=cpu."""
+    if DEVICE != "cuda":
+        sys.exit(f"{job}: needs CUDA (ZOO_DEVICE={DEVICE})")
+
+
+def versions(*names):
+    """The __version__ of each module named (those that are imported or importable)."""
+    import importlib
+    out = {"python": sys.version.split()[0]}
+    for n in names:
+        try:
+            out[n] = getattr(importlib.import_module(n), "__version__", "unknown")
+        except ImportError:
+            out[n] = None
+    if "torch" in names:
+        import torch
+        out["torch_cuda"] = torch.version.cuda
+        out["cudnn"] = torch.backends.cudnn.version() if DEVICE == "cuda" else None
+    return out
+
+
+def loss_value(loss):
+    """A loss (a tensor of one element, a JAX scalar or a number) as a Python float."""
+    if hasattr(loss, "item"):
+        return float(loss.item())
+    return float(loss)
+
+
+class Steps:
+    """Per-step losses and times of one job, and its result line.
+
+    begin() waits for the device and starts the clock; end(loss) reads the
+    loss (which waits for the step's work), waits for the device again and
+    stops the clock. A job whose steps are not its own (a framework's
+    trainer) times them in the framework's callbacks and calls record().
+    """
+
+    def __init__(self, job, args, sync_fn=sync):
+        self.job = job
+        self.args = args
+        self.sync = sync_fn
+        self.losses = []
+        self.times = []
+        self.t0 = None
+
+    def begin(self):
+        self.sync()
+        self.t0 = time.perf_counter()
+
+    def end(self, loss):
+        if self.t0 is None:
+            raise RuntimeError(f"{self.job}: Steps.end() without begin()")
+        value = loss_value(loss)
+        self.sync()
+        dt = time.perf_counter() - self.t0
+        self.t0 = None
+        self.record(value, dt)
+
+    def record(self, value, dt):
+        """Record one step's loss (a Python float) and time (seconds)."""
+        self.losses.append(float(value).hex())
+        self.times.append(dt)
+        print(f"step {len(self.losses) - 1} loss {value:.6f} ({float(value).hex()}) "
+              f"time {dt:.4f}s", flush=True)
+
+    def finish(self, versions_dict, **extra):
+        """Print the ZOO_RESULT line and "ok"; exit with status 1 if steps are missing."""
+        n = self.args.steps
+        if len(self.losses) != n:
+            print(f"{self.job}: {len(self.losses)} steps recorded, {n} asked for", flush=True)
+            sys.exit(1)
+        steady = self.times[self.args.warmup:]
+        res = {"job": self.job, "steps": n, "warmup": self.args.warmup,
+               "losses": self.losses, "step_times": [round(t, 6) for t in self.times],
+               "step_s": round(statistics.median(steady), 6), "versions": versions_dict,
+               "device": DEVICE, **extra}
+        print("ZOO_RESULT " + json.dumps(res), flush=True)
+        print("ok", flush=True)
