@@ -148,7 +148,14 @@ class Mode:
             if not (math.isfinite(self.fraction) and self.fraction > 0):
                 raise UsageError(f"mode '{spec}': the fraction must be a positive number")
             rest = rest[1:]
-        for kv in rest:
+        # a value may hold ':' (backend:native): a piece without '=' goes on the one before
+        merged = []
+        for piece in rest:
+            if "=" not in piece and merged:
+                merged[-1] += ":" + piece
+            else:
+                merged.append(piece)
+        for kv in merged:
             k, eq, v = kv.partition("=")
             if not eq or not ENV_NAME.match(k):
                 raise UsageError(f"mode '{spec}': '{kv}' is not NAME=VALUE")
