@@ -1281,6 +1281,7 @@ ebb_engine_shutdown(void)
 			summary_record("refusals", ms.refusals);
 			summary_record("copies-abandoned", ms.copies_abandoned);
 			summary_record("unmaps-failed", ms.unmaps_failed);
+			summary_record("over-limit-allocations", ms.over_limit);
 			summary_record("held-peak-bytes", ms.held_peak);
 			summary_record("host-pinned-bytes", ms.host_pinned);
 			summary_record("handles-created", ms.handles_created);

@@ -1080,8 +1080,20 @@ mover_capture(int active)
 void
 mover_note_unmanaged(int64_t bytes)
 {
+	static int said;
+
 	other_held += (uint64_t)bytes;
 	note_held();
+	/* the driver's allocations are not refused: they can take the job over
+	 * the limit (those of a stream capture, PyTorch's graph pools) */
+	if (bytes > 0 && on && held_total() > limit) {
+		st.over_limit++;
+		ebb_log_once(&said, EBB_LOG_WARN, "allocations the driver served (%llu bytes: made "
+		    "during a stream capture, or not served by ebb) take what the job holds to %llu "
+		    "bytes, over EBB_LIMIT=%llu; ebb cannot move them (further such are counted in "
+		    "the summary)", (unsigned long long)other_held, (unsigned long long)held_total(),
+		    (unsigned long long)limit);
+	}
 }
 
 /* ---- allocation ---- */

@@ -61,6 +61,7 @@ struct mover_stats {
 	uint64_t wait_landing_ns;	/* a restore waited for its buffer's offload to land */
 	uint64_t copies_abandoned;	/* copies whose completion could not be known (mover.c) */
 	uint64_t unmaps_failed;		/* cuMemUnmap failed: that memory stays mapped, unused */
+	uint64_t over_limit;		/* the driver's allocations took the job over EBB_LIMIT */
 	uint64_t bytes_d2h, bytes_h2d;
 	uint64_t stall_ns, stalls_measured;
 	uint64_t held, held_peak;	/* device bytes ebb holds: handles, slabs, others */

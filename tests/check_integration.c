@@ -309,6 +309,16 @@ START_TEST(vmm_mappings_seen)
 	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=16M", NULL };
 	run_ebb(argv, env, path, &r);
 	expect_ok(&r);
+	ck_assert_ptr_null(strstr(r.err, "over EBB_LIMIT"));
+	run_free(&r);
+	/* under 6M, the mapping takes the job over the limit: said once, counted */
+	const char *tight[] = { "EBB_MODE=offload", "EBB_LIMIT=6M", NULL };
+	run_ebb(argv, tight, path, &r);
+	expect_ok(&r);
+	ck_assert_int_eq(count_substr(r.err, "over EBB_LIMIT=6291456; ebb cannot move them"), 1);
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "over-limit-allocations"), 2);
+	trace_free(&t);
 	run_free(&r);
 	remove(path);
 }
