@@ -28,6 +28,8 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	  "Pinned host memory ebb may use for offloaded buffers (0: as much as the system lets it pin).", 0, 0 },
 	{ "EBB_TRACE", EBB_CONF_STRING, F(trace), 0, 0, NULL, "",
 	  "Write the trace (ebb-trace(5)) to this file; %p is replaced by the process id. Empty: no trace.", 0, 0 },
+	{ "EBB_STATUS_DIR", EBB_CONF_STRING, F(status_dir), 0, 0, NULL, "",
+	  "A directory where each process in offload mode that did not hold EBB_LIMIT writes one file at exit, saying why; ebb run sets it, and exits with status 3 when one did while the job exited 0. Empty: none.", 0, 0 },
 	{ "EBB_TRACE_BUFFER", EBB_CONF_SIZE, F(trace_buffer), 4096, 1ULL << 30, NULL, "1M",
 	  "Bytes of trace buffered in memory before they are written out.", 0, 0 },
 	{ "EBB_VERBOSE", EBB_CONF_UINT, F(verbose), 0, 3, NULL, "0",

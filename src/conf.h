@@ -34,6 +34,7 @@ enum ebb_conf_type {
 struct ebb_conf {
 	int mode;			/* EBB_MODE (enum ebb_mode) */
 	char trace[EBB_CONF_PATH_MAX];	/* EBB_TRACE: "" = no trace */
+	char status_dir[EBB_CONF_PATH_MAX];	/* EBB_STATUS_DIR: "" = none */
 	uint64_t verbose;		/* EBB_VERBOSE */
 	int strict;			/* EBB_STRICT */
 	uint64_t learn_iters;		/* EBB_LEARN_ITERS */

@@ -4,12 +4,15 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buftab.h"
 #include "callsite.h"
@@ -1230,6 +1233,30 @@ summary_record(const char *key, uint64_t v)
 	ebb_line_end(&l);
 }
 
+/*
+ * Tell ebb run (EBB_STATUS_DIR) that EBB_LIMIT was not held here: one file
+ * named by the process id, holding the reason; ebb run then exits with a
+ * status of its own where the job's was 0.
+ */
+static void
+report_unheld(const char *why)
+{
+	char path[EBB_CONF_PATH_MAX + 32];
+
+	if (conf->status_dir[0] == '\0')
+		return;
+	snprintf(path, sizeof path, "%s/%d", conf->status_dir, (int)getpid());
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ebb_log(EBB_LOG_WARN, "cannot write %s (EBB_STATUS_DIR): %s", path, strerror(errno));
+		return;
+	}
+	size_t n = strlen(why);
+	if (write(fd, why, n) != (ssize_t)n || write(fd, "\n", 1) != 1)
+		ebb_log(EBB_LOG_WARN, "cannot write %s (EBB_STATUS_DIR): %s", path, strerror(errno));
+	close(fd);
+}
+
 void
 ebb_engine_shutdown(void)
 {
@@ -1250,9 +1277,11 @@ ebb_engine_shutdown(void)
 	ebb_engine_stats(&st);
 	struct mover_stats ms;
 	struct exec_stats xs;
+	char unheld[512];
 	pthread_mutex_lock(&engine_lock);
 	mover_shutdown();
 	mover_stats(&ms);
+	int limit_unheld = conf->mode == EBB_MODE_OFFLOAD && mover_unheld(unheld, sizeof unheld);
 	exec_stats(&xs);
 	struct vmm_stats vs;
 	vmm_stats(&vs);
@@ -1312,6 +1341,10 @@ ebb_engine_shutdown(void)
 		}
 	}
 	ebb_trace_close();
+	if (limit_unheld) {
+		ebb_log(EBB_LOG_ERROR, "EBB_LIMIT was not held in this process: %s", unheld);
+		report_unheld(unheld);
+	}
 	ebb_log(EBB_LOG_NOTE, "%llu launches (%llu unresolved, %llu without a tracked buffer), "
 	    "%llu copies, %llu memsets, %llu NCCL calls; %llu buffers allocated, %llu live, "
 	    "peak %s tracked; %llu iterations of %llu operations",

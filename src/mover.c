@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +34,7 @@
 
 static int on;			/* mover_init succeeded */
 static int init_failed;
+static const char *failed_why;	/* why it failed, for mover_unheld */
 static pthread_mutex_t *lock;
 static void (*recycle)(struct ebb_buf *);
 static CUcontext ctx;
@@ -1010,10 +1012,12 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 		ebb_log(EBB_LOG_WARN, "cuCtxGetDevice failed (error %d): ebb cannot offload, EBB_LIMIT "
 		    "is not enforced and allocations go to the driver", (int)r);
 		init_failed = 1;
+		failed_why = "cuCtxGetDevice failed: ebb could not offload";
 		return -1;
 	}
 	if (vmm_init(dev) < 0) {
 		init_failed = 1;
+		failed_why = "the device's virtual memory management is not there: ebb could not offload";
 		return -1;
 	}
 	r = ebb_real.cuDeviceTotalMem_v2(&total, dev);
@@ -1021,6 +1025,7 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 		ebb_log(EBB_LOG_WARN, "cuDeviceTotalMem failed (error %d) and EBB_LIMIT is not set: "
 		    "ebb does not know what to hold the job to; it does not offload", (int)r);
 		init_failed = 1;
+		failed_why = "cuDeviceTotalMem failed and EBB_LIMIT is not set: ebb did not offload";
 		return -1;
 	}
 	limit = conf->limit ? conf->limit : total;
@@ -1033,6 +1038,7 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 	    ebb_real.cuStreamCreate(&h2d, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
 		ebb_log(EBB_LOG_WARN, "cannot create ebb's copy streams; ebb moves nothing");
 		init_failed = 1;
+		failed_why = "ebb's copy streams could not be created: ebb could not offload";
 		return -1;
 	}
 	ebb_cupti_ignore_stream(ctx, d2h);
@@ -1045,6 +1051,7 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 			    "nothing", strerror(e));
 			/* the one started waits for work that never comes */
 			init_failed = 1;
+			failed_why = "ebb's worker threads could not start: ebb could not offload";
 			return -1;
 		}
 	}
@@ -1075,6 +1082,21 @@ mover_capture(int active)
 	if (!active && lock != NULL)
 		for (int k = 0; k < 2; k++)
 			pthread_cond_signal(&queues[k].cond);
+}
+
+int
+mover_unheld(char *why, size_t len)
+{
+	if (init_failed && failed_why != NULL) {
+		snprintf(why, len, "%s", failed_why);
+		return 1;
+	}
+	if (st.over_limit > 0) {
+		snprintf(why, len, "allocations the driver served took the job to %llu bytes, over "
+		    "EBB_LIMIT=%llu", (unsigned long long)st.held_peak, (unsigned long long)limit);
+		return 1;
+	}
+	return 0;
 }
 
 void

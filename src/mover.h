@@ -168,6 +168,11 @@ void mover_touch(struct ebb_buf *b);
 /* b may never move again (a captured graph, NCCL registration). */
 void mover_pin(struct ebb_buf *b);
 
+/* Whether EBB_LIMIT went unheld in this process (the mover could not start,
+ * or the driver's allocations took the job over it): 1 with the reason in
+ * why, else 0. */
+int mover_unheld(char *why, size_t len);
+
 /* Device bytes of allocations the driver served while ebb was offloading. */
 void mover_note_unmanaged(int64_t bytes);
 

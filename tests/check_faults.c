@@ -130,7 +130,7 @@ START_TEST(setup_failures_said)
 {
 	static const char *const fail[] = { "FAKECUDA_FAIL=cuCtxGetDevice:1",
 		"FAKECUDA_FAIL=cuDeviceTotalMem:1" };
-	static const char *const said[] = { "cuCtxGetDevice failed", "cuDeviceTotalMem failed" };
+	static const char *const said[] = { "cuCtxGetDevice failed (error", "cuDeviceTotalMem failed (error" };
 	for (int i = 0; i < 2; i++) {
 		char *argv[] = { workload_path(0), "offload", "40", NULL };
 		const char *env[] = { "EBB_MODE=offload", "EBB_VERBOSE=0", fail[i], NULL };
@@ -166,6 +166,42 @@ START_TEST(refusal_said)
 }
 END_TEST
 
+/*
+ * Under ebb run, a job that exits 0 though EBB_LIMIT was not held makes ebb
+ * run exit 3, saying why: the mover could not start (cuCtxGetDevice
+ * failed), or the driver's allocations took the job over the limit (a
+ * mapping of the job's own under 6M). A job that held it exits 0 as it did.
+ */
+START_TEST(run_says_when_the_limit_was_not_held)
+{
+	static const struct {
+		const char *scenario, *limit, *fail, *want;
+		int status;
+	} cases[] = {
+		{ "offload", "24M", "FAKECUDA_FAIL=cuCtxGetDevice:1", "cuCtxGetDevice failed", 3 },
+		{ "vmm", "6M", NULL, "over EBB_LIMIT=6291456", 3 },
+		{ "vmm", "16M", NULL, NULL, 0 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char *argv[] = { (char *)build_path("utils/ebb"), "run", "--limit",
+			(char *)cases[i].limit, "--", workload_path(0), (char *)cases[i].scenario, "40",
+			NULL };
+		const char *env[] = { "EBB_VERBOSE=0", cases[i].fail, NULL };
+		struct run_result r;
+		run_ebb(argv, env, NULL, &r);
+		ck_assert_msg(r.status == cases[i].status && strstr(r.out, "ok") != NULL,
+		    "case %zu: status %d\n%s\n%s", i, r.status, r.out, r.err);
+		if (cases[i].want != NULL) {
+			ck_assert_int_eq(count_substr(r.err, "ebb run: EBB_LIMIT was not held in process "), 1);
+			ck_assert_ptr_nonnull(strstr(r.err, cases[i].want));
+		} else {
+			ck_assert_ptr_null(strstr(r.err, "not held"));
+		}
+		run_free(&r);
+	}
+}
+END_TEST
+
 int
 main(void)
 {
@@ -179,6 +215,7 @@ main(void)
 	tcase_add_test(tc, small_buffers_churn);
 	tcase_add_test(tc, setup_failures_said);
 	tcase_add_test(tc, refusal_said);
+	tcase_add_test(tc, run_says_when_the_limit_was_not_held);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

@@ -97,5 +97,5 @@ TESTS += tests/check_faults
 tests_check_faults_SOURCES = tests/check_faults.c tests/integ.c tests/integ.h
 tests_check_faults_CFLAGS = $(TEST_CFLAGS)
 tests_check_faults_LDADD = src/libebbcommon.la $(TEST_LIBS)
-EXTRA_tests_check_faults_DEPENDENCIES = src/libebb.la tests/progs/workload
+EXTRA_tests_check_faults_DEPENDENCIES = src/libebb.la tests/progs/workload utils/ebb
 endif

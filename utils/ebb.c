@@ -9,15 +9,18 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "conf.h"
@@ -312,6 +315,117 @@ env_lookup(const char *name, void *ctx)
 	return getenv(name);
 }
 
+/* The job's process, for forward_signal. */
+static volatile sig_atomic_t job_pid;
+
+/* Signals sent to ebb run go to the job. */
+static void
+forward_signal(int sig)
+{
+	if (job_pid > 0)
+		kill((pid_t)job_pid, sig);
+}
+
+/* Print each file of dir (EBB_STATUS_DIR: a process that did not hold
+ * EBB_LIMIT), remove the files and dir; returns how many there were. */
+static int
+read_status(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	if (d == NULL)
+		return 0;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[PATH_MAX], line[1024] = "";
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		FILE *f = fopen(path, "r");
+		if (f != NULL) {
+			if (fgets(line, sizeof line, f) == NULL)
+				line[0] = '\0';
+			fclose(f);
+		}
+		line[strcspn(line, "\n")] = '\0';
+		fprintf(stderr, "%s run: EBB_LIMIT was not held in process %s: %s\n", progname,
+		    e->d_name, line[0] ? line : "(no reason given)");
+		unlink(path);
+		n++;
+	}
+	closedir(d);
+	rmdir(dir);
+	return n;
+}
+
+/*
+ * Run the job as a child and wait for it: signals that ask ebb run to stop
+ * go to the job (interrupts from the terminal reach it by themselves), and
+ * ebb run exits as the job did: its status, or its signal, raised again.
+ * In offload mode each of the job's processes that did not hold EBB_LIMIT
+ * says why in a directory of ebb run's (EBB_STATUS_DIR); then a job that
+ * exited 0 makes ebb run exit 3, since what was asked for was not done.
+ */
+static int
+supervise(char **job, int offload)
+{
+	char dir[PATH_MAX] = "";
+
+	if (offload) {
+		const char *tmp = getenv("TMPDIR");
+		snprintf(dir, sizeof dir, "%s/ebb-run.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+		if (mkdtemp(dir) == NULL || setenv("EBB_STATUS_DIR", dir, 1) < 0) {
+			fprintf(stderr, "%s run: cannot make a status directory (%s): %s\n", progname, dir,
+			    strerror(errno));
+			return 2;
+		}
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "%s run: cannot fork: %s\n", progname, strerror(errno));
+		if (dir[0])
+			rmdir(dir);
+		return 2;
+	}
+	if (pid == 0) {
+		execvp(job[0], job);
+		int e = errno;
+		fprintf(stderr, "%s run: cannot run %s: %s\n", progname, job[0], strerror(e));
+		_exit(e == ENOENT ? 127 : 126);
+	}
+	job_pid = pid;
+	struct sigaction fw, ign;
+	memset(&fw, 0, sizeof fw);
+	fw.sa_handler = forward_signal;
+	sigemptyset(&fw.sa_mask);
+	memset(&ign, 0, sizeof ign);
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	/* the terminal's interrupts reach the job's whole process group */
+	sigaction(SIGINT, &ign, NULL);
+	sigaction(SIGQUIT, &ign, NULL);
+	static const int forwarded[] = { SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 };
+	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+		sigaction(forwarded[i], &fw, NULL);
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) {
+			fprintf(stderr, "%s run: waiting for %s: %s\n", progname, job[0], strerror(errno));
+			return 2;
+		}
+	int unheld = dir[0] ? read_status(dir) : 0;
+	if (WIFSIGNALED(status)) {
+		int sig = WTERMSIG(status);
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return 128 + sig;
+	}
+	int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+	return rc == 0 && unheld > 0 ? 3 : rc;
+}
+
 static int
 cmd_run(int argc, char **argv)
 {
@@ -432,10 +546,7 @@ cmd_run(int argc, char **argv)
 	if (conf.verbose >= 1)
 		fprintf(stderr, "%s: LD_PRELOAD=%s, EBB_MODE=%s\n", progname, getenv("LD_PRELOAD"),
 		    ebb_conf_mode_name(conf.mode));
-	execvp(argv[optind], argv + optind);
-	int e = errno;
-	fprintf(stderr, "%s run: cannot run %s: %s\n", progname, argv[optind], strerror(e));
-	return e == ENOENT ? 127 : 126;
+	return supervise(argv + optind, conf.mode == EBB_MODE_OFFLOAD);
 }
 
 /* Parse `ebb plan`'s options and run it; usage errors exit with 2. */
