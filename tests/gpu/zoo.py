@@ -38,7 +38,7 @@ losses are those of the job's (first) baseline, bit for bit (hex strings);
 the baseline's own losses are finite and not all equal (the job trained);
 under limit:F its peak is at most the limit plus the context's cost
 (--slack-mib more, default 0); and under ebb, the job's process wrote its
-trace (OUT/JOB.MODE.PID.trace, PID the job's, as ebb run execs the job), of
+trace (OUT/JOB.MODE.PID.trace, PID the job's, which its ZOO_RESULT gives), of
 the right mode (observe or offload in its header), that `ebb report` reads
 without error and that counts at least one launch. A job whose baseline
 fails has its other modes recorded as failed, not run.
@@ -563,7 +563,9 @@ class Zoo:
             why.append(f"peak {gib(peak - self.idle):.2f} GiB over the limit {gib(limit):.2f} "
                        f"GiB + context {gib(self.ctx):.2f} GiB")
         if mode.ebb:
-            path = trace.replace("%p", str(pid))
+            # the job's process: ebb run's child, which its ZOO_RESULT names
+            job_pid = res.get("pid", pid) if res else pid
+            path = trace.replace("%p", str(job_pid))
             bad_trace, launches = check_trace(self.ebb, path, "offload" if mode.kind == "limit"
                                               else "observe", self.a.report_timeout)
             rec["launches"] = launches

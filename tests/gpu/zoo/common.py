@@ -165,6 +165,6 @@ class Steps:
         res = {"job": self.job, "steps": n, "warmup": self.args.warmup,
                "losses": self.losses, "step_times": [round(t, 6) for t in self.times],
                "step_s": round(statistics.median(steady), 6), "versions": versions_dict,
-               "device": DEVICE, **extra}
+               "device": DEVICE, "pid": os.getpid(), **extra}
         print("ZOO_RESULT " + json.dumps(res), flush=True)
         print("ok", flush=True)
