@@ -109,6 +109,8 @@ tl_set_key_create(void)
 
 static const char *const alloc_kind_names[] = EBB_TRACE_ALLOC_KINDS;
 static const char *const free_kind_names[] = EBB_TRACE_FREE_KINDS;
+/* Indices into free_kind_names, in EBB_TRACE_FREE_KINDS's order. */
+enum { FREE_SYNC, FREE_ASYNC, FREE_LOST, FREE_UNMAP };
 static const char *const sync_kind_names[] = EBB_TRACE_SYNC_KINDS;
 
 static struct ebb_buf *
@@ -264,9 +266,9 @@ stream_hex(const struct ebb_stream *s)
 }
 
 /* Forget the buffers overlapping [p, p + size), writing an F record of
- * free kind `kind` (EBB_TRACE_FREE_KINDS) for each: their frees went by a
- * path ebb does not see and the driver just handed the range out again
- * ("lost"), or the job unmapped them ("unmap"). Caller holds engine_lock. */
+ * kind `kind` for each: their frees went by a path ebb does not see and the
+ * driver just handed the range out again (FREE_LOST), or the job unmapped
+ * them (FREE_UNMAP). Caller holds engine_lock. */
 static void
 drop_range(CUdeviceptr p, size_t size, uint64_t now, int kind)
 {
@@ -275,7 +277,7 @@ drop_range(CUdeviceptr p, size_t size, uint64_t now, int kind)
 
 	while ((old = buftab_overlap(&tab, p, size ? size : 1)) != NULL) {
 		buftab_remove(&tab, old->addr);
-		if (kind == 2)
+		if (kind == FREE_LOST)
 			stats.frees_untracked++;
 		else
 			stats.frees++;
@@ -294,42 +296,37 @@ drop_range(CUdeviceptr p, size_t size, uint64_t now, int kind)
 	}
 }
 
-static void
-drop_stale(CUdeviceptr p, size_t size, uint64_t now)
-{
-	drop_range(p, size, now, 2);
-}
-
-/* The pool ebb serves (ebb_engine_pool_served), found at the first
- * question; pool_lock orders its setting. */
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The pool ebb serves (ebb_engine_pool_served), found once, at the first
+ * question (every allocation from a pool asks). */
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 static struct {
-	int known;		/* looked for */
 	CUmemoryPool pool;	/* the device's default pool, NULL if none */
 	CUdevice dev;
-	int shared;		/* another device was given access: not served */
+	atomic_int shared;	/* another device was given access: not served */
 } served_pool;
+
+static void
+find_served_pool(void)
+{
+	CUdevice d;
+	CUmemoryPool p;
+
+	if (ebb_real.cuCtxGetDevice != NULL && ebb_real.cuDeviceGetDefaultMemPool != NULL &&
+	    ebb_real.cuCtxGetDevice(&d) == CUDA_SUCCESS &&
+	    ebb_real.cuDeviceGetDefaultMemPool(&p, d) == CUDA_SUCCESS) {
+		served_pool.pool = p;
+		served_pool.dev = d;
+	}
+}
 
 int
 ebb_engine_pool_served(CUmemoryPool pool)
 {
 	if (conf->mode != EBB_MODE_OFFLOAD || pool == NULL)
 		return 0;
-	pthread_mutex_lock(&pool_lock);
-	if (!served_pool.known) {
-		CUdevice d;
-		CUmemoryPool p;
-		served_pool.known = 1;
-		if (ebb_real.cuCtxGetDevice != NULL && ebb_real.cuDeviceGetDefaultMemPool != NULL &&
-		    ebb_real.cuCtxGetDevice(&d) == CUDA_SUCCESS &&
-		    ebb_real.cuDeviceGetDefaultMemPool(&p, d) == CUDA_SUCCESS) {
-			served_pool.pool = p;
-			served_pool.dev = d;
-		}
-	}
-	int yes = pool == served_pool.pool && !served_pool.shared;
-	pthread_mutex_unlock(&pool_lock);
-	return yes;
+	pthread_once(&pool_once, find_served_pool);
+	return pool == served_pool.pool && !atomic_load_explicit(&served_pool.shared,
+	    memory_order_relaxed);
 }
 
 void
@@ -343,9 +340,7 @@ ebb_engine_on_pool_access(CUmemoryPool pool, const CUmemAccessDesc *map, size_t 
 			continue;
 		if (map[i].flags == CU_MEM_ACCESS_FLAGS_PROT_NONE)
 			continue;
-		pthread_mutex_lock(&pool_lock);
-		served_pool.shared = 1;
-		pthread_mutex_unlock(&pool_lock);
+		atomic_store(&served_pool.shared, 1);
 		/* ebb's memory is mapped for its own device alone */
 		ebb_log(EBB_LOG_WARN, "the job gives another location (type %d, id %d) access to the "
 		    "default memory pool of device %d: ebb leaves allocations from it to the driver "
@@ -361,7 +356,7 @@ ebb_engine_on_unmap(CUdeviceptr p, size_t size)
 	uint64_t now = ebb_now_ns();
 
 	pthread_mutex_lock(&engine_lock);
-	drop_range(p, size, now, 3);
+	drop_range(p, size, now, FREE_UNMAP);
 	pthread_mutex_unlock(&engine_lock);
 }
 
@@ -482,7 +477,7 @@ ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread
 		scrub_if_moved(0);
 		return r == MOVER_DECLINE ? EBB_NOT_SERVED : r;
 	}
-	drop_stale(*dptr, size, now);
+	drop_range(*dptr, size, now, FREE_LOST);
 	record_alloc(b, *dptr, size, s ? s : stream_of(NULL, 0), kind, site, now);
 	exec_alloc(b, seq_counter + 1);
 	pthread_mutex_unlock(&engine_lock);
@@ -511,7 +506,7 @@ ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
 	uint64_t now = ebb_now_ns();
 
 	pthread_mutex_lock(&engine_lock);
-	drop_stale(p, size, now);
+	drop_range(p, size, now, FREE_LOST);
 	struct ebb_buf *b = buf_new();
 	if (b == NULL) {
 		pthread_mutex_unlock(&engine_lock);
@@ -570,7 +565,7 @@ ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 		ebb_line_u64(&l, ebb_now_ns());
 		ebb_line_u64(&l, b->id);
 		ebb_line_hex(&l, stream_hex(s));
-		ebb_line_str(&l, free_kind_names[async ? 1 : 0]);
+		ebb_line_str(&l, free_kind_names[async ? FREE_ASYNC : FREE_SYNC]);
 		ebb_line_end(&l);
 	}
 	int served = b->managed != EBB_UNMANAGED;
@@ -1135,9 +1130,9 @@ ebb_engine_on_capture(CUstream stream, int per_thread, int begin, CUresult resul
 
 	/* PyTorch's cudaMallocAsync backend, which ebb run chooses in offload
 	 * mode, fails captures whose backward runs on two streams: say what to do */
-	const char *torch_alloc = getenv("PYTORCH_CUDA_ALLOC_CONF");
-	if (!begin && result == CUDA_ERROR_STREAM_CAPTURE_UNJOINED && torch_alloc != NULL &&
-	    strstr(torch_alloc, "cudaMallocAsync") != NULL)
+	const char *torch_alloc = !begin && result == CUDA_ERROR_STREAM_CAPTURE_UNJOINED ?
+	    getenv("PYTORCH_CUDA_ALLOC_CONF") : NULL;
+	if (torch_alloc != NULL && strstr(torch_alloc, "cudaMallocAsync") != NULL)
 		ebb_log_once(&said, EBB_LOG_WARN, "a stream capture failed with unjoined work, under "
 		    "PYTORCH_CUDA_ALLOC_CONF=%s: PyTorch's cudaMallocAsync backend fails such captures "
 		    "(a backward on two streams, torch.cuda.make_graphed_callables); run the job with "

@@ -33,8 +33,7 @@
 /* ---- state (engine mutex held unless said otherwise) ---- */
 
 static int on;			/* mover_init succeeded */
-static int init_failed;
-static const char *failed_why;	/* why it failed, for mover_unheld */
+static const char *failed_why;	/* why mover_init failed for good (NULL: it has not) */
 static pthread_mutex_t *lock;
 static void (*recycle)(struct ebb_buf *);
 static CUcontext ctx;
@@ -59,6 +58,19 @@ struct block {
 	struct block *next;
 };
 static struct block *blocks;
+
+/* Keep a freed block, still mapped at va with h, for reuse once tag is done. */
+static int
+block_keep(CUdeviceptr va, struct vmm_handle *h, const struct ebb_tag *tag)
+{
+	struct block *k = malloc(sizeof *k);
+
+	if (k == NULL)
+		return -1;
+	*k = (struct block){ .va = va, .h = h, .tag = *tag, .next = blocks };
+	blocks = k;
+	return 0;
+}
 
 /* ---- tags ---- */
 
@@ -392,12 +404,8 @@ retire(struct work *w)
 				hostpool_free(b->host, b->size);
 				b->host = NULL;
 				if (b->freed) {
-					struct block *k = malloc(sizeof *k);
-					if (k != NULL) {
-						*k = (struct block){ .va = b->addr, .h = b->handle,
-							.next = blocks };
-						blocks = k;	/* its tag is empty: done */
-					}
+					static const struct ebb_tag done;	/* empty: done */
+					block_keep(b->addr, b->handle, &done);
 					b->handle = NULL;
 				} else {
 					b->state = EBB_RESIDENT;
@@ -964,11 +972,9 @@ measure_bandwidth(const struct ebb_conf *conf)
 			alone[1] = time_copies(0, dev, host, bytes);
 		time_both(dev, host, bytes, &both[0], &both[1]);
 		hostpool_free(host, bytes);
-		/* where plans stall both engines copy: W2's optimizer step idled
-		 * as long as its plan's waits at the rates both at once (a2eb76e:
-		 * 0.322 s before the operations the plan waits at, 0.317 s
-		 * planned), and 16% longer at the rates alone (cdd863f: 0.324
-		 * against 0.279 s) */
+		/* where plans stall both engines copy: the rate both at once,
+		 * where it is the lower, is what a stalled plan gets (plans at the
+		 * rates alone ran slower: bench/RESULTS.md) */
 		if (bw_d2h <= 0)
 			bw_d2h = both[0] > 0 && both[0] < alone[0] ? both[0] : alone[0];
 		if (bw_h2d <= 0)
@@ -1001,7 +1007,7 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 
 	if (on)
 		return 0;
-	if (init_failed)
+	if (failed_why != NULL)
 		return -1;
 	if (ebb_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL)
 		return -1;	/* not yet: try again at the next allocation */
@@ -1011,12 +1017,10 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 	if (r != CUDA_SUCCESS) {
 		ebb_log(EBB_LOG_WARN, "cuCtxGetDevice failed (error %d): ebb cannot offload, EBB_LIMIT "
 		    "is not enforced and allocations go to the driver", (int)r);
-		init_failed = 1;
 		failed_why = "cuCtxGetDevice failed: ebb could not offload";
 		return -1;
 	}
 	if (vmm_init(dev) < 0) {
-		init_failed = 1;
 		failed_why = "the device's virtual memory management is not there: ebb could not offload";
 		return -1;
 	}
@@ -1024,7 +1028,6 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 	if (r != CUDA_SUCCESS && conf->limit == 0) {
 		ebb_log(EBB_LOG_WARN, "cuDeviceTotalMem failed (error %d) and EBB_LIMIT is not set: "
 		    "ebb does not know what to hold the job to; it does not offload", (int)r);
-		init_failed = 1;
 		failed_why = "cuDeviceTotalMem failed and EBB_LIMIT is not set: ebb did not offload";
 		return -1;
 	}
@@ -1037,7 +1040,6 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 	if (ebb_real.cuStreamCreate(&d2h, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
 	    ebb_real.cuStreamCreate(&h2d, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
 		ebb_log(EBB_LOG_WARN, "cannot create ebb's copy streams; ebb moves nothing");
-		init_failed = 1;
 		failed_why = "ebb's copy streams could not be created: ebb could not offload";
 		return -1;
 	}
@@ -1050,7 +1052,6 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 			ebb_log(EBB_LOG_WARN, "cannot start ebb's worker threads (%s); ebb moves "
 			    "nothing", strerror(e));
 			/* the one started waits for work that never comes */
-			init_failed = 1;
 			failed_why = "ebb's worker threads could not start: ebb could not offload";
 			return -1;
 		}
@@ -1087,7 +1088,7 @@ mover_capture(int active)
 int
 mover_unheld(char *why, size_t len)
 {
-	if (init_failed && failed_why != NULL) {
+	if (failed_why != NULL) {
 		snprintf(why, len, "%s", failed_why);
 		return 1;
 	}
@@ -1333,22 +1334,16 @@ free_impl(struct ebb_buf *b, const struct ebb_tag *tag)
 			r = streams_event_wait(b->ev);
 			host_waited(&st.wait_landing_ns, t0, "landing", 0);
 		}
-		struct block *k = r == CUDA_SUCCESS ? malloc(sizeof *k) : NULL;
 		if (r != CUDA_SUCCESS) {
 			/* a copy may still use it: the memory is never reused */
 			st.copies_abandoned++;
-		} else if (k == NULL) {
+		} else if (block_keep(b->addr, b->handle, tag) < 0) {
 			/* keep it simple: wait, then pool the handle */
 			if (tag_sync(tag) == CUDA_SUCCESS && vmm_unmap(b->addr, b->rsize) == CUDA_SUCCESS) {
 				vmm_unreserve(b->addr, b->rsize);
 				vmm_pool_put(b->handle);
 			}
 		} else {
-			k->va = b->addr;
-			k->h = b->handle;
-			k->tag = *tag;
-			k->next = blocks;
-			blocks = k;
 			tag_mark(tag);
 		}
 		b->handle = NULL;
@@ -1541,7 +1536,9 @@ copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uin
 	return CUDA_SUCCESS;
 }
 
-/* Bring b back to the device for operation seq on consumer. */
+/* Bring b back to the device for operation seq on consumer, which waits
+ * for the copy (timed as a stall); with no consumer (a question about the
+ * buffer, mover_map), later uses wait for it. */
 static CUresult
 restore(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq)
 {
@@ -1549,9 +1546,12 @@ restore(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq)
 	struct vmm_handle *h = get_handle(b->rsize, seq, 0, &err);
 
 	if (h == NULL) {
-		refuse(b->size, "no room to restore a buffer an operation needs");
+		refuse(b->size, consumer != NULL ? "no room to restore a buffer an operation needs" :
+		    "no room to map a buffer the job asks about");
 		return err;
 	}
+	if (consumer == NULL)
+		return copy_back(b, h, NULL, 0, NULL, seq, "query");
 	CUstream c = streams_handle(consumer);
 	CUevent pre = capturing ? NULL : streams_event_get(1);
 	if (pre != NULL && ebb_real.cuEventRecord(pre, c) != CUDA_SUCCESS) {
@@ -1801,11 +1801,7 @@ mover_map(struct ebb_buf *b, uint64_t seq)
 	if (!on || b->managed != EBB_MANAGED_BIG || b->state != EBB_ON_HOST || capturing)
 		return CUDA_SUCCESS;
 	uint64_t t0 = self_begin();
-	CUresult err;
-	struct vmm_handle *h = get_handle(b->rsize, seq, 0, &err);
-	CUresult r = h == NULL ? err : copy_back(b, h, NULL, 0, NULL, seq, "query");
-	if (h == NULL)
-		refuse(b->size, "no room to map a buffer the job asks about");
+	CUresult r = restore(b, NULL, seq);
 	self_end(t0);
 	return r;
 }

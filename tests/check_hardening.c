@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "integ.h"
 #include "testutil.h"
 #include "trace_format.h"
 
@@ -37,23 +38,24 @@ tmp_name(const char *tag)
 static void
 run_traced(const char *trace, struct run_result *r)
 {
-	static char preload[4200], libpath[4200], tracevar[4200];
-	char *argv[] = { "/usr/bin/timeout", "20", (char *)build_path("tests/progs/workload"),
-		"--via=procaddress", "basic", NULL };
-	char *env[] = { preload, libpath, tracevar, "EBB_CUPTI=0", NULL };
+	char *argv[] = { "/usr/bin/timeout", "20", workload_path(0), "--via=procaddress", "basic",
+		NULL };
+	const char *env[] = { "EBB_VERBOSE=0", NULL };
 
-	snprintf(preload, sizeof preload, "LD_PRELOAD=%s", getenv("EBBTEST_LIBEBB"));
-	snprintf(libpath, sizeof libpath, "LD_LIBRARY_PATH=%s", getenv("EBBTEST_FAKECUDA"));
-	snprintf(tracevar, sizeof tracevar, "EBB_TRACE=%s", trace);
-	run_prog(argv, env, r);
+	run_ebb(argv, env, trace, r);
 }
 
-/* The job ran to its end and printed "ok". */
+/* `ebb report` reads the trace at path without error, and counts its 6 allocations. */
 static void
-expect_ok(const struct run_result *r)
+expect_report_of_basic(const char *path)
 {
-	ck_assert_msg(r->status == 0 && strstr(r->out, "ok") != NULL,
-	    "workload failed (status %d)\nstdout:\n%s\nstderr:\n%s", r->status, r->out, r->err);
+	struct run_result r;
+	char *argv[] = { (char *)build_path("utils/ebb"), "report", (char *)path, NULL };
+
+	run_prog(argv, NULL, &r);
+	ck_assert_msg(r.status == 0, "ebb report: status %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "allocations: 6\n"));
+	run_free(&r);
 }
 
 /* stderr holds exactly one warning about path, naming EBB_TRACE and what. */
@@ -154,11 +156,7 @@ START_TEST(trace_regular_file_truncated)
 	    "no trace header: %.80s", text);
 	ck_assert_ptr_null(strstr(text, "old contents"));
 	free(text);
-	char *argv[] = { (char *)build_path("utils/ebb"), "report", (char *)path, NULL };
-	run_prog(argv, NULL, &r);
-	ck_assert_msg(r.status == 0, "ebb report: status %d: %s", r.status, r.err);
-	ck_assert_ptr_nonnull(strstr(r.out, "allocations: 6\n"));
-	run_free(&r);
+	expect_report_of_basic(path);
 	unlink(path);
 }
 END_TEST
@@ -392,11 +390,7 @@ START_TEST(run_valid_options_run)
 	run_prog(argv, env, &r);
 	expect_ok(&r);
 	run_free(&r);
-	char *argv2[] = { (char *)build_path("utils/ebb"), "report", (char *)trace, NULL };
-	run_prog(argv2, NULL, &r);
-	ck_assert_msg(r.status == 0, "ebb report: status %d: %s", r.status, r.err);
-	ck_assert_ptr_nonnull(strstr(r.out, "allocations: 6\n"));
-	run_free(&r);
+	expect_report_of_basic(trace);
 	unlink(trace);
 }
 END_TEST

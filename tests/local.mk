@@ -59,9 +59,9 @@ EXTRA_tests_check_ebb_plan_DEPENDENCIES = utils/ebb
 # traces `ebb report` and `ebb plan` cannot read.
 check_PROGRAMS += tests/check_hardening
 TESTS += tests/check_hardening
-tests_check_hardening_SOURCES = tests/check_hardening.c
+tests_check_hardening_SOURCES = tests/check_hardening.c tests/integ.c tests/integ.h
 tests_check_hardening_CFLAGS = $(TEST_CFLAGS)
-tests_check_hardening_LDADD = $(TEST_LIBS)
+tests_check_hardening_LDADD = src/libebbcommon.la $(TEST_LIBS)
 EXTRA_tests_check_hardening_DEPENDENCIES = utils/ebb src/libebb.la tests/progs/workload
 endif
 
