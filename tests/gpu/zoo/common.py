@@ -168,3 +168,23 @@ class Steps:
                "device": DEVICE, "pid": os.getpid(), **extra}
         print("ZOO_RESULT " + json.dumps(res), flush=True)
         print("ok", flush=True)
+
+
+def mlp_block(d, hidden, dropout=0.0):
+    """A pre-norm residual MLP block, x + fc2(gelu(fc1(ln(x)))), with dropout
+    after fc2 when asked: the body of the zoo's plain-torch jobs. Imports torch."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class MLPBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = nn.LayerNorm(d)
+            self.fc1 = nn.Linear(d, hidden)
+            self.fc2 = nn.Linear(hidden, d)
+            self.drop = nn.Dropout(dropout) if dropout else nn.Identity()
+
+        def forward(self, x):
+            return x + self.drop(self.fc2(F.gelu(self.fc1(self.ln(x)))))
+
+    return MLPBlock()

@@ -41,16 +41,6 @@ def main():
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    class MLPBlock(nn.Module):
-        def __init__(self, d, hidden):
-            super().__init__()
-            self.ln = nn.LayerNorm(d)
-            self.fc1 = nn.Linear(d, hidden)
-            self.fc2 = nn.Linear(hidden, d)
-
-        def forward(self, x):
-            return x + self.fc2(F.gelu(self.fc1(self.ln(x))))
-
     local = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local)
     dev = torch.device("cuda", local)
@@ -58,7 +48,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     common.deterministic(common.SEED)       # the same weights on every rank
     d, hidden, classes = 2048, 8192, 1000
-    model = nn.Sequential(nn.Linear(1024, d), *(MLPBlock(d, hidden) for _ in range(6)),
+    model = nn.Sequential(nn.Linear(1024, d), *(common.mlp_block(d, hidden) for _ in range(6)),
                           nn.LayerNorm(d), nn.Linear(d, classes)).to(dev)
     ddp = DDP(model, device_ids=[local])
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4)

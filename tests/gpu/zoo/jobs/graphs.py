@@ -33,22 +33,11 @@ def main():
     import torch.nn as nn
     import torch.nn.functional as F
 
-    class MLPBlock(nn.Module):
-        def __init__(self, d, hidden):
-            super().__init__()
-            self.ln = nn.LayerNorm(d)
-            self.fc1 = nn.Linear(d, hidden)
-            self.fc2 = nn.Linear(hidden, d)
-            self.drop = nn.Dropout(0.1)
-
-        def forward(self, x):
-            return x + self.drop(self.fc2(F.gelu(self.fc1(self.ln(x)))))
-
     common.deterministic()
     dev = common.device()
     d_in, d, hidden, classes = 1024, 2048, 8192, 1000
     inp = nn.Linear(d_in, d).to(dev)
-    body = nn.Sequential(*(MLPBlock(d, hidden) for _ in range(4))).to(dev)
+    body = nn.Sequential(*(common.mlp_block(d, hidden, dropout=0.1) for _ in range(4))).to(dev)
     head = nn.Linear(d, classes).to(dev)
     for m in (inp, body, head):
         m.train()

@@ -27,20 +27,10 @@ def main():
         import pytorch_lightning as pl
         lname = "pytorch_lightning"
 
-    class MLPBlock(nn.Module):
-        def __init__(self, d, hidden):
-            super().__init__()
-            self.ln = nn.LayerNorm(d)
-            self.fc1 = nn.Linear(d, hidden)
-            self.fc2 = nn.Linear(hidden, d)
-
-        def forward(self, x):
-            return x + self.fc2(F.gelu(self.fc1(self.ln(x))))
-
     class Net(pl.LightningModule):
         def __init__(self):
             super().__init__()
-            self.net = nn.Sequential(nn.Linear(1024, 2048), *(MLPBlock(2048, 8192) for _ in range(4)),
+            self.net = nn.Sequential(nn.Linear(1024, 2048), *(common.mlp_block(2048, 8192) for _ in range(4)),
                                      nn.LayerNorm(2048), nn.Linear(2048, 1000))
 
         def training_step(self, batch, batch_idx):
