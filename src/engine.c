@@ -449,6 +449,26 @@ scrub_if_moved(int moved)
 		scrub_stack();
 }
 
+/*
+ * Take the engine's mutex; while a capture runs (or is about to begin), the
+ * calling thread is also made relaxed for ebb's own driver calls. Returns
+ * the mode engine_leave gives back.
+ */
+static int
+engine_enter(void)
+{
+	pthread_mutex_lock(&engine_lock);
+	return capturing > 0 ? streams_relax() : -1;
+}
+
+/* Undo engine_enter. */
+static void
+engine_leave(int mode)
+{
+	streams_unrelax(mode);
+	pthread_mutex_unlock(&engine_lock);
+}
+
 CUresult
 ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread,
     enum ebb_alloc_kind kind)
@@ -458,29 +478,34 @@ ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread
 	uint64_t site = site_now();
 	uint64_t now = ebb_now_ns();
 
-	pthread_mutex_lock(&engine_lock);
+	int mode = engine_enter();
 	if (mover_init(conf, &engine_lock, recycle_buf) < 0 || !mover_on()) {
-		pthread_mutex_unlock(&engine_lock);
-		return EBB_NOT_SERVED;
-	}
-	struct ebb_buf *b = buf_new();
-	if (b == NULL) {
-		pthread_mutex_unlock(&engine_lock);
+		engine_leave(mode);
 		return EBB_NOT_SERVED;
 	}
 	struct ebb_stream *s = kind == EBB_ALLOC_ASYNC || kind == EBB_ALLOC_POOL ?
 	    stream_of(stream, per_thread) : NULL;
+	/* stream-ordered on a capturing stream: the graph's own memory node */
+	if (capturing > 0 && s != NULL && streams_capturing(s)) {
+		engine_leave(mode);
+		return EBB_NOT_SERVED;
+	}
+	struct ebb_buf *b = buf_new();
+	if (b == NULL) {
+		engine_leave(mode);
+		return EBB_NOT_SERVED;
+	}
 	CUresult r = mover_alloc(b, size, s, dptr);
 	if (r != CUDA_SUCCESS) {
 		buf_put(b);
-		pthread_mutex_unlock(&engine_lock);
+		engine_leave(mode);
 		scrub_if_moved(0);
 		return r == MOVER_DECLINE ? EBB_NOT_SERVED : r;
 	}
 	drop_range(*dptr, size, now, FREE_LOST);
 	record_alloc(b, *dptr, size, s ? s : stream_of(NULL, 0), kind, site, now);
 	exec_alloc(b, seq_counter + 1);
-	pthread_mutex_unlock(&engine_lock);
+	engine_leave(mode);
 	scrub_if_moved(0);
 	return CUDA_SUCCESS;
 }
@@ -490,11 +515,11 @@ ebb_engine_on_pointer_query(CUdeviceptr p)
 {
 	if (conf->mode != EBB_MODE_OFFLOAD || p == 0)
 		return;
-	pthread_mutex_lock(&engine_lock);
+	int mode = engine_enter();
 	struct ebb_buf *b = buftab_find(&tab, p);
 	if (b != NULL)
 		mover_map(b, seq_counter);
-	pthread_mutex_unlock(&engine_lock);
+	engine_leave(mode);
 	scrub_if_moved(0);
 }
 
@@ -551,11 +576,11 @@ ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 
 	if (p == 0)
 		return 0;
-	pthread_mutex_lock(&engine_lock);
+	int mode = engine_enter();
 	struct ebb_buf *b = buftab_remove(&tab, p);
 	if (b == NULL) {
 		stats.frees_untracked++;
-		pthread_mutex_unlock(&engine_lock);
+		engine_leave(mode);
 		return 0;
 	}
 	struct ebb_stream *s = stream_of(stream, per_thread);
@@ -580,7 +605,7 @@ ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 	}
 	if (!kept)
 		buf_put(b);
-	pthread_mutex_unlock(&engine_lock);
+	engine_leave(mode);
 	return served;
 }
 
@@ -938,7 +963,7 @@ ebb_engine_op_begin(struct ebb_op *op)
 	CUresult err = CUDA_SUCCESS;
 
 	int first = 0;
-	pthread_mutex_lock(&engine_lock);
+	int mode = engine_enter();
 	if (first_op) {
 		first_op = 0;
 		first = 1;
@@ -1049,7 +1074,7 @@ ebb_engine_op_begin(struct ebb_op *op)
 	int action = learn_step(op->seq, token, op->sync ? ITER_SYNC_OP : ITER_NOSYNC, k);
 	int timed = (learn == LEARN_SEARCH || learn == LEARN_FOUND) && action >= 0;
 	int plan_due = exec_plan_due();
-	pthread_mutex_unlock(&engine_lock);
+	engine_leave(mode);
 	if (attach)
 		cupti_start();
 	if (first)
@@ -1076,11 +1101,11 @@ ebb_engine_op_end(struct ebb_op *op, int error)
 		ebb_cupti_pop();
 	/* stream progress matters to the mover only: observe mode takes no second lock */
 	if (conf->mode == EBB_MODE_OFFLOAD && op->tracker != NULL) {
-		pthread_mutex_lock(&engine_lock);
+		int mode = engine_enter();
 		streams_after(op->tracker, op->seq, 1);
 		if (error == 0)
 			moved = exec_after_op(op->seq, op->tracker);
-		pthread_mutex_unlock(&engine_lock);
+		engine_leave(mode);
 	}
 	if (conf->mode == EBB_MODE_OFFLOAD)
 		scrub_if_moved(moved);
@@ -1097,7 +1122,7 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 {
 	struct ebb_line l;
 
-	pthread_mutex_lock(&engine_lock);
+	int mode = engine_enter();
 	uint64_t seq = ++seq_counter;
 	stats.syncs++;
 	uintptr_t h = kind == EBB_SYNC_STREAM ? stream_hex(stream_of((CUstream)handle, per_thread))
@@ -1114,7 +1139,7 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 	int action = learn_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
 	int moved = exec_after_op(seq, NULL);
 	int plan_due = exec_plan_due();
-	pthread_mutex_unlock(&engine_lock);
+	engine_leave(mode);
 	if (conf->mode == EBB_MODE_OFFLOAD)
 		scrub_if_moved(moved);
 	cupti_act(action);
@@ -1123,15 +1148,16 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 }
 
 void
-ebb_engine_on_capture(CUstream stream, int per_thread, int begin, CUresult result)
+ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase phase,
+    CUresult result)
 {
 	struct ebb_line l;
 	static int said;
 
 	/* PyTorch's cudaMallocAsync backend, which ebb run chooses in offload
 	 * mode, fails captures whose backward runs on two streams: say what to do */
-	const char *torch_alloc = !begin && result == CUDA_ERROR_STREAM_CAPTURE_UNJOINED ?
-	    getenv("PYTORCH_CUDA_ALLOC_CONF") : NULL;
+	const char *torch_alloc = phase == EBB_CAPTURE_ENDED &&
+	    result == CUDA_ERROR_STREAM_CAPTURE_UNJOINED ? getenv("PYTORCH_CUDA_ALLOC_CONF") : NULL;
 	if (torch_alloc != NULL && strstr(torch_alloc, "cudaMallocAsync") != NULL)
 		ebb_log_once(&said, EBB_LOG_WARN, "a stream capture failed with unjoined work, under "
 		    "PYTORCH_CUDA_ALLOC_CONF=%s: PyTorch's cudaMallocAsync backend fails such captures "
@@ -1141,21 +1167,43 @@ ebb_engine_on_capture(CUstream stream, int per_thread, int begin, CUresult resul
 
 	pthread_mutex_lock(&engine_lock);
 	struct ebb_stream *st = stream_of(stream, per_thread);
-	if (begin)
+	int offload = conf->mode == EBB_MODE_OFFLOAD;
+	switch (phase) {
+	case EBB_CAPTURE_BEGIN:
+		/*
+		 * Counted before the driver's call, so that from now on every
+		 * thread inside ebb is relaxed; a marker after the stream's work
+		 * so far orders moves after it once nothing more can be
+		 * recorded on the stream.
+		 */
 		capturing++;
-	else if (capturing > 0)
-		capturing--;
-	if (st != NULL)
-		streams_set_stream_capturing(st, begin);
-	if (conf->mode == EBB_MODE_OFFLOAD)
+		if (offload && st != NULL)
+			streams_mark_now(st);
+		break;
+	case EBB_CAPTURE_BEGAN:
+		if (result != CUDA_SUCCESS && capturing > 0)
+			capturing--;
+		else if (st != NULL)
+			streams_set_stream_capturing(st, 1);
+		break;
+	case EBB_CAPTURE_ENDED:
+		if (capturing > 0)
+			capturing--;
+		if (st != NULL)
+			streams_set_stream_capturing(st, 0);
+		int mode = capturing > 0 ? streams_relax() : -1;
+		streams_capture_ended(capturing > 0);
+		streams_unrelax(mode);
+		break;
+	}
+	if (offload)
 		mover_capture(capturing > 0);
-	else
-		streams_set_capturing(capturing > 0);
-	if (ebb_trace_on()) {
+	if (phase != EBB_CAPTURE_BEGIN && (phase == EBB_CAPTURE_ENDED || result == CUDA_SUCCESS) &&
+	    ebb_trace_on()) {
 		ebb_line_begin(&l, 'P');
 		ebb_line_u64(&l, ebb_now_ns());
 		ebb_line_hex(&l, stream_hex(st));
-		ebb_line_str(&l, begin ? "begin" : "end");
+		ebb_line_str(&l, phase == EBB_CAPTURE_BEGAN ? "begin" : "end");
 		ebb_line_end(&l);
 	}
 	pthread_mutex_unlock(&engine_lock);

@@ -156,8 +156,11 @@ void ebb_engine_op_end(struct ebb_op *op, int error);
 /* The host synchronised with a context, a stream or an event. */
 void ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread);
 
-/* Stream capture began (begin=1) or ended on stream; result: the driver's. */
-void ebb_engine_on_capture(CUstream stream, int per_thread, int begin, CUresult result);
+/* The steps of a stream capture: before the driver's begin call, after it
+ * (result: the driver's), and after the end call (result: the driver's). */
+enum ebb_capture_phase { EBB_CAPTURE_BEGIN, EBB_CAPTURE_BEGAN, EBB_CAPTURE_ENDED };
+void ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase phase,
+    CUresult result);
 
 /* NCCL registered (reg=1) or deregistered a buffer. */
 void ebb_engine_on_nccl_register(const void *buf, size_t size, int reg);

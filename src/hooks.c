@@ -418,9 +418,9 @@ cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 	elf params							\
 	{								\
 		HOOK_PROLOGUE(elf, args);				\
+		ebb_engine_on_capture(hStream, pt, EBB_CAPTURE_BEGIN, 0); \
 		CUresult r = ebb_real.elf args;				\
-		if (r == CUDA_SUCCESS)					\
-			ebb_engine_on_capture(hStream, pt, 1, r);	\
+		ebb_engine_on_capture(hStream, pt, EBB_CAPTURE_BEGAN, r); \
 		return r;						\
 	}
 CAPTURE_BEGIN(cuStreamBeginCapture, 0, (CUstream hStream), (hStream))
@@ -444,7 +444,7 @@ CAPTURE_BEGIN(cuStreamBeginCaptureToGraph_ptsz, 1, (CUstream hStream, CUgraph hG
 	{								\
 		HOOK_PROLOGUE(elf, (hStream, phGraph));			\
 		CUresult r = ebb_real.elf(hStream, phGraph);		\
-		ebb_engine_on_capture(hStream, pt, 0, r);		\
+		ebb_engine_on_capture(hStream, pt, EBB_CAPTURE_ENDED, r); \
 		return r;						\
 	}
 CAPTURE_END(cuStreamEndCapture, 0)

@@ -41,7 +41,8 @@ static CUstream d2h, h2d;
 static uint64_t limit;
 static uint64_t min_offload;
 static uint64_t slab_held, other_held;
-static int capturing;
+static int capturing;		/* a stream capture runs: the plan's moves pause, and a
+				 * consumer waits on a restore's event (kept for the graph) */
 static int host_short;		/* an offload found no pinned host memory */
 static int planned;		/* the engine's plan moves buffers */
 static double bw_d2h, bw_h2d;	/* measured at start, bytes a second */
@@ -518,6 +519,7 @@ worker_main(void *arg)
 	struct wqueue *q = arg;
 
 	ebb_inside = 1;
+	streams_relax();	/* its waits never touch, nor wait for, a capture of the job's */
 	CUresult cr = ebb_real.cuCtxSetCurrent(ctx);
 	if (cr != CUDA_SUCCESS)
 		ebb_log(EBB_LOG_ERROR, "ebb's %s worker cannot make the job's context current (error "
@@ -525,9 +527,9 @@ worker_main(void *arg)
 		    "offload" : "restore", (int)cr);
 	pthread_mutex_lock(lock);
 	for (;;) {
-		while (!stopping && (q->head == NULL || capturing))
+		while (!stopping && q->head == NULL)
 			pthread_cond_wait(&q->cond, lock);
-		if (stopping && (q->head == NULL || capturing))
+		if (stopping && q->head == NULL)
 			break;
 		/* it stays queued, in flight to inflight_sized, until retired */
 		struct work *w = q->head;
@@ -591,6 +593,7 @@ class_of(size_t size)
 /* ---- making room under the limit ---- */
 
 static int offload(struct ebb_buf *b, uint64_t seq, const char *why);
+static int uses_orderable(struct ebb_buf *b);
 
 /* Unmap a freed block of rsize bytes (any size when 0) whose tag is done,
  * or, when wait, after waiting for the oldest one's, and pool its handle.
@@ -616,7 +619,7 @@ reclaim_block(int wait, size_t rsize)
 		 * The wait holds the engine mutex: the work it waits for needs
 		 * no lock.
 		 */
-		if (!wait || oldest == NULL || capturing || tag_sync(&(*oldest)->tag) != CUDA_SUCCESS)
+		if (!wait || oldest == NULL || tag_sync(&(*oldest)->tag) != CUDA_SUCCESS)
 			return 0;
 		p = oldest;
 	}
@@ -673,7 +676,7 @@ evict_one(uint64_t seq, size_t rsize)
 		/* not pinned, not in an operation being issued, no copy of it in flight */
 		/* (a restore copy in flight is fine: the offload waits for it) */
 		if (b->pinned || b->cancelled || (seq != 0 && b->last_seq == seq) || in_flight(b) ||
-		    (rsize != 0 && b->rsize != rsize))
+		    (rsize != 0 && b->rsize != rsize) || (capturing && !uses_orderable(b)))
 			continue;
 		if (first == NULL)
 			first = b;
@@ -779,23 +782,23 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 		}
 		if (reclaim_block(0, 0))
 			continue;
-		if (!capturing && inflight_sized(rsize)) {
+		if (inflight_sized(rsize)) {
 			wait_room(&st.wait_room_ns, "room", seq);
 			continue;
 		}
 		/* under a plan, its offloads in flight and the job's frees make the
 		 * room: nothing the plan keeps is evicted before they are waited for */
 		int plan = planned || no_evict;
-		if (!plan && !capturing && evict_one(seq, rsize))
+		if (!plan && evict_one(seq, rsize))
 			continue;
-		if (inflight > 0 && !capturing) {	/* the workers pause while capturing */
+		if (inflight > 0) {
 			wait_room(&st.wait_room_ns, "room", seq);
 			device_full = 0;
 			continue;
 		}
 		/* memory the job freed ahead of the device: wait for the device to
 		 * get there, as the plan assumed */
-		if (plan && !capturing) {
+		if (plan) {
 			uint64_t t0 = ebb_now_ns();
 			int got = reclaim_block(1, 0);
 			host_waited(&st.wait_room_ns, t0, "frees", seq);
@@ -806,7 +809,7 @@ get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 			*err = CUDA_ERROR_OUT_OF_MEMORY;
 			return NULL;
 		}
-		if (!capturing && evict_one(seq, 0))
+		if (evict_one(seq, 0))
 			continue;
 		if (reclaim_block(1, 0))
 			continue;
@@ -1072,17 +1075,13 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 int
 mover_on(void)
 {
-	return on && !capturing;
+	return on;
 }
 
 void
 mover_capture(int active)
 {
 	capturing = active;
-	streams_set_capturing(active);
-	if (!active && lock != NULL)
-		for (int k = 0; k < 2; k++)
-			pthread_cond_signal(&queues[k].cond);
 }
 
 int
@@ -1173,9 +1172,9 @@ alloc_small(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *d
 	 * only every few operations). Over the limit, it is waited for before
 	 * a new slab makes room by moving buffers, or fails: the device passes
 	 * its last use soon, as it passes the frees the job made. */
-	if (x == NULL && c->pending != NULL && !capturing)
+	if (x == NULL && c->pending != NULL)
 		tag_mark(&c->pending->tag);
-	if (x == NULL && c->left < c->size && c->pending != NULL && !capturing &&
+	if (x == NULL && c->left < c->size && c->pending != NULL &&
 	    held_total() + SLAB_BYTES > limit) {
 		uint64_t t0 = ebb_now_ns();
 		CUresult r = tag_sync(&c->pending->tag);
@@ -1399,6 +1398,20 @@ wait_stream(struct ebb_stream *s, void *p)
 		w->r = streams_wait(s, streams_last(s), d2h);
 }
 
+/* Whether an offload of b can be ordered after its uses now: while a
+ * capture runs, no marker can be recorded on a capturing stream, so one
+ * recorded before must cover the use. */
+static int
+uses_orderable(struct ebb_buf *b)
+{
+	if (b->streams_overflow)
+		return 0;
+	for (uint8_t i = 0; i < b->nstreams; i++)
+		if (!streams_orderable((struct ebb_stream *)b->last[i].stream, b->last[i].seq))
+			return 0;
+	return 1;
+}
+
 /* This thread issued a move since mover_moved_here last asked. */
 static _Thread_local int moved_here;
 
@@ -1500,7 +1513,7 @@ copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uin
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	if (r == CUDA_SUCCESS && after != NULL)
 		r = streams_wait(after, after_seq, h2d);
-	CUevent start = r == CUDA_SUCCESS && !capturing ? copy_start(h2d, b->size) : NULL;
+	CUevent start = r == CUDA_SUCCESS ? copy_start(h2d, b->size) : NULL;
 	if (r == CUDA_SUCCESS)
 		r = ebb_real.cuMemcpyHtoDAsync_v2(b->addr, b->host, b->size, h2d);
 	if (r == CUDA_SUCCESS)
@@ -1798,7 +1811,7 @@ mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint6
 CUresult
 mover_map(struct ebb_buf *b, uint64_t seq)
 {
-	if (!on || b->managed != EBB_MANAGED_BIG || b->state != EBB_ON_HOST || capturing)
+	if (!on || b->managed != EBB_MANAGED_BIG || b->state != EBB_ON_HOST)
 		return CUDA_SUCCESS;
 	uint64_t t0 = self_begin();
 	CUresult r = restore(b, NULL, seq);

@@ -176,7 +176,9 @@ int mover_unheld(char *why, size_t len);
 /* Device bytes of allocations the driver served while ebb was offloading. */
 void mover_note_unmanaged(int64_t bytes);
 
-/* While a stream capture runs nothing moves (1 begin, 0 end). */
+/* While a stream capture runs (1 begin, 0 end) the plan's moves pause;
+ * allocations are still served within the limit, buffers the capture does
+ * not use may be evicted for them, and what it uses is restored. */
 void mover_capture(int active);
 
 void mover_stats(struct mover_stats *out);

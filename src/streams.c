@@ -37,12 +37,25 @@ static struct ebb_stream *all;
 static _Thread_local struct ebb_stream *mine;	/* this thread's per-thread stream */
 static CUevent *pool[2];
 static size_t npool[2], cappool[2];
-static int capture_active;
+
+int
+streams_relax(void)
+{
+	CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+
+	if (ebb_real.cuThreadExchangeStreamCaptureMode == NULL ||
+	    ebb_real.cuThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS)
+		return -1;
+	return (int)m;
+}
 
 void
-streams_set_capturing(int active)
+streams_unrelax(int old)
 {
-	capture_active = active;
+	CUstreamCaptureMode m = (CUstreamCaptureMode)old;
+
+	if (old >= 0 && old != CU_STREAM_CAPTURE_MODE_RELAXED)
+		ebb_real.cuThreadExchangeStreamCaptureMode(&m);
 }
 
 CUevent
@@ -129,8 +142,8 @@ streams_last(const struct ebb_stream *s)
 static CUresult
 mark(struct ebb_stream *s)
 {
-	if (capture_active)
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (s->capturing)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;	/* it would land in the graph */
 	if (s->per_thread && s != mine)
 		return CUDA_ERROR_INVALID_HANDLE;	/* only its thread can name it */
 	if (s->count == s->cap) {
@@ -189,8 +202,6 @@ streams_done(struct ebb_stream *s, uint64_t seq)
 {
 	if (s->done >= seq)
 		return 1;
-	if (capture_active)
-		return 0;	/* event queries would break a global capture */
 	poll(s);
 	return s->done >= seq;
 }
@@ -234,6 +245,14 @@ streams_wait(struct ebb_stream *s, uint64_t seq, CUstream waiter)
 	if (m == NULL)
 		return CUDA_ERROR_NOT_READY;
 	return ebb_real.cuStreamWaitEvent(waiter, m->ev, 0);
+}
+
+int
+streams_orderable(struct ebb_stream *s, uint64_t seq)
+{
+	if (streams_done(s, seq) || pending(s, seq) != NULL)
+		return 1;
+	return !s->capturing && (!s->per_thread || s == mine);
 }
 
 void
@@ -298,7 +317,28 @@ streams_set_stream_capturing(struct ebb_stream *s, int on)
 }
 
 int
-streams_capturing(const struct ebb_stream *s)
+streams_capturing(struct ebb_stream *s)
 {
+	CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+
+	if (s->capturing || ebb_real.cuStreamIsCapturing == NULL)
+		return s->capturing;
+	if (s->handle == EBB_STREAM_LEGACY || (s->per_thread && s != mine))
+		return 0;	/* the legacy stream never captures; another thread's is asked there */
+	if (ebb_real.cuStreamIsCapturing(s->handle, &cs) == CUDA_SUCCESS &&
+	    cs != CU_STREAM_CAPTURE_STATUS_NONE)
+		s->capturing = 1;
 	return s->capturing;
+}
+
+void
+streams_capture_ended(int others)
+{
+	for (struct ebb_stream *s = all; s != NULL; s = s->next) {
+		if (!s->capturing)
+			continue;
+		s->capturing = 0;
+		if (others)
+			streams_capturing(s);
+	}
 }

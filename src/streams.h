@@ -53,6 +53,11 @@ int streams_done(struct ebb_stream *s, uint64_t seq);
  */
 CUresult streams_wait(struct ebb_stream *s, uint64_t seq, CUstream waiter);
 
+/* Whether streams_wait(s, seq, ...) can order a wait now: seq is done or a
+ * marker covers it, or one can be recorded (s is not capturing, and is not
+ * another thread's per-thread stream). */
+int streams_orderable(struct ebb_stream *s, uint64_t seq);
+
 /* Record a marker after the last operation on s that reached the driver,
  * unless the newest marker is there already. */
 void streams_mark_now(struct ebb_stream *s);
@@ -78,13 +83,30 @@ CUresult streams_sync(struct ebb_stream *s, uint64_t seq);
  */
 CUresult streams_event_wait(CUevent ev);
 
-/* While a stream capture is active no marker is recorded or queried: event
- * calls on other streams would end up in, or break, the capture. */
-void streams_set_capturing(int active);
+/*
+ * The calling thread's capture interaction mode made relaxed, so that ebb's
+ * own driver calls (event queries and waits, VMM calls) neither fail nor
+ * invalidate a capture of the job's; returns the mode to give back to
+ * streams_unrelax (-1 where the driver has no such call). ebb's own threads
+ * stay relaxed; the job's threads are relaxed only inside ebb while a
+ * capture runs.
+ */
+int streams_relax(void);
+void streams_unrelax(int old);
 
-/* Whether s is being captured into a graph (begin and end capture). */
+/*
+ * Whether s is being captured into a graph: set at its begin and end
+ * capture; a stream that joined another's capture (it waited on an event
+ * recorded in it) is found by asking the driver, once a capture runs, and
+ * stays marked until that capture ends. No marker is recorded on a
+ * capturing stream (it would land in the graph).
+ */
 void streams_set_stream_capturing(struct ebb_stream *s, int on);
-int streams_capturing(const struct ebb_stream *s);
+int streams_capturing(struct ebb_stream *s);
+
+/* A capture ended: every stream is unmarked, and where others still run
+ * (others), those still capturing are asked for again. */
+void streams_capture_ended(int others);
 
 /* Every stream seen, for conservative waits (callback gets each one). */
 void streams_each(void (*fn)(struct ebb_stream *, void *), void *ctx);

@@ -402,6 +402,41 @@ START_TEST(graph_capture)
 }
 END_TEST
 
+/*
+ * A graph's memory allocated while capturing (relaxed mode, as PyTorch's
+ * graph pools are) under a limit the capture does not fit in: ebb serves it
+ * within the limit, moving buffers the capture does not use, and the
+ * capture stays valid; in observe mode the same runs untouched.
+ */
+START_TEST(graph_capture_limit)
+{
+	const char *path = tmp_file("capture-limit");
+	char *argv[] = { workload_path(0), "capture-limit", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", NULL };
+	struct run_result r;
+	struct trace t;
+	unsigned long long frees, peak;
+
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	run_free(&r);
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	ck_assert_ptr_null(strstr(r.err, "over EBB_LIMIT"));
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_le(peak, 32ULL << 20);
+	trace_load(path, &t);
+	ck_assert_uint_eq(count_type(&t, 'P'), 2);
+	ck_assert_uint_eq(summary(&t, "over-limit-allocations"), 0);
+	ck_assert_uint_eq(summary(&t, "refusals"), 0);
+	ck_assert_uint_gt(summary(&t, "offloads"), 0);
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 32ULL << 20);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 START_TEST(nccl_calls)
 {
 	const char *path = tmp_file("nccl");
@@ -1166,6 +1201,7 @@ main(void)
 	tcase_add_test(tc, default_pool_served);
 	tcase_add_test(tc, pointer_query_of_offloaded_buffer);
 	tcase_add_test(tc, graph_capture);
+	tcase_add_test(tc, graph_capture_limit);
 	tcase_add_test(tc, nccl_calls);
 	tcase_add_test(tc, unresolved_launch);
 	tcase_add_test(tc, bad_value_one_line);

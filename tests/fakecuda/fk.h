@@ -147,6 +147,9 @@ struct fk_stream {
     CUstreamCaptureMode capture_mode;
     pthread_t capture_thread;   /* the thread that began the capture */
     int capture_invalid;        /* an illegal call invalidated the capture */
+    struct fk_stream *capture_origin; /* joined another stream's capture: that stream */
+    uint64_t capture_ops;       /* ops this stream added to its capture */
+    uint64_t capture_joined;    /* of those, how many the capture has waited for since */
 };
 
 /* fk_submit() flags. */
@@ -193,13 +196,21 @@ CUresult fk_capture_refuse_locked(struct fk_stream *s, int capturable);
 /*
  * The check of a "potentially unsafe" call (measured on the driver: cuMemAlloc, cuMemFree,
  * pinned host allocation and registration, stream-ordered allocation on other streams,
- * cuStreamSynchronize and cuEventQuery/Synchronize): while a capture in global mode is under
- * way in any thread (even one already invalidated), or a global or thread-local one was begun
- * by the calling thread, it returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates
+ * cuStreamSynchronize and cuEventQuery/Synchronize), by the calling thread's interaction mode
+ * (cuThreadExchangeStreamCaptureMode): in global mode (the default), while a capture begun in
+ * global mode is under way in any thread (even one already invalidated), or a global or
+ * thread-local one was begun by the calling thread; in thread-local mode, only the latter; in
+ * relaxed mode, never. Then it returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates
  * those captures; else CUDA_SUCCESS. Takes fk_lock (the _locked variant expects it held).
  */
 CUresult fk_capture_unsafe(void);
 CUresult fk_capture_unsafe_locked(void);
+
+/* The list of every stream (linked by next), fk_lock held. */
+struct fk_stream *fk_all_streams_locked(void);
+
+/* Invalidates the capture s takes part in, on every stream that joined it. fk_lock held. */
+void fk_capture_invalidate_locked(struct fk_stream *s);
 
 /*
  * cuCtxSynchronize while any capture runs: invalidates every capture and returns

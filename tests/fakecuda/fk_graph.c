@@ -132,7 +132,10 @@ CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode
 
 /*
  * Ends capture and gives the graph; CUDA_ERROR_ILLEGAL_STATE if the stream is not capturing,
- * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (no graph, capture ended) if it was invalidated.
+ * CUDA_ERROR_STREAM_CAPTURE_UNMATCHED on a stream that only joined another's capture,
+ * CUDA_ERROR_STREAM_CAPTURE_UNJOINED (no graph, capture ended) if a stream that joined it has
+ * work the capturing stream never waited for, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (no graph,
+ * capture ended) if it was invalidated.
  */
 static CUresult end_capture(CUstream hStream, CUgraph *phGraph, int ptds)
 {
@@ -145,7 +148,24 @@ static CUresult end_capture(CUstream hStream, CUgraph *phGraph, int ptds)
     rc = fk_stream_find_locked(hStream, ptds, &s);
     if (rc == CUDA_SUCCESS && !s->capture)
         rc = CUDA_ERROR_ILLEGAL_STATE;
+    else if (rc == CUDA_SUCCESS && s->capture_origin)
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;   /* only the origin ends it */
     if (rc == CUDA_SUCCESS) {
+        /* the streams that joined leave it; work of theirs never waited for is unjoined */
+        int unjoined = 0;
+        for (struct fk_stream *t = fk_all_streams_locked(); t; t = t->next)
+            if (t->capture == s->capture && t->capture_origin == s) {
+                unjoined |= t->capture_ops > t->capture_joined;
+                t->capture = NULL;
+                t->capture_origin = NULL;
+            }
+        if (unjoined && !s->capture_invalid) {
+            fk_graph_free_locked(s->capture);
+            *phGraph = NULL;
+            s->capture = NULL;
+            pthread_mutex_unlock(&fk_lock);
+            return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+        }
         if (s->capture_invalid) {
             fk_graph_free_locked(s->capture);
             *phGraph = NULL;

@@ -40,6 +40,9 @@ struct CUevent_st {
     uint32_t tag;
     unsigned flags;
     struct fk_op *rec;              /* reference, under fk_lock */
+    struct fk_stream *cap_src;      /* recorded in a capture: by this stream, else NULL */
+    struct fk_graph *cap_graph;     /* into this graph */
+    uint64_t cap_ops;               /* cap_src's capture_ops at the record */
     struct CUevent_st *prev, *next; /* in all_events, under fk_lock */
 };
 
@@ -129,7 +132,7 @@ static void stream_free_locked(struct fk_stream *s)
         }
     if (s->last)
         fk_op_unref_locked(s->last);
-    if (s->capture)
+    if (s->capture && !s->capture_origin)
         fk_graph_free_locked(s->capture);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -284,7 +287,7 @@ static int legacy_conflict_locked(void)
 
     for (struct fk_stream *t = all_streams; t; t = t->next)
         if (t->capture && !(t->flags & CU_STREAM_NON_BLOCKING)) {
-            t->capture_invalid = 1;
+            fk_capture_invalidate_locked(t);
             found = 1;
         }
     return found;
@@ -295,23 +298,66 @@ CUresult fk_capture_refuse_locked(struct fk_stream *s, int capturable)
 {
     if (capturable && s->capture_invalid)
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    s->capture_invalid = 1;
+    fk_capture_invalidate_locked(s);
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
-/* The check of a potentially unsafe call, fk_lock held (fk.h). */
+/* Every stream, newest first (fk.h). */
+struct fk_stream *fk_all_streams_locked(void)
+{
+    return all_streams;
+}
+
+/* Invalidates s's capture on every stream in it (fk.h). */
+void fk_capture_invalidate_locked(struct fk_stream *s)
+{
+    struct fk_graph *g = s->capture;
+
+    for (struct fk_stream *t = all_streams; t; t = t->next)
+        if (t->capture == g)
+            t->capture_invalid = 1;
+}
+
+/* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode). */
+static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+/*
+ * Swaps the calling thread's capture interaction mode with *mode. Returns
+ * CUDA_ERROR_INVALID_VALUE for a NULL pointer or an unknown mode.
+ */
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    FK_ENTER(FK_NEED_INIT);
+    if (!mode || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                  *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                  *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = thread_mode;
+    thread_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+/*
+ * The check of a potentially unsafe call, fk_lock held (fk.h): a thread in
+ * relaxed mode may make any; one in thread-local mode not while a capture it
+ * began (not relaxed) runs; one in global mode (the default) neither, nor while
+ * any thread's global capture runs.
+ */
 CUresult fk_capture_unsafe_locked(void)
 {
     pthread_t self = pthread_self();
     CUresult rc = CUDA_SUCCESS;
 
+    if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_SUCCESS;
     for (struct fk_stream *t = all_streams; t; t = t->next) {
-        if (!t->capture)
+        if (!t->capture || t->capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
             continue;
-        if (t->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
-            (t->capture_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-             pthread_equal(t->capture_thread, self))) {
-            t->capture_invalid = 1;
+        int own = pthread_equal(t->capture_thread, self);
+        if (own || (thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                    t->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+            fk_capture_invalidate_locked(t);
             rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         }
     }
@@ -337,7 +383,7 @@ CUresult fk_capture_ctx_sync(void)
     pthread_mutex_lock(&fk_lock);
     for (struct fk_stream *t = all_streams; t; t = t->next)
         if (t->capture) {
-            t->capture_invalid = 1;
+            fk_capture_invalidate_locked(t);
             rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         }
     pthread_mutex_unlock(&fk_lock);
@@ -352,8 +398,10 @@ CUresult fk_submit_locked(struct fk_stream *s, struct fk_op *op)
             fk_op_unref_locked(op);
             return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
         }
-        if (op->kind == FK_OP_WORK)
+        if (op->kind == FK_OP_WORK) {
             fk_graph_append_locked(s->capture, op);
+            s->capture_ops++;
+        }
         else
             fk_op_unref_locked(op);
         return CUDA_SUCCESS;
@@ -779,7 +827,25 @@ static CUresult stream_wait_event(CUstream hStream, CUevent hEvent, unsigned int
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fk_lock);
     rc = fk_stream_find_locked(hStream, ptds, &s);
-    if (rc == CUDA_SUCCESS && hEvent->rec && !hEvent->rec->done) {
+    struct fk_stream *src = hEvent->cap_src;
+    if (rc == CUDA_SUCCESS && src && src->capture && src->capture == hEvent->cap_graph) {
+        /* an event recorded in a live capture: the waiter joins it, or, in it, has
+         * waited for the recorder's work so far (the graph runs in issue order) */
+        if (!s->capture) {
+            struct fk_stream *o = src->capture_origin ? src->capture_origin : src;
+            s->capture = src->capture;
+            s->capture_origin = o;
+            s->capture_id = o->capture_id;
+            s->capture_mode = o->capture_mode;
+            s->capture_thread = o->capture_thread;
+            s->capture_invalid = o->capture_invalid;
+            s->capture_ops = s->capture_joined = 0;
+        } else if (s->capture != src->capture) {
+            rc = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+        }
+        if (rc == CUDA_SUCCESS && hEvent->cap_ops > src->capture_joined)
+            src->capture_joined = hEvent->cap_ops;
+    } else if (rc == CUDA_SUCCESS && hEvent->rec && !hEvent->rec->done) {
         struct fk_op *w = fk_op_new(FK_OP_WAIT, "cuStreamWaitEvent", NULL, 0);
 
         w->target = hEvent->rec;
@@ -1047,8 +1113,14 @@ static CUresult event_record(CUevent hEvent, CUstream hStream, unsigned flags, i
             if (hEvent->rec)
                 fk_op_unref_locked(hEvent->rec);
             hEvent->rec = op;
+            hEvent->cap_src = NULL;
         } else {
             fk_op_unref_locked(op);
+            if (rc == CUDA_SUCCESS) {
+                hEvent->cap_src = s;
+                hEvent->cap_graph = s->capture;
+                hEvent->cap_ops = s->capture_ops;
+            }
         }
     }
     pthread_mutex_unlock(&fk_lock);

@@ -78,6 +78,7 @@
     X(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2)                                 \
     X(cuStreamEndCapture, 10000, cuStreamEndCapture)                                        \
     X(cuStreamIsCapturing, 10000, cuStreamIsCapturing)                                      \
+    X(cuThreadExchangeStreamCaptureMode, 10010, cuThreadExchangeStreamCaptureMode)          \
     X(cuStreamGetCaptureInfo, 12030, cuStreamGetCaptureInfo_v3)                             \
     X(cuGraphInstantiateWithFlags, 11040, cuGraphInstantiateWithFlags)                      \
     X(cuGraphLaunch, 10000, cuGraphLaunch) X(cuGraphUpload, 11010, cuGraphUpload)           \
@@ -1552,6 +1553,78 @@ static void test_capture_invalidation(void)
 }
 
 /*
+ * A thread's own interaction mode (cuThreadExchangeStreamCaptureMode): relaxed, its unsafe
+ * calls neither fail nor invalidate the global capture it began; a stream
+ * that waits on an event recorded in a capture joins it, is reported capturing, and its work
+ * lands in the graph, in issue order; its work never waited for ends the capture unjoined.
+ */
+static void test_capture_join(void)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUstreamCaptureStatus cs;
+    CUstream s, side;
+    CUevent fork, join;
+    CUdeviceptr d, tmp;
+    CUgraph g;
+    CUgraphExec x;
+
+    OK(D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(D.cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+    OK(D.cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+    OK(D.cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+    OK(D.cuMemAlloc(&d, 2 * 64 * 4));
+    OK(launch_fill(s, d, 0, 128));
+    OK(D.cuStreamSynchronize(s));
+
+    EXPECT(CUDA_ERROR_INVALID_VALUE, D.cuThreadExchangeStreamCaptureMode(NULL));
+    OK(D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(D.cuThreadExchangeStreamCaptureMode(&m));
+    CHECK(m == CU_STREAM_CAPTURE_MODE_GLOBAL);
+    OK(D.cuMemAlloc(&tmp, 64));
+    OK(D.cuMemFree(tmp));
+    OK(D.cuThreadExchangeStreamCaptureMode(&m));
+    CHECK(m == CU_STREAM_CAPTURE_MODE_RELAXED);
+    OK(D.cuEventRecord(fork, s));
+    OK(D.cuStreamIsCapturing(side, &cs));
+    CHECK(cs == CU_STREAM_CAPTURE_STATUS_NONE);
+    OK(D.cuStreamWaitEvent(side, fork, 0));
+    OK(D.cuStreamIsCapturing(side, &cs));
+    CHECK(cs == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    OK(launch_fill(s, d, 5, 64));
+    OK(launch_fill(side, d + 64 * 4, 6, 64));
+    EXPECT(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, D.cuStreamEndCapture(side, &g));
+    OK(D.cuEventRecord(join, side));
+    OK(D.cuStreamWaitEvent(s, join, 0));
+    OK(D.cuStreamEndCapture(s, &g));
+    CHECK(g != NULL);
+    OK(D.cuStreamIsCapturing(side, &cs));
+    CHECK(cs == CU_STREAM_CAPTURE_STATUS_NONE);
+    CHECK(((uint32_t *)hp(d))[0] == 0 && ((uint32_t *)hp(d))[64] == 0);
+    OK(D.cuGraphInstantiateWithFlags(&x, g, 0));
+    OK(D.cuGraphLaunch(x, s));
+    OK(D.cuStreamSynchronize(s));
+    CHECK(((uint32_t *)hp(d))[0] == 5 && ((uint32_t *)hp(d))[64] == 6);
+    OK(D.cuGraphExecDestroy(x));
+    OK(D.cuGraphDestroy(g));
+
+    OK(D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(D.cuEventRecord(fork, s));
+    OK(D.cuStreamWaitEvent(side, fork, 0));
+    OK(launch_fill(side, d, 7, 64));
+    EXPECT(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, D.cuStreamEndCapture(s, &g));
+    OK(D.cuStreamIsCapturing(s, &cs));
+    CHECK(cs == CU_STREAM_CAPTURE_STATUS_NONE);
+    OK(D.cuStreamIsCapturing(side, &cs));
+    CHECK(cs == CU_STREAM_CAPTURE_STATUS_NONE);
+
+    OK(D.cuMemFree(d));
+    OK(D.cuEventDestroy(fork));
+    OK(D.cuEventDestroy(join));
+    OK(D.cuStreamDestroy(side));
+    OK(D.cuStreamDestroy(s));
+}
+
+/*
  * The capture matrix measured on the driver (580.159.04): for each call, what happens to a
  * capture on a non-blocking stream when the call is made during it, in global, thread-local
  * and relaxed mode, from another thread and from the capturing thread ("GgTtRr": upper case
@@ -2022,6 +2095,7 @@ int main(int argc, char **argv)
     test_use_after_free();
     test_capture();
     test_capture_invalidation();
+    test_capture_join();
     test_capture_matrix();
     test_environment();
     test_nccl();

@@ -10,7 +10,8 @@
  * or, built as workload-linked, through the ELF symbols of -lcuda.
  *
  * Scenarios: basic, loop N, threads N, fork, fork-exit, churn N, vmm, pool N,
- * query, capture, nccl, unresolved,
+ * query, capture, capture-limit (a graph's pool allocated while capturing),
+ * nccl, unresolved,
  * offload N (random buffers, streams and operations, every result checked;
  * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
  * sizes (memory freed in one size makes room for a buffer of another),
@@ -79,7 +80,8 @@
 	X(DeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, (CUmemoryPool *, CUdevice)) \
 	X(MemAllocFromPoolAsync, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, (CUdeviceptr *, size_t, CUmemoryPool, CUstream)) \
 	X(PointerGetAttribute, cuPointerGetAttribute, cuPointerGetAttribute, 4000, (void *, CUpointer_attribute, CUdeviceptr)) \
-	X(MemGetAddressRange, cuMemGetAddressRange, cuMemGetAddressRange_v2, 3020, (CUdeviceptr *, size_t *, CUdeviceptr))
+	X(MemGetAddressRange, cuMemGetAddressRange, cuMemGetAddressRange_v2, 3020, (CUdeviceptr *, size_t *, CUdeviceptr)) \
+	X(ThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010, (CUstreamCaptureMode *))
 
 static struct {
 #define X(field, base, elf, ver, params) CUresult (*field) params;
@@ -403,6 +405,66 @@ scenario_capture(void)
 	CK(cu.StreamSynchronize(s));
 	if (v != 3)
 		FAIL("graph copy gave %u", v);
+	return 0;
+}
+
+/*
+ * A capture under a limit, made as PyTorch makes its graphs: buffers in use
+ * before the capture; a global-mode capture on s that forks onto a side
+ * stream and joins back; buffers allocated during it with cuMemAlloc in
+ * relaxed mode (the caching allocator's graph pool), written by the graph;
+ * then replays of the graph with a new input each, and the earlier buffers
+ * read between them. Every value is checked.
+ */
+static void check_bytes(CUdeviceptr p, uint32_t v, size_t bytes, CUstream s, const char *what,
+    int i);
+static void print_driver_stats(void);
+
+static int
+scenario_capture_limit(void)
+{
+	enum { NOTHER = 6, NCAP = 4, ROUNDS = 3 };
+	const size_t sz = 4 << 20, n = sz / 4;
+	CUstream s, side;
+	CUevent fork, join;
+	CUdeviceptr other[NOTHER], in, cap[NCAP];
+	CUgraph g;
+	CUgraphExec ge;
+
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cu.StreamCreate(&side, CU_STREAM_NON_BLOCKING));
+	CK(cu.EventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+	CK(cu.EventCreate(&join, CU_EVENT_DISABLE_TIMING));
+	CK(cu.MemAlloc(&in, sz));
+	launch_fill(in, 7, n, s);
+	for (int i = 0; i < NOTHER; i++) {
+		CK(cu.MemAlloc(&other[i], sz));
+		launch_fill(other[i], 100 + (uint32_t)i, n, s);
+	}
+	CK(cu.StreamSynchronize(s));
+	CK(cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cu.EventRecord(fork, s));
+	CK(cu.StreamWaitEvent(side, fork, 0));
+	for (int i = 0; i < NCAP; i++) {
+		CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+		CK(cu.ThreadExchangeStreamCaptureMode(&m));
+		CK(cu.MemAlloc(&cap[i], sz));
+		CK(cu.ThreadExchangeStreamCaptureMode(&m));
+		launch_copy(cap[i], in, sz, i % 2 ? side : s);
+	}
+	CK(cu.EventRecord(join, side));
+	CK(cu.StreamWaitEvent(s, join, 0));
+	CK(cu.StreamEndCapture(s, &g));
+	CK(cu.GraphInstantiate(&ge, g, 0));
+	for (int round = 0; round < ROUNDS; round++) {
+		launch_fill(in, 7 + (uint32_t)round, n, s);
+		CK(cu.GraphLaunch(ge, s));
+		for (int i = 0; i < NCAP; i++)
+			check_bytes(cap[i], 7 + (uint32_t)round, sz, s, "graph output", i);
+		for (int i = 0; i < NOTHER; i++)
+			check_bytes(other[i], 100 + (uint32_t)i, sz, s, "buffer from before", i);
+	}
+	print_driver_stats();
 	return 0;
 }
 
@@ -1194,6 +1256,8 @@ main(int argc, char **argv)
 		r = scenario_pool(arg > 0 ? arg : 30);
 	else if (strcmp(what, "capture") == 0)
 		r = scenario_capture();
+	else if (strcmp(what, "capture-limit") == 0)
+		r = scenario_capture_limit();
 	else if (strcmp(what, "unresolved") == 0)
 		r = scenario_unresolved();
 	else if (strcmp(what, "offload") == 0)
