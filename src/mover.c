@@ -1268,7 +1268,9 @@ alloc_impl(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dp
 				trace_move('J', 0, NULL, size, "create");
 				return MOVER_DECLINE;
 			}
-			refuse(size, "nothing more can be moved");
+			refuse(size, capturing ? "nothing more can be moved: what a stream capture "
+			    "uses, and what is allocated during it, stays on the device" :
+			    "nothing more can be moved");
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
 		CUresult r = vmm_reserve(rsize, &va);

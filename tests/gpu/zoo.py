@@ -30,13 +30,17 @@ every 5 ms; a job's peak is the highest sample less the device's used memory
 at idle (measured once, before the first job). Before the first job a tiny
 PyTorch process measures the CUDA context's own cost (its peak less what was
 used before it: torch.cuda.init(), a bf16 matrix product and a convolution, so
-that cuBLAS's and cuDNN's modules are loaded, as in every job).
+that cuBLAS's and cuDNN's modules are loaded, as in every job). A job's own
+context is the larger of that and what its baseline held beyond PyTorch's
+allocator (its peak less torch.cuda.max_memory_reserved(), which the PyTorch
+jobs report): the modules of the kernels it loads (lazily, as it first
+launches them) and of the libraries only it uses, such as NCCL's.
 
 A run passes when: it exits with status 0 within --timeout; it printed a
 ZOO_RESULT line with one loss and one time for each step and then "ok"; its
 losses are those of the job's (first) baseline, bit for bit (hex strings);
 the baseline's own losses are finite and not all equal (the job trained);
-under limit:F its peak is at most the limit plus the context's cost
+under limit:F its peak is at most the limit plus the job's context
 (--slack-mib more, default 0); and under ebb, the job's process wrote its
 trace (OUT/JOB.MODE.PID.trace, PID the job's, which its ZOO_RESULT gives), of
 the right mode (observe or offload in its header), that `ebb report` reads
@@ -481,6 +485,13 @@ class Zoo:
             sys.exit(f"zoo.py: the CUDA context measurement failed ({last_words(log, 3)})")
         return max(0, peak - before)
 
+    def job_context(self, base):
+        """The job's context in bytes and where it comes from: the probe's,
+        or, where larger, its baseline base's peak less its reserved_peak."""
+        if base.get("_reserved") is not None and base["_peak"] - base["_reserved"] > self.ctx:
+            return base["_peak"] - base["_reserved"], "baseline"
+        return self.ctx, "probe"
+
     def run(self, job, mode, rep, baseline):
         """Run one job in one mode; returns its record. baseline: the job's
         first baseline record (None while running it)."""
@@ -523,13 +534,17 @@ class Zoo:
         rec.update(exit_status=rc, timed_out=timed_out, wall_s=round(wall, 2),
                    peak_gib=gib(peak - self.idle), device_peak_gib=gib(peak),
                    device_used_before_gib=gib(before), idle_gib=gib(self.idle),
-                   context_gib=gib(self.ctx), left_processes=left, _peak=peak - self.idle)
+                   left_processes=left, _peak=peak - self.idle)
         why = []
         if timed_out:
             why.append(f"timed out after {self.a.timeout} s")
         elif rc != 0:
             why.append(f"exit status {rc}: {last_words(log)}")
         res, ok, bad = read_result(log)
+        if baseline is None:
+            rec["_reserved"] = res.get("reserved_peak") if res else None
+        ctx, ctx_from = self.job_context(baseline if baseline is not None else rec)
+        rec.update(context_gib=gib(ctx), context_from=ctx_from)
         if bad:
             why.append(bad)
         else:
@@ -559,9 +574,9 @@ class Zoo:
                             if i >= len(losses) or i >= len(ref) or losses[i] != ref[i]]
                     why.append(f"losses differ from the baseline's from step {diff[0]} "
                                f"({len(diff)} of {len(ref)} steps)")
-        if limit is not None and peak - self.idle > limit + self.ctx + self.a.slack_mib * MIB:
+        if limit is not None and peak - self.idle > limit + ctx + self.a.slack_mib * MIB:
             why.append(f"peak {gib(peak - self.idle):.2f} GiB over the limit {gib(limit):.2f} "
-                       f"GiB + context {gib(self.ctx):.2f} GiB")
+                       f"GiB + context {gib(ctx):.2f} GiB")
         if mode.ebb:
             # the job's process: ebb run's child, which its ZOO_RESULT names
             job_pid = res.get("pid", pid) if res else pid
@@ -625,6 +640,7 @@ class Zoo:
                     r["ratio"] = round(r["step_s"] / ref, 4)
         for r in self.records:
             r.pop("_peak", None)
+            r.pop("_reserved", None)
         head = (f"{'job':<14} {'mode':<24} {'exit':>5} {'step_s':>9} {'ratio':>7} "
                 f"{'peak GiB':>9} {'limit GiB':>9} {'losses':>7}  result")
         print("\n" + head + "\n" + "-" * len(head))

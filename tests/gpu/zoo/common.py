@@ -10,7 +10,11 @@ the step, steps.end(loss); steps.finish(versions(...)). finish() prints the
 one result line the runner (tests/gpu/zoo.py) reads,
 
     ZOO_RESULT {"job": ..., "steps": N, "warmup": W, "losses": [hex...],
-                "step_times": [s...], "step_s": median, "versions": {...}}
+                "step_times": [s...], "step_s": median, "versions": {...},
+                "reserved_peak": bytes}
+
+(reserved_peak: torch.cuda.max_memory_reserved(), for the PyTorch jobs on
+CUDA only)
 
 and then "ok" as the last line of standard output. Losses are float.hex of
 the Python float of each step's loss, so two runs compare bit for bit. The
@@ -166,8 +170,20 @@ class Steps:
                "losses": self.losses, "step_times": [round(t, 6) for t in self.times],
                "step_s": round(statistics.median(steady), 6), "versions": versions_dict,
                "device": DEVICE, "pid": os.getpid(), **extra}
+        reserved = reserved_peak()
+        if reserved is not None:
+            res["reserved_peak"] = reserved
         print("ZOO_RESULT " + json.dumps(res), flush=True)
         print("ok", flush=True)
+
+
+def reserved_peak():
+    """The most device memory PyTorch's allocator held at once in this
+    process (bytes), or None where the job has no PyTorch on CUDA."""
+    torch = sys.modules.get("torch")
+    if torch is None or DEVICE != "cuda" or not torch.cuda.is_initialized():
+        return None
+    return int(torch.cuda.max_memory_reserved())
 
 
 def mlp_block(d, hidden, dropout=0.0):
