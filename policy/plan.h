@@ -40,7 +40,9 @@
  * that wraps, and a restore is placed to end before a copy of the job's to
  * the device starts; what still waits is predicted as a stall.
  *
- * Pure C: no CUDA, no I/O, no globals.
+ * Pure C: no CUDA, no I/O, no globals, no threads, no clocks. plan_make
+ * (src/planrun.h) runs the two searches, the one for waits on a thread of
+ * its own, under a time limit.
  */
 #ifndef EBB_PLAN_H
 #define EBB_PLAN_H
@@ -149,7 +151,8 @@ struct plan_params {
 	double host_restore_s;
 	int allow_stall;	/* 0: only gaps whose restores are on time */
 	int no_waits;		/* with allow_stall: the greedy search's stalls only, not
-				 * also waits where the floor wants them (plan_make) */
+				 * also waits where the floor wants them (plan_make,
+				 * plan_waits_wanted) */
 	double time_limit_s;	/* plan_make's seconds at most (0: no limit): past them
 				 * the search stops where it is (plan.time_capped) */
 };
@@ -211,21 +214,59 @@ struct plan {
 };
 
 /*
- * Plan for the profile: moves without stalls first; when those run out
- * short of the target and pp->allow_stall, more with stalls from there, the
- * greedy search's; and, unless pp->no_waits, also the stalls as waits where
- * plan_floor wants them, keeping the faster plan (out->waited: the waits).
- * The search for waits runs on a thread of its own beside the greedy one
- * (one after the other where no thread can be made: the same plan).
- * Returns 0 (out filled; out->met says whether the target was reached), or
- * -1 when out of memory. Free with plan_fini.
+ * A caller's test of whether a search must stop where it is (its plan so
+ * far stands, with time_capped set): fn(arg) returns nonzero to stop. The
+ * searches call it once a round; they read no clock themselves (plan_make,
+ * src/planrun.h, passes its deadline this way). NULL, or fn NULL: never.
  */
-int plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out);
-void plan_fini(struct plan *pl);
+struct plan_stop {
+	int (*fn)(void *arg);
+	void *arg;
+};
 
-/* The lowest peak the planner reaches with no restore late (target 0, no
- * stalls allowed). Returns 0 when out of memory. */
-uint64_t plan_bound(const struct prof *p, const struct plan_params *pp);
+/*
+ * The greedy search: moves without stalls first; when those run out short
+ * of the target and pp->allow_stall, more with stalls from there (out->bound:
+ * the peak where it went on). Until the target is met, nothing more helps,
+ * or stop says so. Returns 0 (out filled; out->met says whether the target
+ * was reached), or -1 when out of memory. Free with plan_fini.
+ */
+int plan_greedy(const struct prof *p, const struct plan_params *pp,
+    const struct plan_stop *stop, struct plan *out);
+
+/*
+ * The search for waits: stalls as waits where plan_floor wants them, the
+ * iteration so padded planned without stalls, for a lower peak each round
+ * (up to 12), and short of the target, on from the last with the greedy
+ * search's stalls. Returns 0 (out filled, out->waits: the waits); 1 when it
+ * gains nothing (the greedy plan's stall, greedy_stall, is about what the
+ * floor's waits cost already, or no wait helps; out is then empty); -1 when
+ * out of memory. With greedy_stall NAN (not known yet: the greedy search
+ * runs beside it) it goes on regardless, and *first_got is what the floor's
+ * waits cost in its first round (NAN: none reached), for plan_waits_no_gain.
+ */
+int plan_waits(const struct prof *p, const struct plan_params *pp, double greedy_stall,
+    const struct plan_stop *stop, double *first_got, struct plan *out);
+
+/*
+ * The rule between the two searches' plans. plan_waits_wanted: whether to
+ * search for waits at all (pp->allow_stall, not pp->no_waits).
+ * plan_waits_moot: whether the greedy plan (made: plan_greedy's return)
+ * leaves them nothing to do (failed, not wanted, the target not under the
+ * bound, no moves, or out of time). plan_waits_no_gain: whether a greedy
+ * plan's stall is about what the waits cost in their first round already
+ * (first_got NAN: not known, 0). plan_pick: the better of the greedy plan
+ * and the waits' (met, then faster; of two that miss, the lower peak with no
+ * more stall) into greedy (waited set when it is the waits'); the other is
+ * freed.
+ */
+int plan_waits_wanted(const struct plan_params *pp);
+int plan_waits_moot(const struct plan_params *pp, int made, const struct plan *greedy);
+int plan_waits_no_gain(double greedy_stall, double first_got);
+void plan_pick(struct plan *greedy, struct plan *waited);
+
+/* Free what a plan holds (plan_greedy, plan_waits, plan_make), and empty it. */
+void plan_fini(struct plan *pl);
 
 /*
  * A floor under every plan, not only this planner's: no way of moving whole

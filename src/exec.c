@@ -15,6 +15,7 @@
 #include "log.h"
 #include "mover.h"
 #include "plan.h"
+#include "planrun.h"
 #include "record.h"
 #include "trace.h"
 #include "tracer.h"

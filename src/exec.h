@@ -8,7 +8,7 @@
  *   RECORDING  every movable buffer alive at the start, every allocation,
  *              use and free of the iteration, and each operation's time
  *   RECORDED   the GPU times are delivered (a CUPTI flush), then
- *              policy/plan.c plans
+ *              plan_make (planrun.c) plans
  *   READY      planned; the plan starts at the next iteration's start
  *   RUNNING    after each operation, the plan's offloads and restores for
  *              that position in the iteration are issued

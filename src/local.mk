@@ -1,15 +1,19 @@
 ## src/: libebb.so and the internal libraries it is made of.
 
-# Configuration, logging and the trace format: linked by libebb.so and by
-# the ebb command, so there is one parser of each.
+# Configuration, logging, the trace format and the planner run against the
+# clock: linked by libebb.so and by the ebb command, so there is one parser
+# of each and one planner. planrun.c needs policy/libpolicy.la, which the
+# programs that call plan_make link after this one.
 noinst_LTLIBRARIES += src/libebbcommon.la
 src_libebbcommon_la_SOURCES = \
 	src/conf.c src/conf.h \
 	src/log.c src/log.h \
 	src/trace.c src/trace.h \
 	src/trace_read.c src/trace_read.h \
-	src/trace_format.h
+	src/trace_format.h \
+	src/planrun.c src/planrun.h
 src_libebbcommon_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
+src_libebbcommon_la_LIBADD = $(PTHREAD_LIBS)
 
 # Everything of libebb.so, as a convenience library the unit tests link too.
 noinst_LTLIBRARIES += src/libebbcore.la

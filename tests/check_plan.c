@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "planrun.h"
 #include "record.h"
 #include "testutil.h"
 

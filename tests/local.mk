@@ -41,7 +41,7 @@ EXTRA_tests_check_exports_DEPENDENCIES = src/libebb.la
 
 tests_check_plan_SOURCES = tests/check_plan.c
 tests_check_plan_CFLAGS = $(TEST_CFLAGS)
-tests_check_plan_LDADD = policy/libpolicy.la $(TEST_LIBS)
+tests_check_plan_LDADD = src/libebbcommon.la policy/libpolicy.la $(TEST_LIBS)
 
 tests_check_iter_SOURCES = tests/check_iter.c
 tests_check_iter_CFLAGS = $(TEST_CFLAGS)

@@ -15,6 +15,7 @@
 
 #include "conf.h"
 #include "plan.h"
+#include "planrun.h"
 #include "plancmd.h"
 #include "record.h"
 #include "trace_read.h"

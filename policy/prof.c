@@ -1,0 +1,262 @@
+/*
+ * prof.c: the access profile of one iteration (plan.h), and what the
+ * planner's files read off it: the memory each buffer's lifetime adds, the
+ * timeline, and the device waiting for the host.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_internal.h"
+
+/* An empty profile of nops operations (plan.h). Returns 0, or -1 when out of
+ * memory. */
+int
+prof_init(struct prof *p, uint32_t nops)
+{
+	memset(p, 0, sizeof *p);
+	p->nops = nops;
+	p->dur = calloc(nops ? nops : 1, sizeof *p->dur);
+	p->xfer = calloc(nops ? nops : 1, 1);
+	if (p->dur == NULL || p->xfer == NULL) {
+		prof_fini(p);
+		return -1;
+	}
+	return 0;
+}
+
+/* Free what the profile holds, and empty it. */
+void
+prof_fini(struct prof *p)
+{
+	for (uint32_t i = 0; i < p->nbufs; i++)
+		free(p->buf[i].use);
+	free(p->buf);
+	free(p->dur);
+	free(p->xfer);
+	free(p->host);
+	free(p->barrier);
+	memset(p, 0, sizeof *p);
+}
+
+/* Give the profile the host's side, zeros (plan.h). Returns 0, or -1 when
+ * out of memory. */
+int
+prof_host(struct prof *p)
+{
+	if (p->host == NULL)
+		p->host = calloc(p->nops ? p->nops : 1, sizeof *p->host);
+	if (p->barrier == NULL)
+		p->barrier = calloc(p->nops ? p->nops : 1, 1);
+	return p->host != NULL && p->barrier != NULL ? 0 : -1;
+}
+
+/* The host's side from a recording's issue times (plan.h). Returns 0, or -1
+ * when out of memory. */
+int
+prof_host_pace(struct prof *p, const uint64_t *issue, const uint64_t *ebb, const uint8_t *sync)
+{
+	if (prof_host(p) < 0)
+		return -1;
+	for (uint32_t i = 0; i < p->nops; i++) {
+		p->barrier[i] = sync[i] != 0;
+		p->host[i] = 0;
+		if (sync[i] || issue[i] == 0 || issue[i + 1] <= issue[i])
+			continue;
+		uint64_t gap = issue[i + 1] - issue[i], mine = ebb ? ebb[i + 1] - ebb[i] : 0;
+		p->host[i] = gap > mine ? (double)(gap - mine) / 1e9 : 0;
+	}
+	return 0;
+}
+
+/*
+ * The device waiting for the host over one iteration. The host issues
+ * operation i at h, and the device runs it from max(h, the end of the one
+ * before) for its duration; the host then takes host[i], plus the moves it
+ * issues after i (noff, nres: how many; NULL: none), before issuing the
+ * next. At a barrier the host first waits for the device to finish. The
+ * iteration starts with host and device together.
+ */
+double
+prof_host_idle_moves(const struct prof *p, const struct plan_params *pp, const uint32_t *noff,
+    const uint32_t *nres)
+{
+	if (p->host == NULL || p->barrier == NULL)
+		return 0;
+	double h = 0, d = 0, idle = 0;
+
+	for (uint32_t i = 0; i < p->nops; i++) {
+		if (h > d) {
+			idle += h - d;
+			d = h;
+		}
+		d += p->dur[i];
+		if (p->barrier[i] && h < d)
+			h = d;
+		h += p->host[i];
+		if (noff != NULL)
+			h += noff[i] * pp->host_offload_s + nres[i] * pp->host_restore_s;
+	}
+	return idle;
+}
+
+/* The device waiting for the host with nothing moved (plan.h). */
+double
+prof_host_idle(const struct prof *p)
+{
+	return prof_host_idle_moves(p, NULL, NULL, NULL);
+}
+
+/* Mark operation op a copy of the job's in direction dir; others are ignored. */
+void
+prof_xfer(struct prof *p, uint32_t op, unsigned dir)
+{
+	if (op < p->nops && (dir == PROF_XFER_D2H || dir == PROF_XFER_H2D))
+		p->xfer[op] = (uint8_t)dir;
+}
+
+/* How many operations are copies of the job's in direction dir. */
+uint32_t
+prof_xfers(const struct prof *p, unsigned dir)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < p->nops; i++)
+		n += p->xfer[i] == dir;
+	return n;
+}
+
+/* Add a buffer (plan.h). Returns its index, or -1 when out of memory. */
+int64_t
+prof_add(struct prof *p, uint64_t size, uint64_t key, uint32_t alloc, int movable)
+{
+	if (p->nbufs == p->cap) {
+		uint32_t cap = p->cap ? p->cap * 2 : 256;
+		struct prof_buf *v = realloc(p->buf, cap * sizeof *v);
+		if (v == NULL)
+			return -1;
+		p->buf = v;
+		p->cap = cap;
+	}
+	struct prof_buf *b = &p->buf[p->nbufs];
+	memset(b, 0, sizeof *b);
+	b->size = size;
+	b->key = key;
+	b->alloc = alloc;
+	b->free = PROF_NONE;
+	b->movable = (uint8_t)(movable != 0);
+	return p->nbufs++;
+}
+
+/* Operation op uses buffer bi; a use not after the last is ignored. Returns
+ * 0, or -1 when out of memory. */
+int
+prof_use(struct prof *p, uint32_t bi, uint32_t op)
+{
+	struct prof_buf *b = &p->buf[bi];
+
+	if (b->nuse > 0 && b->use[b->nuse - 1] >= op)
+		return 0;
+	if (b->nuse == b->cap) {
+		uint32_t cap = b->cap ? b->cap * 2 : 4;
+		uint32_t *v = realloc(b->use, cap * sizeof *v);
+		if (v == NULL)
+			return -1;
+		b->use = v;
+		b->cap = cap;
+	}
+	b->use[b->nuse++] = op;
+	return 0;
+}
+
+/* Buffer bi is freed after operation op. */
+void
+prof_free(struct prof *p, uint32_t bi, uint32_t op)
+{
+	p->buf[bi].free = op;
+}
+
+/* Add size over the operations [first, last] of one iteration (plan_internal.h). */
+void
+prof_span_add(int64_t *diff, uint32_t n, uint32_t first, uint32_t last, int64_t size)
+{
+	if (first > last || first >= n)
+		return;
+	diff[first] += size;
+	if (last + 1 < n)
+		diff[last + 1] -= size;
+}
+
+/* The memory each buffer's lifetime adds, as a difference array. */
+void
+prof_base_diff(const struct prof *p, int64_t *diff)
+{
+	uint32_t n = p->nops;
+
+	memset(diff, 0, (n + 1) * sizeof *diff);
+	for (uint32_t k = 0; k < p->nbufs; k++) {
+		const struct prof_buf *b = &p->buf[k];
+		uint32_t first = b->alloc == PROF_NONE ? 0 : b->alloc;
+		uint32_t last = b->free == PROF_NONE ? n - 1 : b->free;
+		prof_span_add(diff, n, first, last, (int64_t)b->size);
+	}
+}
+
+/* The peak with nothing moved, and where (plan.h); the fixed bytes alone
+ * when out of memory. */
+uint64_t
+prof_peak(const struct prof *p, uint32_t *at)
+{
+	uint32_t n = p->nops;
+	int64_t *diff = malloc((n + 1) * sizeof *diff);
+	int64_t run = 0, best = 0;
+	uint32_t where = 0;
+
+	if (diff == NULL || n == 0) {
+		free(diff);
+		if (at)
+			*at = 0;
+		return p->fixed;
+	}
+	prof_base_diff(p, diff);
+	for (uint32_t i = 0; i < n; i++) {
+		run += diff[i];
+		if (run > best) {
+			best = run;
+			where = i;
+		}
+	}
+	free(diff);
+	if (at)
+		*at = where;
+	return p->fixed + (uint64_t)best;
+}
+
+/* The sum of the durations. */
+double
+prof_time(const struct prof *p)
+{
+	double s = 0;
+	for (uint32_t i = 0; i < p->nops; i++)
+		s += p->dur[i];
+	return s;
+}
+
+/*
+ * Each operation's start and end, with the device idle pad[i] seconds before
+ * operation i (pad NULL: never); returns the iteration's time.
+ */
+double
+prof_timeline(const struct prof *p, const double *pad, double *T, double *E)
+{
+	double t = 0;
+
+	for (uint32_t i = 0; i < p->nops; i++) {
+		t += pad != NULL ? pad[i] : 0;
+		T[i] = t;
+		t += p->dur[i] > 0 ? p->dur[i] : 0;
+		E[i] = t;
+	}
+	return t;
+}

@@ -1,0 +1,146 @@
+/*
+ * planrun.c: the planner run against the clock (planrun.h). The searches
+ * of policy/ read no clock; they ask a stop predicate once a round, and
+ * the one here says stop where the deadline has passed, or where the
+ * search has been cancelled because the other's result makes it moot.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "planrun.h"
+
+/* When a search must stop: the deadline (a monotonic clock's seconds;
+ * INFINITY: none), and a flag another thread sets (NULL: none). */
+struct planrun_limit {
+	double deadline;
+	atomic_int *cancel;
+};
+
+/* Seconds of a monotonic clock, for plan_make's time limit. */
+static double
+mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The searches' stop predicate (struct plan_stop): whether cancel is set, or
+ * the clock is past the deadline. arg: a struct planrun_limit. */
+static int
+out_of_time(void *arg)
+{
+	const struct planrun_limit *l = arg;
+
+	if (l->cancel != NULL && atomic_load_explicit(l->cancel, memory_order_relaxed))
+		return 1;
+	return l->deadline < INFINITY && mono_now() > l->deadline;
+}
+
+/* The search for waits, on a thread of its own beside the greedy search. */
+struct waits_job {
+	const struct prof *p;
+	const struct plan_params *pp;
+	double deadline;
+	atomic_int cancel;	/* set: the greedy search's result makes it moot */
+	double first_got;
+	int r;
+	struct plan alt;
+};
+
+/* The thread of the search for waits: plan_waits, the greedy stall not yet
+ * known, stopped by the deadline or by j->cancel. */
+static void *
+waits_main(void *arg)
+{
+	struct waits_job *j = arg;
+	struct planrun_limit l = { j->deadline, &j->cancel };
+	struct plan_stop stop = { out_of_time, &l };
+
+	j->r = plan_waits(j->p, j->pp, NAN, &stop, &j->first_got, &j->alt);
+	return NULL;
+}
+
+/* Plan for the profile under the time limit (planrun.h). Returns 0, or -1
+ * when out of memory. */
+int
+plan_make(const struct prof *p, const struct plan_params *pp, struct plan *out)
+{
+	double deadline = pp->time_limit_s > 0 ? mono_now() + pp->time_limit_s : INFINITY;
+	struct planrun_limit l = { deadline, NULL };
+	struct plan_stop stop = { out_of_time, &l };
+	int want_waits = plan_waits_wanted(pp);
+	struct waits_job *j = NULL;
+	pthread_t t;
+
+	/*
+	 * The search for waits needs nothing of the greedy search's until its
+	 * first round is done (whether it can gain on the greedy plan's stall):
+	 * it runs beside it on a thread of its own (where the job's CPU time
+	 * allows), and is cancelled or dropped where the greedy result makes it
+	 * moot. The plans are those of the two searches one after the other.
+	 */
+	if (want_waits && (j = calloc(1, sizeof *j)) != NULL) {
+		*j = (struct waits_job){ .p = p, .pp = pp, .deadline = deadline, .r = -1 };
+		atomic_init(&j->cancel, 0);
+		if (pthread_create(&t, NULL, waits_main, j) != 0) {
+			free(j);
+			j = NULL;	/* one after the other, then */
+		}
+	}
+	int made = plan_greedy(p, pp, &stop, out);
+	int moot = plan_waits_moot(pp, made, out);
+	struct plan alt;
+	int r = 1;
+	if (j != NULL) {
+		if (moot)
+			atomic_store(&j->cancel, 1);
+		pthread_join(t, NULL);
+		alt = j->alt;
+		r = j->r;
+		/* dropped where plan_waits, the greedy stall known, would have
+		 * stopped at its first round, or not been called */
+		if (r == 0 && (moot || plan_waits_no_gain(out->stall_s, j->first_got))) {
+			plan_fini(&alt);
+			r = 1;
+		}
+		free(j);
+	} else if (!moot) {
+		double first_got;
+		r = plan_waits(p, pp, out->stall_s, &stop, &first_got, &alt);
+	}
+	if (made != 0)
+		return -1;
+	if (moot)
+		return 0;
+	/* the waits' search cut short: a better plan may have been missed */
+	if (deadline < INFINITY && mono_now() > deadline)
+		out->time_capped = 1;
+	if (r != 0)
+		return 0;	/* out of memory, or nothing to gain: the plan made stands */
+	plan_pick(out, &alt);
+	return 0;
+}
+
+/* The lowest peak with no restore late (planrun.h): plan_make's plan for
+ * target 0 without stalls. Returns 0 when out of memory. */
+uint64_t
+plan_bound(const struct prof *p, const struct plan_params *pp)
+{
+	struct plan_params q = *pp;
+	struct plan pl;
+
+	q.target = 0;
+	q.allow_stall = 0;
+	if (plan_make(p, &q, &pl) != 0)
+		return 0;
+	uint64_t peak = pl.peak;
+	plan_fini(&pl);
+	return peak;
+}
