@@ -700,6 +700,8 @@ trace_iteration(uint64_t seq, uint64_t period)
 	iter_count++;
 	last_iter_seq = seq;
 	stats.iterations = iter_count;
+	if (conf->mode == EBB_MODE_OFFLOAD)
+		mover_sample_device();
 	if (!ebb_trace_on())
 		return;
 	ebb_line_begin(&l, 'I');
@@ -1355,6 +1357,7 @@ ebb_engine_shutdown(void)
 			summary_record("unmaps-failed", ms.unmaps_failed);
 			summary_record("over-limit-allocations", ms.over_limit);
 			summary_record("held-peak-bytes", ms.held_peak);
+			summary_record("device-beyond-held-bytes", ms.beyond_held);
 			summary_record("host-pinned-bytes", ms.host_pinned);
 			summary_record("handles-created", ms.handles_created);
 			summary_record("handles-created-after-learning",

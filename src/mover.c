@@ -41,6 +41,7 @@ static CUstream d2h, h2d;
 static uint64_t limit;
 static uint64_t min_offload;
 static uint64_t slab_held, other_held;
+static uint64_t used_at_start;	/* the device's used memory when the mover started (0: unknown) */
 static int capturing;		/* a stream capture runs: the plan's moves pause, and a
 				 * consumer waits on a restore's event (kept for the graph) */
 static int host_short;		/* an offload found no pinned host memory */
@@ -1040,6 +1041,9 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 		min_offload = vmm_granularity();
 	hostpool_init(conf->host_limit, (uint64_t)1 << 30);
 	slab_setup();
+	size_t dfree = 0, dtotal = 0;
+	if (ebb_real.cuMemGetInfo_v2(&dfree, &dtotal) == CUDA_SUCCESS && dtotal >= dfree)
+		used_at_start = (uint64_t)(dtotal - dfree) - held_total();
 	if (ebb_real.cuStreamCreate(&d2h, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
 	    ebb_real.cuStreamCreate(&h2d, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
 		ebb_log(EBB_LOG_WARN, "cannot create ebb's copy streams; ebb moves nothing");
@@ -1070,6 +1074,19 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 		    "unknown), buffers of %llu bytes or more move", (unsigned long long)limit, (int)dev,
 		    (unsigned long long)min_offload);
 	return 0;
+}
+
+void
+mover_sample_device(void)
+{
+	size_t dfree = 0, dtotal = 0;
+
+	if (!on || used_at_start == 0 ||
+	    ebb_real.cuMemGetInfo_v2(&dfree, &dtotal) != CUDA_SUCCESS || dtotal < dfree)
+		return;
+	uint64_t used = (uint64_t)(dtotal - dfree), held = held_total() + used_at_start;
+	if (used > held && used - held > st.beyond_held)
+		st.beyond_held = used - held;
 }
 
 int

@@ -65,6 +65,8 @@ struct mover_stats {
 	uint64_t bytes_d2h, bytes_h2d;
 	uint64_t stall_ns, stalls_measured;
 	uint64_t held, held_peak;	/* device bytes ebb holds: handles, slabs, others */
+	uint64_t beyond_held;		/* the most device memory used beyond what ebb held and
+					 * what was used when it started (mover_sample_device) */
 	uint64_t host_pinned;
 	uint64_t host_pin_ns;		/* spent pinning it (out of the offloads' costs) */
 	uint64_t handles_created;
@@ -175,6 +177,11 @@ int mover_unheld(char *why, size_t len);
 
 /* Device bytes of allocations the driver served while ebb was offloading. */
 void mover_note_unmanaged(int64_t bytes);
+
+/* Sample the device's used memory (cuMemGetInfo) against what ebb holds:
+ * the most used beyond it is beyond_held (the driver's own, modules loaded
+ * since, memory of other processes). */
+void mover_sample_device(void);
 
 /* While a stream capture runs (1 begin, 0 end) the plan's moves pause;
  * allocations are still served within the limit, buffers the capture does

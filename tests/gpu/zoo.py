@@ -31,10 +31,13 @@ at idle (measured once, before the first job). Before the first job a tiny
 PyTorch process measures the CUDA context's own cost (its peak less what was
 used before it: torch.cuda.init(), a bf16 matrix product and a convolution, so
 that cuBLAS's and cuDNN's modules are loaded, as in every job). A job's own
-context is the larger of that and what its baseline held beyond PyTorch's
-allocator (its peak less torch.cuda.max_memory_reserved(), which the PyTorch
-jobs report): the modules of the kernels it loads (lazily, as it first
-launches them) and of the libraries only it uses, such as NCCL's.
+context is the larger of that and what the job held beyond its allocations:
+the modules of the kernels it loads (lazily, as it first launches them) and
+of the libraries only it uses, such as NCCL's. Where an observe run of the
+job passed before, that is its peak less the peak of the allocations ebb
+tracked (the trace's peak-bytes: every allocation, PyTorch's and NCCL's,
+which EBB_LIMIT bounds); else its baseline's peak less
+torch.cuda.max_memory_reserved(), which the PyTorch jobs report.
 
 A run passes when: it exits with status 0 within --timeout; it printed a
 ZOO_RESULT line with one loss and one time for each step and then "ok"; its
@@ -395,6 +398,19 @@ def check_trace(ebb, path, want_mode, report_timeout):
     return None, int(m.group(1))
 
 
+def trace_summary(path, key):
+    """The value of the summary record (Z) key of an ebb trace, or None."""
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 4 and p[0] == "Z" and p[2] == key:
+                    return int(p[3])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def gzip_file(path):
     """Compress path to path.gz and remove it. Returns the new path."""
     with open(path, "rb") as src, gzip.open(path + ".gz", "wb", compresslevel=6) as dst:
@@ -449,6 +465,7 @@ class Zoo:
         self.nvml = None
         self.idle = None
         self.ctx = None
+        self.obs_ctx = {}       # job: bytes its observe run held beyond its allocations
         self.records = []
         self.meta = None
 
@@ -485,9 +502,13 @@ class Zoo:
             sys.exit(f"zoo.py: the CUDA context measurement failed ({last_words(log, 3)})")
         return max(0, peak - before)
 
-    def job_context(self, base):
+    def job_context(self, job, base):
         """The job's context in bytes and where it comes from: the probe's,
-        or, where larger, its baseline base's peak less its reserved_peak."""
+        or, where larger, what its observe run held beyond its allocations,
+        or, without one, its baseline base's peak less its reserved_peak."""
+        if job in self.obs_ctx:
+            return (self.obs_ctx[job], "observe") if self.obs_ctx[job] > self.ctx else \
+                (self.ctx, "probe")
         if base.get("_reserved") is not None and base["_peak"] - base["_reserved"] > self.ctx:
             return base["_peak"] - base["_reserved"], "baseline"
         return self.ctx, "probe"
@@ -543,7 +564,7 @@ class Zoo:
         res, ok, bad = read_result(log)
         if baseline is None:
             rec["_reserved"] = res.get("reserved_peak") if res else None
-        ctx, ctx_from = self.job_context(baseline if baseline is not None else rec)
+        ctx, ctx_from = self.job_context(job, baseline if baseline is not None else rec)
         rec.update(context_gib=gib(ctx), context_from=ctx_from)
         if bad:
             why.append(bad)
@@ -586,6 +607,10 @@ class Zoo:
             rec["launches"] = launches
             if bad_trace:
                 why.append(bad_trace)
+            tracked = trace_summary(path, "peak-bytes")
+            rec["tracked_peak_gib"] = gib(tracked)
+            if mode.kind == "observe" and not why and tracked is not None:
+                self.obs_ctx[job] = max(self.obs_ctx.get(job, 0), peak - self.idle - tracked)
             traces = sorted(glob.glob(os.path.join(self.a.out, glob.escape(label) + ".*.trace")))
             rec["traces"] = [os.path.basename(gzip_file(t)) for t in traces]
         rec.update(passed=not why, reason="; ".join(why), date=utc_now(), **self.meta)
