@@ -437,6 +437,38 @@ START_TEST(graph_capture_limit)
 }
 END_TEST
 
+/*
+ * A host ahead of the device, allocating and freeing as it goes: in offload
+ * mode, with nothing to move, ebb's own event calls stay within one query
+ * and one record per operation (a question about a freed buffer is answered
+ * from markers, not by a query per pending free).
+ */
+START_TEST(event_calls_bounded)
+{
+	const char *path = tmp_file("ahead");
+	char *argv[] = { workload_path(0), "ahead", "10", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=1G", NULL };
+	struct run_result r;
+	struct trace t;
+	unsigned long long queries = 0, records = 0;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	const char *d = strstr(r.out, "cuEventQuery ");
+	ck_assert_ptr_nonnull(d);
+	ck_assert_int_eq(sscanf(d, "cuEventQuery %llu, cuEventRecord %llu", &queries, &records), 2);
+	trace_load(path, &t);
+	uint64_t ops = summary(&t, "launches") + summary(&t, "copies") + summary(&t, "allocations") +
+	    summary(&t, "frees");
+	ck_assert_uint_gt(ops, 0);
+	ck_assert_uint_le(queries, ops);
+	ck_assert_uint_le(records, ops);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 START_TEST(nccl_calls)
 {
 	const char *path = tmp_file("nccl");
@@ -1202,6 +1234,7 @@ main(void)
 	tcase_add_test(tc, pointer_query_of_offloaded_buffer);
 	tcase_add_test(tc, graph_capture);
 	tcase_add_test(tc, graph_capture_limit);
+	tcase_add_test(tc, event_calls_bounded);
 	tcase_add_test(tc, nccl_calls);
 	tcase_add_test(tc, unresolved_launch);
 	tcase_add_test(tc, bad_value_one_line);

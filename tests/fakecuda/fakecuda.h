@@ -27,6 +27,8 @@ struct fakecuda_stats {
     uint64_t device_bytes_in_use; /* cuMemAlloc* allocations and live cuMemCreate handles */
     uint64_t device_bytes_peak;   /* highest device_bytes_in_use since load or the last reset */
     uint64_t live_phys_handles;   /* cuMemCreate handles not yet released and unmapped */
+    uint64_t event_query_calls;   /* cuEventQuery */
+    uint64_t event_record_calls;  /* cuEventRecord and cuEventRecordWithFlags (every version) */
 };
 
 /* Fills *out with the current statistics. */

@@ -1103,6 +1103,7 @@ static CUresult event_record(CUevent hEvent, CUstream hStream, unsigned flags, i
     if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fk_lock);
+    fk_stats.event_record_calls++;
     rc = fk_stream_find_locked(hStream, ptds, &s);
     if (rc == CUDA_SUCCESS) {
         struct fk_op *op = fk_op_new(FK_OP_MARKER, "cuEventRecord", NULL, 0);
@@ -1193,6 +1194,7 @@ CUresult cuEventQuery(CUevent hEvent)
     if (!event_valid(hEvent))
         return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&fk_lock);
+    fk_stats.event_query_calls++;
     rc = fk_capture_unsafe_locked();
     if (rc == CUDA_SUCCESS)
         rc = hEvent->rec && !hEvent->rec->done ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;

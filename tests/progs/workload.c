@@ -17,7 +17,8 @@
  * sizes (memory freed in one size makes room for a buffer of another),
  * queues (an offload lands while restores queued before it still copy),
  * frees (room from the job's frees, oldest first),
- * train N and plan N (training loops in miniature, every result checked).
+ * train N and plan N (training loops in miniature, every result checked),
+ * ahead N (a host that runs ahead of the device, freeing and allocating).
  * Prints "ok" and exits 0 when the data it computed is right.
  */
 #define _GNU_SOURCE
@@ -493,9 +494,10 @@ print_driver_stats(void)
 		return;
 	stats(&fs);
 	printf("driver: cuMemFree %llu, cuMemCreate %llu, cuMemMap %llu, cuMemUnmap %llu, "
-	    "peak %llu\n", (unsigned long long)fs.mem_free_calls,
+	    "peak %llu, cuEventQuery %llu, cuEventRecord %llu\n", (unsigned long long)fs.mem_free_calls,
 	    (unsigned long long)fs.mem_create_calls, (unsigned long long)fs.mem_map_calls,
-	    (unsigned long long)fs.mem_unmap_calls, (unsigned long long)fs.device_bytes_peak);
+	    (unsigned long long)fs.mem_unmap_calls, (unsigned long long)fs.device_bytes_peak,
+	    (unsigned long long)fs.event_query_calls, (unsigned long long)fs.event_record_calls);
 }
 
 /* Fill [p, p + bytes) with v on s (bytes a multiple of 4). */
@@ -1059,6 +1061,47 @@ scenario_train(int iters)
 }
 
 /*
+ * A host that runs ahead of the device, as a training job's does: each
+ * layer allocates small and large buffers stream-ordered, launches a kernel
+ * that takes the device a while and writes them, and frees them; one sync
+ * per iteration. Checks one value per layer at the sync.
+ */
+static int
+scenario_ahead(int iters)
+{
+	enum { L = 64, SMALL = 64 << 10, BIG = 3 << 20 };
+	CUstream s;
+	CUdeviceptr small[L], big[L], out;
+	uint32_t got[L];
+
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cu.MemAlloc(&out, L * 4));
+	for (int it = 0; it < iters; it++) {
+		for (int l = 0; l < L; l++) {
+			CK(cu.MemAllocAsync(&small[l], SMALL, s));
+			CK(cu.MemAllocAsync(&big[l], BIG, s));
+			launch_sleep(20, s);
+			fill_bytes(small[l], (uint32_t)(it * 1000 + l), SMALL, s);
+			fill_bytes(big[l], (uint32_t)l, 4096, s);
+			launch_copy(out + 4 * (CUdeviceptr)l, small[l], 4, s);
+			if (l > 0) {
+				CK(cu.MemFreeAsync(small[l - 1], s));
+				CK(cu.MemFreeAsync(big[l - 1], s));
+			}
+		}
+		CK(cu.MemFreeAsync(small[L - 1], s));
+		CK(cu.MemFreeAsync(big[L - 1], s));
+		CK(cu.MemcpyDtoHAsync(got, out, sizeof got, s));
+		CK(cu.StreamSynchronize(s));
+		for (int l = 0; l < L; l++)
+			if (got[l] != (uint32_t)(it * 1000 + l))
+				FAIL("iteration %d layer %d: got %u", it, l, got[l]);
+	}
+	print_driver_stats();
+	return 0;
+}
+
+/*
  * What the planner is for: weights that stay, optimizer state used only at
  * the end of each iteration, a forward pass that keeps an activation per
  * layer and a backward pass that reads them in reverse, with compute time
@@ -1266,6 +1309,8 @@ main(int argc, char **argv)
 		r = scenario_offload_threads(arg > 0 ? arg : 4);
 	else if (strcmp(what, "plan") == 0)
 		r = scenario_plan(arg > 0 ? arg : 30);
+	else if (strcmp(what, "ahead") == 0)
+		r = scenario_ahead(arg > 0 ? arg : 20);
 	else if (strcmp(what, "train") == 0)
 		r = scenario_train(arg > 0 ? arg : 20);
 	else if (strcmp(what, "toobig") == 0)
