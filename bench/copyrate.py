@@ -9,7 +9,7 @@ usage: bench/copyrate.py [--gib G] [--sizes-mib M,...] [--repeat N]
 
 Each case copies G GiB a direction in copies of M MiB and times each
 direction's stream from its first copy's start to its last copy's end (CUDA
-events). ebb measures its rates at start with 32 MiB copies (mover.c); the
+events). ebb measures its rates at start with 32 MiB copies (mover_rate.c); the
 plans of W2 move buffers of 256 MiB to 1000 MiB. Prints one JSON object a
 line: size_mib, case (d2h, h2d, both, both+gemm, both+adds), d2h_gbps,
 h2d_gbps.

@@ -19,6 +19,24 @@ struct ebb_stream_use {
 	uint64_t seq;		/* operation sequence number of the last use */
 };
 
+struct vmm_handle;
+struct CUevent_st;	/* cuda.h's CUevent is a struct CUevent_st * */
+
+/* The mover's part of a buffer (EBB_MODE=offload); see mover.h. */
+struct ebb_buf_mover {
+	uint8_t managed;	/* EBB_MANAGED_* */
+	uint8_t state;		/* EBB_RESIDENT, EBB_OFFLOADING, EBB_ON_HOST */
+	uint8_t freed;		/* freed by the job while an offload was in flight */
+	uint8_t cancelled;	/* used again before its offload finished */
+	uint16_t pending;	/* worker items that refer to it */
+	uint64_t rsize;		/* bytes of its range and physical handle */
+	struct vmm_handle *handle;	/* its physical memory while mapped */
+	void *host;		/* pinned copy while offloading or on the host */
+	struct CUevent_st *ev;	/* the offload copy is done */
+	struct CUevent_st *arrive;	/* a restore copy that later uses wait for */
+	struct ebb_buf *lru_prev, *lru_next;	/* resident movable buffers, least recent first */
+};
+
 struct ebb_buf {
 	uint64_t addr;		/* device address (start) */
 	uint64_t size;		/* bytes */
@@ -36,32 +54,22 @@ struct ebb_buf {
 	uint8_t streams_overflow;	/* more streams used it than last[] holds */
 	uint8_t pinned;		/* EBB_PIN_* reasons it must stay resident */
 	struct ebb_stream_use last[EBB_BUF_STREAMS];
-	/* the mover (EBB_MODE=offload); see mover.h */
-	uint8_t managed;	/* EBB_MANAGED_* */
-	uint8_t state;		/* EBB_RESIDENT, EBB_OFFLOADING, EBB_ON_HOST */
-	uint8_t freed;		/* freed by the job while an offload was in flight */
-	uint8_t cancelled;	/* used again before its offload finished */
-	uint16_t pending;	/* worker items that refer to it */
-	uint64_t rsize;		/* bytes of its range and physical handle */
-	void *handle;		/* struct vmm_handle * while mapped */
-	void *host;		/* pinned copy while offloading or on the host */
-	void *ev;		/* CUevent: the offload copy is done */
-	void *arrive;		/* CUevent: a restore copy that later uses wait for */
+	struct ebb_buf_mover mv;	/* the mover's */
 	uint32_t plan_ord;	/* exec.c: its allocation ordinal in the iteration, plus 1 */
-	struct ebb_buf *lru_prev, *lru_next;	/* resident movable buffers, least recent first */
-	/* treap links */
+	struct ebb_buf *free_next;	/* engine.c: its list of recycled structs */
+	/* treap links (buftab.c) */
 	struct ebb_buf *left, *right;
 	uint32_t prio;
 };
 
-/* How the mover serves a buffer. */
+/* How the mover serves a buffer (ebb_buf.mv.managed). */
 enum {
 	EBB_UNMANAGED = 0,	/* the driver's own allocation: never moves */
 	EBB_MANAGED_SMALL,	/* from ebb's slabs: never moves */
 	EBB_MANAGED_BIG		/* its own range and handle: may move */
 };
 
-/* Where a movable buffer's contents are. */
+/* Where a movable buffer's contents are (ebb_buf.mv.state). */
 enum {
 	EBB_RESIDENT = 0,	/* mapped on the device */
 	EBB_OFFLOADING,		/* being copied to the host; still mapped */

@@ -66,7 +66,7 @@ static uint64_t iters_timed;		/* whole iterations seen since the period was foun
 static uint64_t mark_period_start;	/* EBB_ITER_KERNEL: seq of the last mark */
 static int capturing;			/* streams in capture now */
 static struct ebb_engine_stats stats;
-static struct ebb_buf *free_bufs;	/* recycled ebb_buf structs */
+static struct ebb_buf *free_bufs;	/* recycled ebb_buf structs, through free_next */
 static int cupti_wanted;		/* EBB_CUPTI and not given up */
 /* What learning wants of CUPTI (cupti_wanted: whether it is attached at
  * all), decided under engine_lock; cupti_act makes CUPTI so under
@@ -119,7 +119,7 @@ buf_new(void)
 	struct ebb_buf *b = free_bufs;
 
 	if (b != NULL) {
-		free_bufs = b->left;
+		free_bufs = b->free_next;
 		memset(b, 0, sizeof *b);
 		return b;
 	}
@@ -131,7 +131,7 @@ static void buf_put(struct ebb_buf *b);
 static void
 buf_put(struct ebb_buf *b)
 {
-	b->left = free_bufs;
+	b->free_next = free_bufs;
 	free_bufs = b;
 }
 
@@ -290,7 +290,7 @@ drop_range(CUdeviceptr p, size_t size, uint64_t now, int kind)
 			ebb_line_end(&l);
 		}
 		exec_free(old, seq_counter);
-		if (old->managed == EBB_UNMANAGED && conf->mode == EBB_MODE_OFFLOAD)
+		if (old->mv.managed == EBB_UNMANAGED && conf->mode == EBB_MODE_OFFLOAD)
 			mover_note_unmanaged(-(int64_t)old->size);
 		buf_put(old);
 	}
@@ -593,7 +593,7 @@ ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 		ebb_line_str(&l, free_kind_names[async ? FREE_ASYNC : FREE_SYNC]);
 		ebb_line_end(&l);
 	}
-	int served = b->managed != EBB_UNMANAGED;
+	int served = b->mv.managed != EBB_UNMANAGED;
 	int kept = 0;
 	exec_free(b, seq_counter);
 	if (served) {
@@ -993,7 +993,7 @@ ebb_engine_op_begin(struct ebb_op *op)
 	struct bufset *s = &tl_set;
 	/*
 	 * The uses are noted first: a use not yet submitted to the driver keeps
-	 * its buffer from being moved (mover.c), also while restoring another
+	 * its buffer from being moved (mover_lru.c), also while restoring another
 	 * buffer of this operation lets other threads in.
 	 */
 	for (size_t i = 0; i < s->n; i++) {
@@ -1220,8 +1220,8 @@ ebb_engine_on_nccl_register(const void *buf, size_t size, int reg)
 	struct ebb_buf *b = buftab_find(&tab, (uint64_t)(uintptr_t)buf);
 	if (b != NULL && reg) {
 		/* NCCL keeps the address for its own transfers: it must stay mapped */
-		if (conf->mode == EBB_MODE_OFFLOAD && b->managed == EBB_MANAGED_BIG &&
-		    b->state != EBB_RESIDENT) {
+		if (conf->mode == EBB_MODE_OFFLOAD && b->mv.managed == EBB_MANAGED_BIG &&
+		    b->mv.state != EBB_RESIDENT) {
 			struct ebb_stream *legacy = stream_of(NULL, 0);
 			uint64_t seq = ++seq_counter;
 			/* an operation of ebb's own: the finder still sees one token for it */

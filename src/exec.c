@@ -99,7 +99,7 @@ gib(uint64_t b)
 static int
 movable(const struct ebb_buf *b)
 {
-	return b->managed == EBB_MANAGED_BIG && !b->pinned;
+	return b->mv.managed == EBB_MANAGED_BIG && !b->pinned;
 }
 
 void
@@ -249,7 +249,7 @@ static int
 add_live(struct ebb_buf *b, void *ctx)
 {
 	(void)ctx;
-	if (b->managed != EBB_MANAGED_BIG)
+	if (b->mv.managed != EBB_MANAGED_BIG)
 		return 0;
 	if (rec_naddr == rec_addr_cap) {
 		uint32_t cap = rec_addr_cap ? rec_addr_cap * 2 : 1024;
@@ -263,7 +263,7 @@ add_live(struct ebb_buf *b, void *ctx)
 	}
 	/* rec_live gives the buffers alive at the start the first indices */
 	rec_addr[rec_naddr++] = b->addr;
-	rec_live(&rec, b->id, b->rsize, movable(b));
+	rec_live(&rec, b->id, b->mv.rsize, movable(b));
 	return 0;
 }
 
@@ -342,25 +342,25 @@ exec_boundary(uint64_t next_seq, uint64_t period)
 void
 exec_alloc(struct ebb_buf *b, uint64_t next_seq)
 {
-	if (b->managed != EBB_MANAGED_BIG)
+	if (b->mv.managed != EBB_MANAGED_BIG)
 		return;
 	b->plan_ord = 0;
 	if (state == X_RECORDING) {
-		rec_alloc(&rec, b->id, b->rsize, movable(b), next_seq);
+		rec_alloc(&rec, b->id, b->mv.rsize, movable(b), next_seq);
 		return;
 	}
 	if (state != X_RUNNING)
 		return;
 	struct xplan *x = running;
 	uint32_t o = run_ord++;
-	if (o >= x->nord || x->ord_size[o] != b->rsize) {
+	if (o >= x->nord || x->ord_size[o] != b->mv.rsize) {
 		char why[128];
 		if (o >= x->nord)
 			snprintf(why, sizeof why, "allocation %u of the iteration; %u were learned", o,
 			    x->nord);
 		else
 			snprintf(why, sizeof why, "allocation %u of the iteration has %llu bytes, not %llu",
-			    o, (unsigned long long)b->rsize, (unsigned long long)x->ord_size[o]);
+			    o, (unsigned long long)b->mv.rsize, (unsigned long long)x->ord_size[o]);
 		depart(next_seq, why, X_ARMED);
 		return;
 	}
@@ -372,7 +372,7 @@ exec_alloc(struct ebb_buf *b, uint64_t next_seq)
 void
 exec_free(struct ebb_buf *b, uint64_t last_seq)
 {
-	if (b->managed != EBB_MANAGED_BIG)
+	if (b->mv.managed != EBB_MANAGED_BIG)
 		return;
 	if (state == X_RECORDING)
 		rec_free(&rec, b->id, last_seq);
@@ -395,7 +395,7 @@ exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, uns
 	rec_sync[i] = sync != 0;
 	rec_xfer(&rec, seq, xfer);
 	for (size_t k = 0; k < n; k++)
-		if (bufs[k]->managed == EBB_MANAGED_BIG)
+		if (bufs[k]->mv.managed == EBB_MANAGED_BIG)
 			rec_use(&rec, seq, bufs[k]->id);
 }
 
@@ -611,6 +611,155 @@ durations(struct rec *r, const uint32_t *tok, const uint64_t *host, const double
 	return "host";
 }
 
+/* What plan_recorded tells of a plan it made: the trace notes (plan_notes)
+ * and the log lines (plan_logs). */
+struct plan_report {
+	const struct rec *r;		/* the recorded iteration */
+	const struct plan *pl;		/* the plan made of it */
+	const struct plan_params *pp;	/* what it was made under */
+	const struct plan_explain *ex;	/* what is on the device at its peak */
+	const char *source;		/* where the durations came from */
+	uint64_t target;		/* the peak it aims at, bytes */
+	uint64_t bound;			/* the lowest peak without stalls, bytes */
+	uint64_t floor_nostall;		/* plan_floor without stalls, bytes */
+	uint64_t made_ns;		/* the time taken to make it */
+	double d2h, h2d;		/* the copy bandwidth assumed, bytes a second */
+};
+
+/* Write the plan's trace notes (plan-*, and the copy rates assumed and got). */
+static void
+plan_notes(const struct plan_report *rp)
+{
+	const struct rec *r = rp->r;
+	const struct plan *pl = rp->pl;
+	const struct plan_params *pp = rp->pp;
+	const struct plan_explain *ex = rp->ex;
+	char buf[256];
+
+	ebb_trace_note("plan-times", rp->source);
+	ebb_trace_note_u64("plan-operations", r->p.nops);
+	ebb_trace_note_u64("plan-buffers", r->p.nbufs);
+	ebb_trace_note_u64("plan-moves", pl->n);
+	uint64_t deferred = 0;
+	for (uint32_t m = 0; m < pl->n; m++)
+		deferred += pl->mv[m].issue != pl->mv[m].after;
+	ebb_trace_note_u64("plan-job-copies-to-host", prof_xfers(&r->p, PROF_XFER_D2H));
+	ebb_trace_note_u64("plan-job-copies-to-device", prof_xfers(&r->p, PROF_XFER_H2D));
+	ebb_trace_note_u64("plan-offloads-deferred", deferred);
+	ebb_trace_note_u64("plan-target-bytes", rp->target);
+	ebb_trace_note_u64("plan-peak-before-bytes", pl->peak_before);
+	ebb_trace_note_u64("plan-peak-bytes", pl->peak);
+	ebb_trace_note_u64("plan-bound-bytes", rp->bound);
+	ebb_trace_note_u64("plan-floor-bytes", rp->floor_nostall);
+	ebb_trace_note_u64("plan-bytes-to-host", pl->bytes_d2h);
+	ebb_trace_note_u64("plan-bytes-to-device", pl->bytes_h2d);
+	ebb_trace_note_u64("plan-step-before-ns", (uint64_t)(pl->step_before_s * 1e9));
+	ebb_trace_note_u64("plan-step-ns", (uint64_t)(pl->step_s * 1e9));
+	ebb_trace_note_u64("plan-stall-ns", (uint64_t)(pl->stall_s * 1e9));
+	ebb_trace_note_u64("plan-host-idle-ns", (uint64_t)(pl->host_idle_s * 1e9));
+	ebb_trace_note_u64("plan-host-idle-before-ns", (uint64_t)(pl->host_idle_before_s * 1e9));
+	ebb_trace_note_u64("plan-host-offload-ns", (uint64_t)(pp->host_offload_s * 1e9));
+	ebb_trace_note_u64("plan-host-restore-ns", (uint64_t)(pp->host_restore_s * 1e9));
+	ebb_trace_note_u64("plan-stall-capped", (uint64_t)pl->stall_capped);
+	ebb_trace_note_u64("plan-time-capped", (uint64_t)pl->time_capped);
+	ebb_trace_note_u64("plan-waited", (uint64_t)pl->waited);
+	double waited_s = 0;
+	for (uint32_t k = 0; k < pl->nwaits; k++)
+		waited_s += pl->waits[k].s;
+	ebb_trace_note_u64("plan-waits", pl->nwaits);
+	ebb_trace_note_u64("plan-waits-ns", (uint64_t)(waited_s * 1e9));
+	for (uint32_t k = 0; k < pl->nwaits; k++) {
+		/* where: the position in the iteration, and for how long */
+		snprintf(buf, sizeof buf, "%u:%llu", pl->waits[k].op,
+		    (unsigned long long)(pl->waits[k].s * 1e9));
+		ebb_trace_note("plan-wait", buf);
+	}
+	ebb_trace_note_u64("plan-made-ns", rp->made_ns);
+	ebb_trace_note_u64("plan-simulations", pl->simulations);
+	ebb_trace_note_u64("plan-peak-seq", r->s0 + pl->peak_op);
+	ebb_trace_note_u64("plan-peak-used-bytes", ex->used);
+	ebb_trace_note_u64("plan-peak-unmovable-bytes", ex->unmovable);
+	ebb_trace_note_u64("plan-peak-kept-bytes", ex->kept);
+	ebb_trace_note_u64("plan-peak-moved-bytes", ex->moved);
+	snprintf(buf, sizeof buf, "%.2f", rp->d2h / 1e9);
+	ebb_trace_note("d2h-gbps", buf);
+	snprintf(buf, sizeof buf, "%.2f", rp->h2d / 1e9);
+	ebb_trace_note("h2d-gbps", buf);
+	/* what ebb's own copies got so far, beside the rates assumed */
+	double got[2];
+	uint32_t ncopies[2];
+	mover_copy_rates(got, ncopies);
+	snprintf(buf, sizeof buf, "%.2f/%u", got[0], ncopies[0]);
+	ebb_trace_note("d2h-gbps-copies", buf);
+	snprintf(buf, sizeof buf, "%.2f/%u", got[1], ncopies[1]);
+	ebb_trace_note("h2d-gbps-copies", buf);
+}
+
+/* Say what the plan does and costs, and where it cannot hold EBB_LIMIT. */
+static void
+plan_logs(const struct plan_report *rp)
+{
+	const struct rec *r = rp->r;
+	const struct plan *pl = rp->pl;
+	const struct plan_params *pp = rp->pp;
+	const struct plan_explain *ex = rp->ex;
+
+	ebb_log(EBB_LOG_INFO, "plan: %u moves an iteration of %u operations (%s times), %.1f GiB "
+	    "to the host and %.1f GiB back; peak %.2f -> %.2f GiB (target %.2f, lowest without "
+	    "stalls %.2f); %.3f s an iteration predicted, %.3f s of it stalls (%.3f s without "
+	    "moves); made in %.3f s (%u simulations)", pl->n, r->p.nops, rp->source,
+	    gib(pl->bytes_d2h), gib(pl->bytes_h2d), gib(pl->peak_before), gib(pl->peak),
+	    gib(rp->target), gib(rp->bound), pl->step_s, pl->stall_s,
+	    pl->step_before_s + pl->host_idle_before_s, (double)rp->made_ns / 1e9, pl->simulations);
+	if (r->p.host != NULL)
+		ebb_log(EBB_LOG_INFO, "plan: of that, the device waits %.3f s for the host to issue "
+		    "work (%.3f s without moves; a move costs the host %.0f us to the host, %.0f us "
+		    "back, as measured so far)", pl->host_idle_s, pl->host_idle_before_s,
+		    pp->host_offload_s * 1e6, pp->host_restore_s * 1e6);
+	else
+		ebb_log(EBB_LOG_INFO, "plan: the host's time is not in the prediction (the "
+		    "durations are the host's)");
+	ebb_log(EBB_LOG_INFO, "plan: at its peak (operation %llu of the recorded iteration, "
+	    "position %u) %.2f GiB are used by the operation, %.2f GiB cannot move (pinned, "
+	    "small, ebb's slabs, the driver's), %.2f GiB are idle in gaps too short to bridge, "
+	    "%.2f GiB are on the host", (unsigned long long)(r->s0 + pl->peak_op), pl->peak_op,
+	    gib(ex->used), gib(ex->unmovable), gib(ex->kept), gib(ex->moved));
+	/* what the plan costs and why, at -v 1: its bound is where the link
+	 * becomes the limit */
+	double before = pl->step_before_s + pl->host_idle_before_s;
+	ebb_log(EBB_LOG_NOTE, "plan: %s %.2f GiB (target %.2f, EBB_LIMIT less EBB_PLAN_MARGIN) "
+	    "by moving %.2f GiB an iteration each way; %.3f s an iteration predicted against "
+	    "%.3f s without moves (%+.1f%%)%s", pl->met ? "holds" : "reaches", gib(pl->peak),
+	    gib(rp->target), gib(pl->bytes_d2h), pl->step_s, before,
+	    before > 0 ? (pl->step_s / before - 1) * 100 : 0,
+	    rp->target < rp->bound ? "" : "; the link is not the limit there");
+	if (rp->target < rp->bound)
+		ebb_log(EBB_LOG_NOTE, "plan: the lowest peak without stalls is %.2f GiB: below it "
+		    "the copies at %.1f and %.1f GB/s cannot keep up, and the device waits for "
+		    "them %.3f s an iteration", gib(rp->bound), rp->d2h / 1e9, rp->h2d / 1e9,
+		    pl->stall_s);
+	/* what must be on the device at once, wherever the rest is */
+	if (ex->used + ex->unmovable > rp->target)
+		ebb_log(EBB_LOG_WARN, "EBB_LIMIT cannot be held by moving buffers: operation %u of "
+		    "the iteration uses %.2f GiB at once, and %.2f GiB more cannot move (pinned, "
+		    "small, ebb's slabs, the driver's), against a target of %.2f GiB; allocations "
+		    "over EBB_LIMIT fail with CUDA_ERROR_OUT_OF_MEMORY", pl->peak_op, gib(ex->used),
+		    gib(ex->unmovable), gib(rp->target));
+	if (pl->stall_capped)
+		ebb_log(EBB_LOG_WARN, "the plan stops at %.2f GiB, above its target of %.2f GiB: "
+		    "its predicted stalls (%.3f s) reached the iteration's own time; above "
+		    "EBB_LIMIT the reactive mover does the rest", gib(pl->peak), gib(rp->target),
+		    pl->stall_s);
+	if (pl->time_capped && !pl->met)
+		ebb_log(EBB_LOG_WARN, "the plan stops at %.2f GiB, above its target of %.2f GiB: "
+		    "its search reached EBB_PLAN_SECONDS=%g; above EBB_LIMIT the reactive mover "
+		    "does the rest", gib(pl->peak), gib(rp->target), conf->plan_seconds);
+	else if (pl->time_capped)
+		ebb_log(EBB_LOG_WARN, "the plan meets its target of %.2f GiB, but its search "
+		    "reached EBB_PLAN_SECONDS=%g before it was done: a longer one may find "
+		    "a faster plan", gib(rp->target), conf->plan_seconds);
+}
+
 /* One plan is made at a time (the token times are the planner's alone). */
 static pthread_mutex_t planning = PTHREAD_MUTEX_INITIALIZER;
 
@@ -640,7 +789,6 @@ plan_recorded(pthread_mutex_t *lock)
 	uint64_t *addr, *host, *self;
 	uint32_t *tok, naddr;
 	uint8_t *sync;
-	char buf[256];
 
 	pthread_mutex_lock(lock);
 	if (state != X_RECORDED) {
@@ -732,116 +880,11 @@ plan_recorded(pthread_mutex_t *lock)
 		xs.plans++;
 		xs.planned_peak = pl.peak;
 		xs.predicted_step_ns = (uint64_t)(pl.step_s * 1e9);
-		ebb_trace_note("plan-times", source);
-		ebb_trace_note_u64("plan-operations", r.p.nops);
-		ebb_trace_note_u64("plan-buffers", r.p.nbufs);
-		ebb_trace_note_u64("plan-moves", pl.n);
-		uint64_t deferred = 0;
-		for (uint32_t m = 0; m < pl.n; m++)
-			deferred += pl.mv[m].issue != pl.mv[m].after;
-		ebb_trace_note_u64("plan-job-copies-to-host", prof_xfers(&r.p, PROF_XFER_D2H));
-		ebb_trace_note_u64("plan-job-copies-to-device", prof_xfers(&r.p, PROF_XFER_H2D));
-		ebb_trace_note_u64("plan-offloads-deferred", deferred);
-		ebb_trace_note_u64("plan-target-bytes", target);
-		ebb_trace_note_u64("plan-peak-before-bytes", pl.peak_before);
-		ebb_trace_note_u64("plan-peak-bytes", pl.peak);
-		ebb_trace_note_u64("plan-bound-bytes", bound);
-		ebb_trace_note_u64("plan-floor-bytes", floor_nostall);
-		ebb_trace_note_u64("plan-bytes-to-host", pl.bytes_d2h);
-		ebb_trace_note_u64("plan-bytes-to-device", pl.bytes_h2d);
-		ebb_trace_note_u64("plan-step-before-ns", (uint64_t)(pl.step_before_s * 1e9));
-		ebb_trace_note_u64("plan-step-ns", (uint64_t)(pl.step_s * 1e9));
-		ebb_trace_note_u64("plan-stall-ns", (uint64_t)(pl.stall_s * 1e9));
-		ebb_trace_note_u64("plan-host-idle-ns", (uint64_t)(pl.host_idle_s * 1e9));
-		ebb_trace_note_u64("plan-host-idle-before-ns", (uint64_t)(pl.host_idle_before_s * 1e9));
-		ebb_trace_note_u64("plan-host-offload-ns", (uint64_t)(pp.host_offload_s * 1e9));
-		ebb_trace_note_u64("plan-host-restore-ns", (uint64_t)(pp.host_restore_s * 1e9));
-		ebb_trace_note_u64("plan-stall-capped", (uint64_t)pl.stall_capped);
-		ebb_trace_note_u64("plan-time-capped", (uint64_t)pl.time_capped);
-		ebb_trace_note_u64("plan-waited", (uint64_t)pl.waited);
-		double waited_s = 0;
-		for (uint32_t k = 0; k < pl.nwaits; k++)
-			waited_s += pl.waits[k].s;
-		ebb_trace_note_u64("plan-waits", pl.nwaits);
-		ebb_trace_note_u64("plan-waits-ns", (uint64_t)(waited_s * 1e9));
-		for (uint32_t k = 0; k < pl.nwaits; k++) {
-			/* where: the position in the iteration, and for how long */
-			snprintf(buf, sizeof buf, "%u:%llu", pl.waits[k].op,
-			    (unsigned long long)(pl.waits[k].s * 1e9));
-			ebb_trace_note("plan-wait", buf);
-		}
-		ebb_trace_note_u64("plan-made-ns", made_ns);
-		ebb_trace_note_u64("plan-simulations", pl.simulations);
-		ebb_trace_note_u64("plan-peak-seq", r.s0 + pl.peak_op);
-		ebb_trace_note_u64("plan-peak-used-bytes", ex.used);
-		ebb_trace_note_u64("plan-peak-unmovable-bytes", ex.unmovable);
-		ebb_trace_note_u64("plan-peak-kept-bytes", ex.kept);
-		ebb_trace_note_u64("plan-peak-moved-bytes", ex.moved);
-		snprintf(buf, sizeof buf, "%.2f", d2h / 1e9);
-		ebb_trace_note("d2h-gbps", buf);
-		snprintf(buf, sizeof buf, "%.2f", h2d / 1e9);
-		ebb_trace_note("h2d-gbps", buf);
-		/* what ebb's own copies got so far, beside the rates assumed */
-		double got[2];
-		uint32_t ncopies[2];
-		mover_copy_rates(got, ncopies);
-		snprintf(buf, sizeof buf, "%.2f/%u", got[0], ncopies[0]);
-		ebb_trace_note("d2h-gbps-copies", buf);
-		snprintf(buf, sizeof buf, "%.2f/%u", got[1], ncopies[1]);
-		ebb_trace_note("h2d-gbps-copies", buf);
-		ebb_log(EBB_LOG_INFO, "plan: %u moves an iteration of %u operations (%s times), %.1f GiB "
-		    "to the host and %.1f GiB back; peak %.2f -> %.2f GiB (target %.2f, lowest without "
-		    "stalls %.2f); %.3f s an iteration predicted, %.3f s of it stalls (%.3f s without "
-		    "moves); made in %.3f s (%u simulations)", pl.n, r.p.nops, source,
-		    gib(pl.bytes_d2h), gib(pl.bytes_h2d), gib(pl.peak_before), gib(pl.peak), gib(target),
-		    gib(bound), pl.step_s, pl.stall_s, pl.step_before_s + pl.host_idle_before_s,
-		    (double)made_ns / 1e9, pl.simulations);
-		if (r.p.host != NULL)
-			ebb_log(EBB_LOG_INFO, "plan: of that, the device waits %.3f s for the host to issue "
-			    "work (%.3f s without moves; a move costs the host %.0f us to the host, %.0f us "
-			    "back, as measured so far)", pl.host_idle_s, pl.host_idle_before_s,
-			    pp.host_offload_s * 1e6, pp.host_restore_s * 1e6);
-		else
-			ebb_log(EBB_LOG_INFO, "plan: the host's time is not in the prediction (the "
-			    "durations are the host's)");
-		ebb_log(EBB_LOG_INFO, "plan: at its peak (operation %llu of the recorded iteration, "
-		    "position %u) %.2f GiB are used by the operation, %.2f GiB cannot move (pinned, "
-		    "small, ebb's slabs, the driver's), %.2f GiB are idle in gaps too short to bridge, "
-		    "%.2f GiB are on the host", (unsigned long long)(r.s0 + pl.peak_op), pl.peak_op,
-		    gib(ex.used), gib(ex.unmovable), gib(ex.kept), gib(ex.moved));
-		/* what the plan costs and why, at -v 1: its bound is where the link
-		 * becomes the limit */
-		double before = pl.step_before_s + pl.host_idle_before_s;
-		ebb_log(EBB_LOG_NOTE, "plan: %s %.2f GiB (target %.2f, EBB_LIMIT less EBB_PLAN_MARGIN) "
-		    "by moving %.2f GiB an iteration each way; %.3f s an iteration predicted against "
-		    "%.3f s without moves (%+.1f%%)%s", pl.met ? "holds" : "reaches", gib(pl.peak),
-		    gib(target), gib(pl.bytes_d2h), pl.step_s, before,
-		    before > 0 ? (pl.step_s / before - 1) * 100 : 0,
-		    target < bound ? "" : "; the link is not the limit there");
-		if (target < bound)
-			ebb_log(EBB_LOG_NOTE, "plan: the lowest peak without stalls is %.2f GiB: below it "
-			    "the copies at %.1f and %.1f GB/s cannot keep up, and the device waits for "
-			    "them %.3f s an iteration", gib(bound), d2h / 1e9, h2d / 1e9, pl.stall_s);
-		/* what must be on the device at once, wherever the rest is */
-		if (ex.used + ex.unmovable > target)
-			ebb_log(EBB_LOG_WARN, "EBB_LIMIT cannot be held by moving buffers: operation %u of "
-			    "the iteration uses %.2f GiB at once, and %.2f GiB more cannot move (pinned, "
-			    "small, ebb's slabs, the driver's), against a target of %.2f GiB; allocations "
-			    "over EBB_LIMIT fail with CUDA_ERROR_OUT_OF_MEMORY", pl.peak_op, gib(ex.used),
-			    gib(ex.unmovable), gib(target));
-		if (pl.stall_capped)
-			ebb_log(EBB_LOG_WARN, "the plan stops at %.2f GiB, above its target of %.2f GiB: "
-			    "its predicted stalls (%.3f s) reached the iteration's own time; above "
-			    "EBB_LIMIT the reactive mover does the rest", gib(pl.peak), gib(target),
-			    pl.stall_s);
-		if (pl.time_capped && !pl.met)
-			ebb_log(EBB_LOG_WARN, "the plan stops at %.2f GiB, above its target of %.2f GiB: "
-			    "its search reached EBB_PLAN_SECONDS=%g; above EBB_LIMIT the reactive mover "
-			    "does the rest", gib(pl.peak), gib(target), conf->plan_seconds);
-		else if (pl.time_capped)
-			ebb_log(EBB_LOG_WARN, "the plan meets its target of %.2f GiB, but its search "
-			    "reached EBB_PLAN_SECONDS=%g before it was done: a longer one may find "
-			    "a faster plan", gib(target), conf->plan_seconds);
+		struct plan_report rp = { .r = &r, .pl = &pl, .pp = &pp, .ex = &ex,
+			.source = source, .target = target, .bound = bound,
+			.floor_nostall = floor_nostall, .made_ns = made_ns, .d2h = d2h, .h2d = h2d };
+		plan_notes(&rp);
+		plan_logs(&rp);
 	}
 	pthread_mutex_unlock(lock);
 	if (have)

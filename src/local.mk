@@ -30,7 +30,9 @@ src_libebbcore_la_SOURCES = \
 	src/streams.c src/streams.h \
 	src/vmm.c src/vmm.h \
 	src/hostpool.c src/hostpool.h \
-	src/mover.c src/mover.h \
+	src/mover.c src/mover.h src/mover_int.h \
+	src/mover_slab.c src/mover_tag.c src/mover_lru.c \
+	src/mover_copy.c src/mover_rate.c \
 	src/exec.c src/exec.h
 src_libebbcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 src_libebbcore_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(UNWIND_CFLAGS)

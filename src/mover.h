@@ -59,7 +59,7 @@ struct mover_stats {
 	uint64_t wait_room_ns;		/* the host waited for room (copies landing, frees passed) */
 	uint64_t wait_gate_ns;		/* a restore waited for the device to near it */
 	uint64_t wait_landing_ns;	/* a restore waited for its buffer's offload to land */
-	uint64_t copies_abandoned;	/* copies whose completion could not be known (mover.c) */
+	uint64_t copies_abandoned;	/* copies whose completion could not be known */
 	uint64_t unmaps_failed;		/* cuMemUnmap failed: that memory stays mapped, unused */
 	uint64_t over_limit;		/* the driver's allocations took the job over EBB_LIMIT */
 	uint64_t bytes_d2h, bytes_h2d;
