@@ -769,191 +769,247 @@ print_moves(FILE *out, const struct build *b, const struct plan *pl, uint64_t s0
 	}
 }
 
-int
-ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
+/* One run of ebb plan: the trace, the iteration learned from it, the
+ * planner's inputs and the last plan made. */
+struct planning {
+	struct src s;		/* the trace */
+	struct scan sc;		/* its first pass */
+	struct choice ch;	/* the iteration chosen */
+	struct build b;		/* that iteration's profile */
+	uint64_t s0;		/* the iteration's first operation */
+	uint64_t peak;		/* its learned peak */
+	double gbps[2];		/* the bandwidths planned with: d2h, h2d */
+	const char *from[2];	/* where each comes from */
+	int assumed;		/* bit k: gbps[k] is ASSUMED_GBPS */
+	struct plan_params pp;	/* the planner's parameters, but for the target */
+	uint64_t bound;		/* the lowest peak with no restore late */
+	struct plan_floor *fl;	/* the floor under every plan; NULL: none made */
+	struct plan pl;		/* the last plan made */
+};
+
+/*
+ * Read the trace twice: choose the iteration, then build its profile.
+ * Returns 0, or -1 when the trace is malformed, holds no usable iteration
+ * or memory runs out (said on s.err).
+ */
+static int
+learn(struct planning *g, const struct ebb_plan_opts *o)
 {
-	static const double fractions[] = { 0.9, 0.8, 0.7, 0.6, 0.5, 0.4 };
-	static const char *const dir[2] = { "d2h", "h2d" };
-	struct src s = { .path = path, .err = err };
-	struct scan sc = { .move_ns = { -1, -1 } };
-	struct build b = { 0 };
-	struct plan pl = { 0 };
-	struct plan_floor *fl = NULL;
-	struct choice ch;
-	int rc = 1;
+	struct src *s = &g->s;
 
-	if (ebb_trace_reader_open(&s.rd, path) < 0) {
-		fprintf(err, "ebb plan: cannot open %s: %s\n", path, strerror(errno));
-		return 2;
-	}
-	if (scan_trace(&s, &sc) < 0)
-		goto out;
-	if (choose(&sc, &ch) < 0) {
-		if (sc.nmark == 0)
-			fprintf(err, "ebb plan: %s: the trace has no I records: ebb found no training "
-			    "iteration in it. Trace the job with EBB_MODE=observe and EBB_TRACE set for a "
-			    "few iterations (ebb run --mode observe --trace FILE -- CMD), then plan on "
-			    "that trace\n", path);
+	if (scan_trace(s, &g->sc) < 0)
+		return -1;
+	if (choose(&g->sc, &g->ch) < 0) {
+		if (g->sc.nmark == 0)
+			fprintf(s->err, "ebb plan: %s: the trace has no I records: ebb found no "
+			    "training iteration in it. Trace the job with EBB_MODE=observe and EBB_TRACE "
+			    "set for a few iterations (ebb run --mode observe --trace FILE -- CMD), then "
+			    "plan on that trace\n", s->path);
 		else
-			fprintf(err, "ebb plan: %s: none of its %zu iterations (I records) lies wholly in "
-			    "the trace without a departure (D record). Trace the job with "
-			    "EBB_MODE=observe and EBB_TRACE set for a few more iterations\n", path,
-			    sc.nmark);
-		goto out;
+			fprintf(s->err, "ebb plan: %s: none of its %zu iterations (I records) lies "
+			    "wholly in the trace without a departure (D record). Trace the job with "
+			    "EBB_MODE=observe and EBB_TRACE set for a few more iterations\n", s->path,
+			    g->sc.nmark);
+		return -1;
 	}
-	b.min_bytes = o->min_bytes;
-	b.host = !ch.cupti;
-	b.issue = calloc(ch.m->period + 1, sizeof *b.issue);
-	b.sync = calloc(ch.m->period + 1, 1);
-	if (b.issue == NULL || b.sync == NULL) {
-		oom(&s);
-		goto out;
-	}
-	if (build_profile(&s, &sc, &ch, &b) < 0)
-		goto out;
+	g->b.min_bytes = o->min_bytes;
+	g->b.host = !g->ch.cupti;
+	g->b.issue = calloc(g->ch.m->period + 1, sizeof *g->b.issue);
+	g->b.sync = calloc(g->ch.m->period + 1, 1);
+	if (g->b.issue == NULL || g->b.sync == NULL)
+		return oom(s);
+	if (build_profile(s, &g->sc, &g->ch, &g->b) < 0)
+		return -1;
+	g->s0 = g->ch.m->seq;
+	g->peak = prof_peak(&g->b.r.p, NULL);
+	return 0;
+}
 
-	const struct prof *p = &b.r.p;
-	uint64_t s0 = ch.m->seq, peak = prof_peak(p, NULL);
-	uint32_t nmov = 0;
-	for (uint32_t k = 0; k < p->nbufs; k++)
-		nmov += p->buf[k].movable && p->buf[k].size >= o->min_bytes && p->buf[k].size > 0;
-	double gbps[2];
-	const char *from[2];
+/*
+ * The planner's parameters, but for the target: each bandwidth given, else
+ * the trace's, else assumed; what a move costs the host given, else the
+ * trace's notes, else 0.
+ */
+static void
+set_params(struct planning *g, const struct ebb_plan_opts *o)
+{
 	const double given[2] = { o->d2h_gbps, o->h2d_gbps };
-	int assumed = 0;
+
 	for (int k = 0; k < 2; k++) {
 		if (given[k] > 0) {
-			gbps[k] = given[k];
-			from[k] = "given";
-		} else if (sc.gbps[k] > 0) {
-			gbps[k] = sc.gbps[k];
-			from[k] = "from the trace";
+			g->gbps[k] = given[k];
+			g->from[k] = "given";
+		} else if (g->sc.gbps[k] > 0) {
+			g->gbps[k] = g->sc.gbps[k];
+			g->from[k] = "from the trace";
 		} else {
-			gbps[k] = ASSUMED_GBPS;
-			from[k] = "assumed";
-			assumed |= 1 << k;
+			g->gbps[k] = ASSUMED_GBPS;
+			g->from[k] = "assumed";
+			g->assumed |= 1 << k;
 		}
 	}
-	struct plan_params pp = {
-		.d2h_bps = gbps[0] * 1e9, .h2d_bps = gbps[1] * 1e9,
+	g->pp = (struct plan_params){
+		.d2h_bps = g->gbps[0] * 1e9, .h2d_bps = g->gbps[1] * 1e9,
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = o->min_bytes,
 		.allow_stall = o->allow_stall, .no_waits = o->no_waits,
 		.time_limit_s = o->time_limit_s,
-		/* what a move costs the host: given, else the trace's notes, else 0 */
 		.host_offload_s = (o->move_given ? o->move_us[0] * 1e3 :
-		    sc.move_ns[0] >= 0 ? sc.move_ns[0] : 0) / 1e9,
+		    g->sc.move_ns[0] >= 0 ? g->sc.move_ns[0] : 0) / 1e9,
 		.host_restore_s = (o->move_given ? o->move_us[1] * 1e3 :
-		    sc.move_ns[1] >= 0 ? sc.move_ns[1] : 0) / 1e9,
+		    g->sc.move_ns[1] >= 0 ? g->sc.move_ns[1] : 0) / 1e9,
 	};
-	uint64_t bound = plan_bound(p, &pp);
-	if (bound == 0 && peak > 0) {
-		/* 0 is also plan_bound's answer when out of memory: ask again */
-		struct plan_params q = pp;
-		q.allow_stall = 0;
-		if (plan_make(p, &q, &pl) < 0) {
-			oom(&s);
-			goto out;
-		}
-		plan_fini(&pl);
-	}
+}
 
-	fprintf(out, "trace: %s\n", path);
+/* The plan's bound into g->bound. Returns 0, or -1 when out of memory (said). */
+static int
+find_bound(struct planning *g)
+{
+	const struct prof *p = &g->b.r.p;
+
+	g->bound = plan_bound(p, &g->pp);
+	if (g->bound == 0 && g->peak > 0) {
+		/* 0 is also plan_bound's answer when out of memory: ask again */
+		struct plan_params q = g->pp;
+		q.allow_stall = 0;
+		if (plan_make(p, &q, &g->pl) < 0)
+			return oom(&g->s);
+		plan_fini(&g->pl);
+	}
+	return 0;
+}
+
+/* What ebb plan learned: the iteration, its times, buffers and peak, the
+ * bandwidths, the host's side and the bound. */
+static void
+print_learned(const struct planning *g, const struct ebb_plan_opts *o, FILE *out)
+{
+	static const char *const dir[2] = { "d2h", "h2d" };
+	const struct prof *p = &g->b.r.p;
+	const struct choice *ch = &g->ch;
+	uint32_t nmov = 0;
+
+	for (uint32_t k = 0; k < p->nbufs; k++)
+		nmov += p->buf[k].movable && p->buf[k].size >= o->min_bytes && p->buf[k].size > 0;
+	fprintf(out, "trace: %s\n", g->s.path);
 	fprintf(out, "iteration: %llu, from operation %llu, %llu operations\n",
-	    (unsigned long long)ch.m->iter, (unsigned long long)s0,
-	    (unsigned long long)ch.m->period);
-	if (ch.cupti)
+	    (unsigned long long)ch->m->iter, (unsigned long long)g->s0,
+	    (unsigned long long)ch->m->period);
+	if (ch->cupti)
 		fprintf(out, "time source: cupti (G records for %llu of its %llu launches)\n",
-		    (unsigned long long)ch.ntimed, (unsigned long long)ch.nlaunch);
+		    (unsigned long long)ch->ntimed, (unsigned long long)ch->nlaunch);
 	else
 		fprintf(out, "time source: host (no whole iteration has G records for half its "
 		    "launches: the time from each operation's call to the next stands in for its "
 		    "GPU time)\n");
-	if (ch.last != ch.m)
+	if (ch->last != ch->m)
 		fprintf(out, "note: iteration %llu (from operation %llu, %llu operations) is later "
 		    "but has G records for fewer than half its launches\n",
-		    (unsigned long long)ch.last->iter, (unsigned long long)ch.last->seq,
-		    (unsigned long long)ch.last->period);
-	fprintf(out, "%s time per iteration: %.6f s\n", ch.cupti ? "gpu" : "host", prof_time(p));
+		    (unsigned long long)ch->last->iter, (unsigned long long)ch->last->seq,
+		    (unsigned long long)ch->last->period);
+	fprintf(out, "%s time per iteration: %.6f s\n", ch->cupti ? "gpu" : "host", prof_time(p));
 	fprintf(out, "buffers: %u, movable: %u (of at least %.2f MiB)\n", p->nbufs, nmov,
 	    (double)o->min_bytes / MIB);
 	fprintf(out, "job's copies: %u to the host, %u to the device (the plan keeps clear of them)\n",
 	    prof_xfers(p, PROF_XFER_D2H), prof_xfers(p, PROF_XFER_H2D));
-	fprintf(out, "learned peak: %.2f GiB\n", (double)peak / GIB);
-	fprintf(out, "bandwidth: d2h %.2f GB/s (%s), h2d %.2f GB/s (%s)\n", gbps[0], from[0],
-	    gbps[1], from[1]);
-	if (assumed == 3)
+	fprintf(out, "learned peak: %.2f GiB\n", (double)g->peak / GIB);
+	fprintf(out, "bandwidth: d2h %.2f GB/s (%s), h2d %.2f GB/s (%s)\n", g->gbps[0], g->from[0],
+	    g->gbps[1], g->from[1]);
+	if (g->assumed == 3)
 		fprintf(out, "note: the trace has no d2h-gbps or h2d-gbps note: %.0f GB/s assumed each "
 		    "way; give the link's bandwidths with --d2h GBPS --h2d GBPS\n", ASSUMED_GBPS);
-	else if (assumed)
+	else if (g->assumed)
 		fprintf(out, "note: the trace has no %s-gbps note: %.0f GB/s assumed; give it with "
-		    "--%s GBPS\n", dir[assumed - 1], ASSUMED_GBPS, dir[assumed - 1]);
+		    "--%s GBPS\n", dir[g->assumed - 1], ASSUMED_GBPS, dir[g->assumed - 1]);
 	if (p->host != NULL) {
 		fprintf(out, "host: the job's pace from the trace's issue times%s; with nothing moved "
 		    "the device waits %.6f s an iteration for the host; a move costs the host %.0f us "
-		    "to the host, %.0f us back (%s)\n", sc.offload ? " (an offload-mode trace: "
+		    "to the host, %.0f us back (%s)\n", g->sc.offload ? " (an offload-mode trace: "
 		    "ebb's own work then is in it)" : "", prof_host_idle(p),
-		    pp.host_offload_s * 1e6, pp.host_restore_s * 1e6, o->move_given ? "given" :
-		    sc.move_ns[0] >= 0 ? "from the trace's plan-host notes" : "not in the trace: "
+		    g->pp.host_offload_s * 1e6, g->pp.host_restore_s * 1e6, o->move_given ? "given" :
+		    g->sc.move_ns[0] >= 0 ? "from the trace's plan-host notes" : "not in the trace: "
 		    "give them with --move-cost; a run's plan-host-* notes have them");
 	} else {
 		fprintf(out, "host: not in the prediction (the times are the host's)\n");
 	}
 	if (prof_time(p) <= 0)
 		fprintf(out, "note: the iteration's operations have no times: nothing can be planned\n");
-	fprintf(out, "bound: %.2f GiB (the lowest peak with no restore late)\n", (double)bound / GIB);
-	if (prof_time(p) > 0) {
-		/* the floor under any plan, with no stall and with 5% of the iteration */
-		if ((fl = plan_floor_new(p, &pp)) == NULL) {
-			oom(&s);
-			goto out;
-		}
-		uint32_t at0, at5;
-		double st5 = prof_time(p) * 0.05;
-		uint64_t f0 = plan_floor_peak(fl, 0, &at0), f5 = plan_floor_peak(fl, st5, &at5);
-		fprintf(out, "floor: %.2f GiB with no stall (at operation %llu), %.2f GiB with "
-		    "stalls of %.6f s, 5%% of the iteration (at operation %llu): no plan of whole "
-		    "buffers moved at these bandwidths goes lower\n", (double)f0 / GIB,
-		    (unsigned long long)(s0 + at0), (double)f5 / GIB, st5,
-		    (unsigned long long)(s0 + at5));
-	}
+	fprintf(out, "bound: %.2f GiB (the lowest peak with no restore late)\n",
+	    (double)g->bound / GIB);
+}
 
-	fprintf(out, "\n%10s  %10s  %4s  %5s  %11s  %8s  %10s  %10s  %10s  %6s  %12s\n",
-	    "target GiB", "peak GiB", "met", "moves", "to host GiB", "back GiB", "step s", "stall s",
-	    "host s", "ratio", "least stall");
+/*
+ * Where the iteration has times, make the floor under any plan (g->fl) and
+ * print it with no stall and with stalls of 5% of the iteration. Returns 0,
+ * or -1 when out of memory (said).
+ */
+static int
+print_floor(struct planning *g, FILE *out)
+{
+	const struct prof *p = &g->b.r.p;
+
+	if (prof_time(p) <= 0)
+		return 0;
+	if ((g->fl = plan_floor_new(p, &g->pp)) == NULL)
+		return oom(&g->s);
+	uint32_t at0, at5;
+	double st5 = prof_time(p) * 0.05;
+	uint64_t f0 = plan_floor_peak(g->fl, 0, &at0), f5 = plan_floor_peak(g->fl, st5, &at5);
+	fprintf(out, "floor: %.2f GiB with no stall (at operation %llu), %.2f GiB with "
+	    "stalls of %.6f s, 5%% of the iteration (at operation %llu): no plan of whole "
+	    "buffers moved at these bandwidths goes lower\n", (double)f0 / GIB,
+	    (unsigned long long)(g->s0 + at0), (double)f5 / GIB, st5,
+	    (unsigned long long)(g->s0 + at5));
+	return 0;
+}
+
+/*
+ * Plan for each target (those of o, else the fractions 0.9 down to 0.4 of
+ * the peak) and print one row each, what the rows' marks mean, and what
+ * holds the memory at the last plan's peak. The last plan stays in g->pl,
+ * its target in *last. Returns 0, or -1 when out of memory (said).
+ */
+static int
+print_targets(struct planning *g, const struct ebb_plan_opts *o, FILE *out, uint64_t *last)
+{
+	static const double fractions[] = { 0.9, 0.8, 0.7, 0.6, 0.5, 0.4 };
+	const struct prof *p = &g->b.r.p;
+	struct plan *pl = &g->pl;
 	size_t nt = o->ntarget ? o->ntarget : sizeof fractions / sizeof fractions[0];
 	uint64_t target = 0;
 	int capped = 0, timed = 0;
 	uint64_t unholdable = 0;	/* the highest target no plan can hold, 0: none */
+
+	fprintf(out, "\n%10s  %10s  %4s  %5s  %11s  %8s  %10s  %10s  %10s  %6s  %12s\n",
+	    "target GiB", "peak GiB", "met", "moves", "to host GiB", "back GiB", "step s", "stall s",
+	    "host s", "ratio", "least stall");
 	for (size_t i = 0; i < nt; i++) {
 		double f = o->ntarget ? o->target[i].fraction : fractions[i];
-		target = o->ntarget && o->target[i].bytes ? o->target[i].bytes : (uint64_t)(f * (double)peak);
+		target = o->ntarget && o->target[i].bytes ? o->target[i].bytes :
+		    (uint64_t)(f * (double)g->peak);
+		*last = target;
 		/* as the library plans: without stalls, and only if that misses
 		 * the target (and --allow-stall), on from there with them */
-		pp.target = target;
-		plan_fini(&pl);
-		if (plan_make(p, &pp, &pl) < 0) {
-			oom(&s);
-			goto out;
-		}
-		capped |= pl.stall_capped;
-		timed |= pl.time_capped;
+		g->pp.target = target;
+		plan_fini(pl);
+		if (plan_make(p, &g->pp, pl) < 0)
+			return oom(&g->s);
+		capped |= pl->stall_capped;
+		timed |= pl->time_capped;
 		struct plan_explain at;
-		plan_explain(p, &pp, &pl, pl.peak_op, &at);
+		plan_explain(p, &g->pp, pl, pl->peak_op, &at);
 		if (at.used + at.unmovable > target && target > unholdable)
 			unholdable = target;
-		double before = pl.step_before_s + pl.host_idle_before_s;
+		double before = pl->step_before_s + pl->host_idle_before_s;
 		/* the least stall of any plan for the target (the floor's) */
-		double least = fl != NULL ? plan_floor_least(p, &pp, target) : 0;
-		if (least < 0) {
-			oom(&s);
-			goto out;
-		}
+		double least = g->fl != NULL ? plan_floor_least(p, &g->pp, target) : 0;
+		if (least < 0)
+			return oom(&g->s);
 		fprintf(out, "%10.2f  %10.2f  %4s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %10.6f  %6.3f  "
-		    "%12.6f\n", (double)target / GIB, (double)pl.peak / GIB,
-		    pl.time_capped ? (pl.met ? "yes+" : "no+") : pl.met ? "yes" :
-		    pl.stall_capped ? "no*" : "no", pl.n,
-		    (double)pl.bytes_d2h / GIB, (double)pl.bytes_h2d / GIB, pl.step_s, pl.stall_s,
-		    pl.host_idle_s, before > 0 ? pl.step_s / before : 1.0, least);
+		    "%12.6f\n", (double)target / GIB, (double)pl->peak / GIB,
+		    pl->time_capped ? (pl->met ? "yes+" : "no+") : pl->met ? "yes" :
+		    pl->stall_capped ? "no*" : "no", pl->n,
+		    (double)pl->bytes_d2h / GIB, (double)pl->bytes_h2d / GIB, pl->step_s, pl->stall_s,
+		    pl->host_idle_s, before > 0 ? pl->step_s / before : 1.0, least);
 	}
 	if (capped)
 		fprintf(out, "no*: stopped where the predicted stalls reached the iteration's own "
@@ -969,27 +1025,60 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	if (nt > 0) {
 		/* what holds the memory where the last target's plan peaks */
 		struct plan_explain ex;
-		plan_explain(p, &pp, &pl, pl.peak_op, &ex);
+		plan_explain(p, &g->pp, pl, pl->peak_op, &ex);
 		fprintf(out, "\nat the peak of the plan for %.2f GiB (operation %llu): %.2f GiB used by "
 		    "it, %.2f GiB that cannot move, %.2f GiB idle in gaps too short to bridge, %.2f GiB "
-		    "on the host\n", (double)target / GIB, (unsigned long long)(s0 + pl.peak_op),
+		    "on the host\n", (double)target / GIB, (unsigned long long)(g->s0 + pl->peak_op),
 		    (double)ex.used / GIB, (double)ex.unmovable / GIB, (double)ex.kept / GIB,
 		    (double)ex.moved / GIB);
 	}
+	return 0;
+}
+
+/* Free what one run of ebb plan holds, and close its trace. */
+static void
+planning_fini(struct planning *g)
+{
+	plan_fini(&g->pl);
+	plan_floor_free(g->fl);
+	rec_fini(&g->b.r);
+	free(g->b.bid);
+	free(g->b.issue);
+	free(g->b.sync);
+	free(g->sc.mark);
+	free(g->sc.g);
+	free(g->sc.launch);
+	free(g->sc.dep);
+	ebb_trace_reader_close(&g->s.rd);
+}
+
+/* ebb plan (plancmd.h): learn the iteration, print it, then plan at each target. */
+int
+ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
+{
+	struct planning g = {
+		.s = { .path = path, .err = err },
+		.sc = { .move_ns = { -1, -1 } },
+	};
+	uint64_t target = 0;
+	int rc = 1;
+
+	if (ebb_trace_reader_open(&g.s.rd, path) < 0) {
+		fprintf(err, "ebb plan: cannot open %s: %s\n", path, strerror(errno));
+		return 2;
+	}
+	if (learn(&g, o) < 0)
+		goto out;
+	set_params(&g, o);
+	if (find_bound(&g) < 0)
+		goto out;
+	print_learned(&g, o, out);
+	if (print_floor(&g, out) < 0 || print_targets(&g, o, out, &target) < 0)
+		goto out;
 	if (o->moves)
-		print_moves(out, &b, &pl, s0, target);
+		print_moves(out, &g.b, &g.pl, g.s0, target);
 	rc = 0;
 out:
-	plan_fini(&pl);
-	plan_floor_free(fl);
-	rec_fini(&b.r);
-	free(b.bid);
-	free(b.issue);
-	free(b.sync);
-	free(sc.mark);
-	free(sc.g);
-	free(sc.launch);
-	free(sc.dep);
-	ebb_trace_reader_close(&s.rd);
+	planning_fini(&g);
 	return rc;
 }
