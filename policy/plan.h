@@ -41,7 +41,7 @@
  * the device starts; what still waits is predicted as a stall.
  *
  * Pure C: no CUDA, no I/O, no globals, no threads, no clocks. plan_make
- * (src/planrun.h) runs the two searches, the one for waits on a thread of
+ * (src/common/planrun.h) runs the two searches, the one for waits on a thread of
  * its own, under a time limit.
  */
 #ifndef EBB_PLAN_H
@@ -217,7 +217,7 @@ struct plan {
  * A caller's test of whether a search must stop where it is (its plan so
  * far stands, with time_capped set): fn(arg) returns nonzero to stop. The
  * searches call it once a round; they read no clock themselves (plan_make,
- * src/planrun.h, passes its deadline this way). NULL, or fn NULL: never.
+ * src/common/planrun.h, passes its deadline this way). NULL, or fn NULL: never.
  */
 struct plan_stop {
 	int (*fn)(void *arg);

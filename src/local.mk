@@ -1,39 +1,49 @@
-## src/: libebb.so and the internal libraries it is made of.
+## src/: libebb.so, in layers, each a folder (tests/check_layout.sh checks
+## that includes only go down):
+##   hooks/   the interposed entry points, dlsym and cuGetProcAddress, start-up
+##   engine/  the lifecycle: each operation, allocation and free as an event
+##   exec/    the recorded iteration, and the plan run against it
+##   mover/   buffers under EBB_LIMIT: physical memory, offloads, restores
+##   core/    what the layers above share: the real driver table, the buffer
+##            table, stream progress, kernel parameter layouts, call sites
+##   common/  configuration, logging, the trace format, the planner run
+##            against the clock: shared with the ebb command (utils/)
+## policy/ (pure planning logic) and cupti/ (GPU times) are libraries of
+## their own.
 
-# Configuration, logging, the trace format and the planner run against the
-# clock: linked by libebb.so and by the ebb command, so there is one parser
-# of each and one planner. planrun.c needs policy/libpolicy.la, which the
-# programs that call plan_make link after this one.
+# Linked by libebb.so and by the ebb command, so there is one parser of each
+# and one planner. planrun.c needs policy/libpolicy.la, which the programs
+# that call plan_make link after this one.
 noinst_LTLIBRARIES += src/libebbcommon.la
 src_libebbcommon_la_SOURCES = \
-	src/conf.c src/conf.h \
-	src/log.c src/log.h \
-	src/trace.c src/trace.h \
-	src/trace_read.c src/trace_read.h \
-	src/trace_format.h \
-	src/planrun.c src/planrun.h
+	src/common/conf.c src/common/conf.h \
+	src/common/log.c src/common/log.h \
+	src/common/trace.c src/common/trace.h \
+	src/common/trace_read.c src/common/trace_read.h \
+	src/common/trace_format.h src/common/cuda_compat.h src/common/realdl.h \
+	src/common/planrun.c src/common/planrun.h
 src_libebbcommon_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 src_libebbcommon_la_LIBADD = $(PTHREAD_LIBS)
 
 # Everything of libebb.so, as a convenience library the unit tests link too.
 noinst_LTLIBRARIES += src/libebbcore.la
 src_libebbcore_la_SOURCES = \
-	src/ebb.h src/cuda_compat.h src/syms.def \
-	src/init.c \
-	src/interpose.c src/interpose.h src/realdl.h \
-	src/hooks.c \
-	src/nccl.c \
-	src/engine.c src/engine.h \
-	src/buftab.c src/buftab.h \
-	src/kparam.c src/kparam.h \
-	src/callsite.c src/callsite.h \
-	src/streams.c src/streams.h \
-	src/vmm.c src/vmm.h \
-	src/hostpool.c src/hostpool.h \
-	src/mover.c src/mover.h src/mover_int.h \
-	src/mover_slab.c src/mover_tag.c src/mover_lru.c \
-	src/mover_copy.c src/mover_rate.c \
-	src/exec.c src/exec.h
+	src/core/ebb.h src/core/real.h src/core/syms.def \
+	src/core/buftab.c src/core/buftab.h \
+	src/core/streams.c src/core/streams.h \
+	src/core/kparam.c src/core/kparam.h \
+	src/core/callsite.c src/core/callsite.h \
+	src/mover/vmm.c src/mover/vmm.h \
+	src/mover/hostpool.c src/mover/hostpool.h \
+	src/mover/mover.c src/mover/mover.h src/mover/mover_int.h \
+	src/mover/mover_slab.c src/mover/mover_tag.c src/mover/mover_lru.c \
+	src/mover/mover_copy.c src/mover/mover_rate.c \
+	src/exec/exec.c src/exec/exec.h \
+	src/engine/engine.c src/engine/engine.h \
+	src/hooks/init.c \
+	src/hooks/interpose.c src/hooks/interpose.h \
+	src/hooks/hooks.c \
+	src/hooks/nccl.c
 src_libebbcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 src_libebbcore_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(UNWIND_CFLAGS)
 src_libebbcore_la_LIBADD = src/libebbcommon.la cupti/libtracer.la policy/libpolicy.la \
@@ -43,6 +53,6 @@ lib_LTLIBRARIES += src/libebb.la
 src_libebb_la_SOURCES =
 src_libebb_la_LIBADD = src/libebbcore.la
 src_libebb_la_LDFLAGS = -module -avoid-version -shared -no-undefined \
-	-Wl,--version-script=$(srcdir)/src/libebb.map -Wl,-z,nodelete
-src_libebb_la_DEPENDENCIES = src/libebbcore.la $(srcdir)/src/libebb.map
-EXTRA_DIST += src/libebb.map
+	-Wl,--version-script=$(srcdir)/src/hooks/libebb.map -Wl,-z,nodelete
+src_libebb_la_DEPENDENCIES = src/libebbcore.la $(srcdir)/src/hooks/libebb.map
+EXTRA_DIST += src/hooks/libebb.map

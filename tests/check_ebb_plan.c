@@ -60,7 +60,7 @@ static const char body[] =
 	"Q 1500 cupti-detached exit\n";
 
 /*
- * Write a trace: the header as src/trace.c writes it, then body without
+ * Write a trace: the header as src/common/trace.c writes it, then body without
  * the lines whose type letter is in drop, then extra. Returns its path.
  */
 static const char *

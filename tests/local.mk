@@ -17,7 +17,7 @@ tests_check_conf_SOURCES = tests/check_conf.c
 tests_check_conf_CFLAGS = $(TEST_CFLAGS)
 tests_check_conf_LDADD = src/libebbcommon.la $(TEST_LIBS)
 
-tests_check_buftab_SOURCES = tests/check_buftab.c src/buftab.c
+tests_check_buftab_SOURCES = tests/check_buftab.c src/core/buftab.c
 tests_check_buftab_CFLAGS = $(TEST_CFLAGS)
 tests_check_buftab_LDADD = $(TEST_LIBS)
 
@@ -29,7 +29,7 @@ tests_check_cupti_match_SOURCES = tests/check_cupti_match.c cupti/match.c
 tests_check_cupti_match_CFLAGS = $(TEST_CFLAGS)
 tests_check_cupti_match_LDADD = $(TEST_LIBS)
 
-tests_check_kparam_SOURCES = tests/check_kparam.c src/kparam.c
+tests_check_kparam_SOURCES = tests/check_kparam.c src/core/kparam.c
 tests_check_kparam_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_check_kparam_CFLAGS = $(TEST_CFLAGS)
 tests_check_kparam_LDADD = $(TEST_LIBS)

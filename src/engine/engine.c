@@ -20,7 +20,7 @@
 #include "ebb.h"
 #include "engine.h"
 #include "exec.h"
-#include "interpose.h"
+#include "real.h"
 #include "iter.h"
 #include "kparam.h"
 #include "log.h"

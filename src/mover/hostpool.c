@@ -9,7 +9,7 @@
 #include <sys/mman.h>
 
 #include "hostpool.h"
-#include "interpose.h"
+#include "real.h"
 #include "log.h"
 #include "trace.h"
 

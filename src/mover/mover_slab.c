@@ -10,7 +10,7 @@
 
 #include <stdlib.h>
 
-#include "interpose.h"
+#include "real.h"
 #include "log.h"
 #include "mover_int.h"
 #include "trace.h"

@@ -15,7 +15,7 @@
 
 #include "ebb.h"
 #include "hostpool.h"
-#include "interpose.h"
+#include "real.h"
 #include "log.h"
 #include "mover_int.h"
 #include "trace.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "interpose.h"
+#include "real.h"
 #include "kparam.h"
 
 /* Parameters beyond this many are not expected of any real kernel. */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "interpose.h"
+#include "real.h"
 #include "log.h"
 #include "trace.h"
 #include "vmm.h"

@@ -127,7 +127,7 @@ CUresult mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consum
 CUresult mover_map(struct ebb_buf *b, uint64_t seq);
 
 /*
- * The plan (engine.c) moves buffers from now on (1) or no longer (0). While
+ * The plan (exec.c) moves buffers from now on (1) or no longer (0). While
  * it does, an allocation over the limit waits for offloads in flight before
  * it evicts anything.
  */

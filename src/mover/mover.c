@@ -14,7 +14,7 @@
 
 #include "conf.h"
 #include "hostpool.h"
-#include "interpose.h"
+#include "real.h"
 #include "log.h"
 #include "mover_int.h"
 #include "trace.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "interpose.h"
+#include "real.h"
 #include "log.h"
 #include "streams.h"
 

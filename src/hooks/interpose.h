@@ -1,11 +1,12 @@
 /*
- * interpose.h: the real-function table and the lookups behind dlsym() and
- * cuGetProcAddress(), all generated from syms.def.
+ * interpose.h: the lookups behind dlsym() and cuGetProcAddress(), generated
+ * from syms.def (core/real.h has the real-function table they fill).
  */
 #ifndef EBB_INTERPOSE_H
 #define EBB_INTERPOSE_H
 
 #include "cuda_compat.h"
+#include "real.h"
 #include "realdl.h"
 
 #define EBB_EXPORT __attribute__((visibility("default")))
@@ -17,21 +18,6 @@ enum ebb_sym_id {
 #include "syms.def"
 	EBB_SYM_COUNT
 };
-
-/* The driver's own functions: every interposed entry point and every one ebb
- * calls for itself. NULL where the driver does not have it. ebb's own calls
- * always go through this table, never through its wrappers (invariant 4). */
-struct ebb_real_table {
-#define EBB_HAND(elf, base, version, variant, params, args) CUresult (*elf) params;
-#define EBB_GEN(elf, base, version, variant, params, args, op) CUresult (*elf) params;
-#define EBB_DRV(elf, base, version, params) CUresult (*elf) params;
-#include "syms.def"
-	CUresult (*cuGetProcAddress)(const char *, void **, int, cuuint64_t);
-	CUresult (*cuGetProcAddress_v2)(const char *, void **, int, cuuint64_t,
-	    CUdriverProcAddressQueryResult *);
-};
-
-extern struct ebb_real_table ebb_real;
 
 /* One interposed entry point. */
 struct ebb_sym {
