@@ -4,7 +4,8 @@
  * run. The trace is read twice: G records come late (when CUPTI is
  * detached) and I records name operations already written, so the first
  * pass collects them and chooses the iteration, and the second builds its
- * profile with policy/record.h as the engine would.
+ * profile with policy/record.h as the engine would. planprint.c prints
+ * what is learned and planned.
  */
 #include "config.h"
 
@@ -17,20 +18,11 @@
 #include "plan.h"
 #include "planrun.h"
 #include "plancmd.h"
+#include "plancmd_int.h"
 #include "record.h"
 #include "trace_read.h"
 
-#define GIB (1024.0 * 1024.0 * 1024.0)
-#define MIB (1024.0 * 1024.0)
 #define GRANULE ((uint64_t)2 << 20)	/* VMM granularity: what a moved buffer takes */
-#define ASSUMED_GBPS 50.0
-
-/* The trace being read, and where its errors are reported. */
-struct src {
-	const char *path;
-	FILE *err;
-	struct ebb_trace_reader rd;	/* the file, its line and its record */
-};
 
 /* The numbers of one record that ebb plan uses, checked. */
 struct ev {
@@ -43,40 +35,6 @@ struct ev {
 	uint64_t nlist;		/* buffer ids after it */
 };
 
-struct mark {			/* an I record */
-	uint64_t iter, seq, period, line;
-};
-
-struct gtime {			/* a G record */
-	uint64_t seq, start, end;
-};
-
-/* What the first pass keeps. */
-struct scan {
-	struct mark *mark;
-	size_t nmark, cmark;
-	struct gtime *g;
-	size_t ng, cg;
-	uint64_t *launch;	/* seqs of L records, increasing */
-	size_t nlaunch, claunch;
-	uint64_t *dep;		/* seqs of D records */
-	size_t ndep, cdep;
-	uint64_t last_seq;	/* the last operation of the trace */
-	double gbps[2];		/* d2h, h2d from Q notes; 0: none */
-	double move_ns[2];	/* the host's cost of an offload, a restore, from the
-				 * last plan-host-offload-ns, plan-host-restore-ns notes;
-				 * -1: none */
-	int offload;		/* the trace has offload mode's moves (O or B records) */
-};
-
-/* The iteration chosen. */
-struct choice {
-	const struct mark *m;
-	const struct mark *last;	/* the last whole iteration, timed or not */
-	int cupti;		/* 0: host times */
-	uint64_t nlaunch, ntimed;	/* its launches, and those with a G record */
-};
-
 /* Buffers alive before the iteration starts: id -> size, open addressing. */
 struct live {
 	uint64_t *id, *size;
@@ -84,11 +42,12 @@ struct live {
 	size_t cap, n;
 };
 
-static void bad(struct src *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bad(struct plancmd_src *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Report a problem at the current line of the trace. */
 static void
-bad(struct src *s, const char *fmt, ...)
+bad(struct plancmd_src *s, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -99,8 +58,9 @@ bad(struct src *s, const char *fmt, ...)
 	fputc('\n', s->err);
 }
 
+/* Say that memory ran out while reading s. Returns -1. */
 static int
-oom(struct src *s)
+oom(struct plancmd_src *s)
 {
 	fprintf(s->err, "ebb plan: %s: out of memory\n", s->path);
 	return -1;
@@ -125,7 +85,7 @@ grow(void *v, size_t *cap, size_t n, size_t size)
  * on s->err).
  */
 static int
-next_record(struct src *s)
+next_record(struct plancmd_src *s)
 {
 	char why[EBB_TRACE_ERRLEN];
 	int rc = ebb_trace_next(&s->rd, why, sizeof why);
@@ -156,7 +116,7 @@ field_name(char type, size_t i, char *out, size_t len)
 
 /* Field i as a number into *v; -1 (said) when it is not one. */
 static int
-num(struct src *s, size_t i, uint64_t *v)
+num(struct plancmd_src *s, size_t i, uint64_t *v)
 {
 	char name[64];
 
@@ -193,7 +153,7 @@ list_field(char type)
 
 /* Check and take the numbers ebb plan uses from s->rd.rec. Returns 0 or -1 (said). */
 static int
-decode(struct src *s, struct ev *e)
+decode(struct plancmd_src *s, struct ev *e)
 {
 	const struct ebb_trace_rec *r = &s->rd.rec;
 
@@ -249,7 +209,7 @@ decode(struct src *s, struct ev *e)
 
 /* First pass: operations in order, and the G, I, D and Q records. */
 static int
-scan_trace(struct src *s, struct scan *sc)
+scan_trace(struct plancmd_src *s, struct plancmd_scan *sc)
 {
 	struct ev e;
 	int rc;
@@ -275,19 +235,19 @@ scan_trace(struct src *s, struct scan *sc)
 		}
 		switch (e.type) {
 		case 'G': {
-			struct gtime *v = grow(sc->g, &sc->cg, sc->ng, sizeof *v);
+			struct plancmd_gtime *v = grow(sc->g, &sc->cg, sc->ng, sizeof *v);
 			if (v == NULL)
 				return oom(s);
 			sc->g = v;
-			sc->g[sc->ng++] = (struct gtime){ e.a, e.b, e.c };
+			sc->g[sc->ng++] = (struct plancmd_gtime){ e.a, e.b, e.c };
 			break;
 		}
 		case 'I': {
-			struct mark *v = grow(sc->mark, &sc->cmark, sc->nmark, sizeof *v);
+			struct plancmd_mark *v = grow(sc->mark, &sc->cmark, sc->nmark, sizeof *v);
 			if (v == NULL)
 				return oom(s);
 			sc->mark = v;
-			sc->mark[sc->nmark++] = (struct mark){ e.a, e.b, e.c, s->rd.line };
+			sc->mark[sc->nmark++] = (struct plancmd_mark){ e.a, e.b, e.c, s->rd.line };
 			break;
 		}
 		case 'D': {
@@ -336,24 +296,27 @@ scan_trace(struct src *s, struct scan *sc)
 	return rc;
 }
 
+/* qsort order of I records: by the seq they name, then by line. */
 static int
 cmp_mark(const void *a, const void *b)
 {
-	const struct mark *x = a, *y = b;
+	const struct plancmd_mark *x = a, *y = b;
 
 	if (x->seq != y->seq)
 		return x->seq < y->seq ? -1 : 1;
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
+/* qsort order of G records: by seq. */
 static int
 cmp_gtime(const void *a, const void *b)
 {
-	const struct gtime *x = a, *y = b;
+	const struct plancmd_gtime *x = a, *y = b;
 
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* qsort order of seqs and ids: increasing. */
 static int
 cmp_u64(const void *a, const void *b)
 {
@@ -389,7 +352,7 @@ lower_u64(const uint64_t *v, size_t n, uint64_t x)
 
 /* The first G record (sorted) whose seq is >= x. */
 static size_t
-lower_g(const struct gtime *g, size_t n, uint64_t x)
+lower_g(const struct plancmd_gtime *g, size_t n, uint64_t x)
 {
 	size_t lo = 0, hi = n;
 
@@ -409,7 +372,7 @@ lower_g(const struct gtime *g, size_t n, uint64_t x)
  * last whole one, on host times. Returns 0, or -1 when there is none.
  */
 static int
-choose(struct scan *sc, struct choice *ch)
+choose(struct plancmd_scan *sc, struct plancmd_choice *ch)
 {
 	int found = 0;
 
@@ -418,7 +381,7 @@ choose(struct scan *sc, struct choice *ch)
 	sort_array(sc->dep, sc->ndep, sizeof *sc->dep, cmp_u64);
 	memset(ch, 0, sizeof *ch);
 	for (size_t i = sc->nmark; i-- > 0;) {
-		const struct mark *m = &sc->mark[i];
+		const struct plancmd_mark *m = &sc->mark[i];
 		if (m->period == 0 || m->period > UINT32_MAX || m->seq == 0 ||
 		    m->seq > sc->last_seq || m->period > sc->last_seq - m->seq + 1)
 			continue;
@@ -437,23 +400,26 @@ choose(struct scan *sc, struct choice *ch)
 		int any = g0 < sc->ng && sc->g[g0].seq < end;
 		int cupti = hi > lo ? timed > 0 && 2 * timed >= hi - lo : any;
 		if (!found) {
-			*ch = (struct choice){ m, m, 0, hi - lo, timed };
+			*ch = (struct plancmd_choice){ m, m, 0, hi - lo, timed };
 			found = 1;
 		}
 		if (cupti) {
-			*ch = (struct choice){ m, ch->last, 1, hi - lo, timed };
+			*ch = (struct plancmd_choice){ m, ch->last, 1, hi - lo, timed };
 			break;
 		}
 	}
 	return found ? 0 : -1;
 }
 
+/* The home slot of id in l (cap a power of two, not 0). */
 static size_t
 live_slot(const struct live *l, uint64_t id)
 {
 	return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 32) & (l->cap - 1);
 }
 
+/* Double l's slots (1,024 at first), rehashing its entries. Returns 0, or
+ * -1 when out of memory (l unchanged). */
 static int
 live_grow(struct live *l)
 {
@@ -487,6 +453,7 @@ live_grow(struct live *l)
 	return 0;
 }
 
+/* Set id's size in l, adding it if new. Returns 0, or -1 when out of memory. */
 static int
 live_put(struct live *l, uint64_t id, uint64_t size)
 {
@@ -525,6 +492,7 @@ live_del(struct live *l, uint64_t id)
 	l->n--;
 }
 
+/* Free l's slots and leave it empty. */
 static void
 live_free(struct live *l)
 {
@@ -534,21 +502,9 @@ live_free(struct live *l)
 	memset(l, 0, sizeof *l);
 }
 
-/* The profile being built, and the buffer id of each of its buffers. */
-struct build {
-	struct rec r;
-	uint64_t *bid;
-	size_t cbid;
-	uint64_t min_bytes;
-	int host;		/* time operations by the host's calls */
-	uint64_t *issue;	/* when the host issued each operation, and the end
-				 * (period + 1; 0: not in the trace) */
-	uint8_t *sync;		/* the host waited for the device there */
-};
-
 /* What a buffer takes in the profile: movable ones a whole number of granules. */
 static uint64_t
-counted(const struct build *b, uint64_t size, int *movable)
+counted(const struct plancmd_build *b, uint64_t size, int *movable)
 {
 	*movable = size >= b->min_bytes;
 	if (!*movable || size > UINT64_MAX - GRANULE)
@@ -558,7 +514,7 @@ counted(const struct build *b, uint64_t size, int *movable)
 
 /* Remember the buffer id of the profile's buffer nbufs_before, if one was added. */
 static int
-note_bid(struct build *b, uint32_t nbufs_before, uint64_t id)
+note_bid(struct plancmd_build *b, uint32_t nbufs_before, uint64_t id)
 {
 	if (b->r.p.nbufs == nbufs_before)
 		return 0;
@@ -572,7 +528,7 @@ note_bid(struct build *b, uint32_t nbufs_before, uint64_t id)
 
 /* The buffers alive at the start, in the order of their ids (allocation order). */
 static int
-record_live(struct build *b, struct live *l)
+record_live(struct plancmd_build *b, struct live *l)
 {
 	uint64_t *ids = malloc((l->n ? l->n : 1) * sizeof *ids);
 	size_t n = 0;
@@ -599,6 +555,8 @@ record_live(struct build *b, struct live *l)
 	return 0;
 }
 
+/* Nanosecond times from and to as the seconds between them; 0 when to is
+ * not later. */
 static double
 seconds(uint64_t from, uint64_t to)
 {
@@ -610,7 +568,8 @@ seconds(uint64_t from, uint64_t to)
  * record its allocations, frees and uses, and its times. Returns 0 or -1.
  */
 static int
-build_profile(struct src *s, const struct scan *sc, const struct choice *ch, struct build *b)
+build_profile(struct plancmd_src *s, const struct plancmd_scan *sc, const struct plancmd_choice *ch,
+    struct plancmd_build *b)
 {
 	uint64_t s0 = ch->m->seq, end = s0 + ch->m->period;
 	uint64_t last = 0, prev_seq = 0, prev_t = 0;
@@ -712,90 +671,15 @@ build_profile(struct src *s, const struct scan *sc, const struct choice *ch, str
 	return 0;
 }
 
-/* Operation op of the iteration (of the next one when next) as a seq, or "-". */
-static void
-put_op(char *out, size_t len, uint64_t s0, uint32_t nops, uint32_t op, int next)
-{
-	if (op == PROF_NONE)
-		snprintf(out, len, "-");
-	else
-		snprintf(out, len, "%llu", (unsigned long long)(s0 + op + (next ? nops : 0)));
-}
-
-/* The moves of one plan, by buffer id and by the profile's key. */
-static void
-print_moves(FILE *out, const struct build *b, const struct plan *pl, uint64_t s0, uint64_t target)
-{
-	const struct prof *p = &b->r.p;
-	char key[32], after[24], at[24], use[24];
-
-	fprintf(out, "\nmoves at target %.2f GiB:\n", (double)target / GIB);
-	fprintf(out, "%10s  %12s  %10s  %13s  %13s  %10s  %4s\n", "bid", "key", "MiB",
-	    "offload after", "restore after", "for use", "wrap");
-	if (pl->n == 0)
-		fprintf(out, "(none)\n");
-	for (uint32_t k = 0; k < pl->n; k++) {
-		const struct plan_move *mv = &pl->mv[k];
-		const struct prof_buf *pb = &p->buf[mv->buf];
-		if (pb->key & REC_KEY_ORDINAL)
-			snprintf(key, sizeof key, "alloc#%llu",
-			    (unsigned long long)(pb->key & ~REC_KEY_ORDINAL));
-		else
-			snprintf(key, sizeof key, "%llu", (unsigned long long)pb->key);
-		if (mv->after == PROF_NONE)
-			snprintf(after, sizeof after, "host");
-		else	/* issued in the next iteration when before the use it follows */
-			put_op(after, sizeof after, s0, p->nops, mv->issue, mv->issue < mv->after);
-		/* a wrapping restore is issued in the next iteration when it comes before
-		 * the last use (it follows the offload, which follows that use) */
-		put_op(at, sizeof at, s0, p->nops, mv->at, mv->wrap && mv->at < mv->after);
-		put_op(use, sizeof use, s0, p->nops, mv->use, mv->wrap);
-		fprintf(out, "%10llu  %12s  %10.2f  %13s  %13s  %10s  %4s\n",
-		    (unsigned long long)b->bid[mv->buf], key, (double)pb->size / MIB, after, at, use,
-		    mv->wrap ? "yes" : "no");
-	}
-	if (pl->nwaits == 0)
-		return;
-	/* a waited plan: where its stalls are */
-	double all = 0;
-	for (uint32_t k = 0; k < pl->nwaits; k++)
-		all += pl->waits[k].s;
-	fprintf(out, "\nwaits of the plan (the device waits before the operation; %.6f s in all):\n",
-	    all);
-	fprintf(out, "%13s  %10s\n", "before", "s");
-	for (uint32_t k = 0; k < pl->nwaits; k++) {
-		put_op(at, sizeof at, s0, p->nops, pl->waits[k].op, 0);
-		fprintf(out, "%13s  %10.6f\n", at, pl->waits[k].s);
-	}
-}
-
-/* One run of ebb plan: the trace, the iteration learned from it, the
- * planner's inputs and the last plan made. */
-struct planning {
-	struct src s;		/* the trace */
-	struct scan sc;		/* its first pass */
-	struct choice ch;	/* the iteration chosen */
-	struct build b;		/* that iteration's profile */
-	uint64_t s0;		/* the iteration's first operation */
-	uint64_t peak;		/* its learned peak */
-	double gbps[2];		/* the bandwidths planned with: d2h, h2d */
-	const char *from[2];	/* where each comes from */
-	int assumed;		/* bit k: gbps[k] is ASSUMED_GBPS */
-	struct plan_params pp;	/* the planner's parameters, but for the target */
-	uint64_t bound;		/* the lowest peak with no restore late */
-	struct plan_floor *fl;	/* the floor under every plan; NULL: none made */
-	struct plan pl;		/* the last plan made */
-};
-
 /*
  * Read the trace twice: choose the iteration, then build its profile.
  * Returns 0, or -1 when the trace is malformed, holds no usable iteration
  * or memory runs out (said on s.err).
  */
 static int
-learn(struct planning *g, const struct ebb_plan_opts *o)
+learn(struct plancmd *g, const struct ebb_plan_opts *o)
 {
-	struct src *s = &g->s;
+	struct plancmd_src *s = &g->s;
 
 	if (scan_trace(s, &g->sc) < 0)
 		return -1;
@@ -831,7 +715,7 @@ learn(struct planning *g, const struct ebb_plan_opts *o)
  * trace's notes, else 0.
  */
 static void
-set_params(struct planning *g, const struct ebb_plan_opts *o)
+set_params(struct plancmd *g, const struct ebb_plan_opts *o)
 {
 	const double given[2] = { o->d2h_gbps, o->h2d_gbps };
 
@@ -843,7 +727,7 @@ set_params(struct planning *g, const struct ebb_plan_opts *o)
 			g->gbps[k] = g->sc.gbps[k];
 			g->from[k] = "from the trace";
 		} else {
-			g->gbps[k] = ASSUMED_GBPS;
+			g->gbps[k] = PLANCMD_ASSUMED_GBPS;
 			g->from[k] = "assumed";
 			g->assumed |= 1 << k;
 		}
@@ -862,7 +746,7 @@ set_params(struct planning *g, const struct ebb_plan_opts *o)
 
 /* The plan's bound into g->bound. Returns 0, or -1 when out of memory (said). */
 static int
-find_bound(struct planning *g)
+find_bound(struct plancmd *g)
 {
 	const struct prof *p = &g->b.r.p;
 
@@ -878,166 +762,9 @@ find_bound(struct planning *g)
 	return 0;
 }
 
-/* What ebb plan learned: the iteration, its times, buffers and peak, the
- * bandwidths, the host's side and the bound. */
-static void
-print_learned(const struct planning *g, const struct ebb_plan_opts *o, FILE *out)
-{
-	static const char *const dir[2] = { "d2h", "h2d" };
-	const struct prof *p = &g->b.r.p;
-	const struct choice *ch = &g->ch;
-	uint32_t nmov = 0;
-
-	for (uint32_t k = 0; k < p->nbufs; k++)
-		nmov += p->buf[k].movable && p->buf[k].size >= o->min_bytes && p->buf[k].size > 0;
-	fprintf(out, "trace: %s\n", g->s.path);
-	fprintf(out, "iteration: %llu, from operation %llu, %llu operations\n",
-	    (unsigned long long)ch->m->iter, (unsigned long long)g->s0,
-	    (unsigned long long)ch->m->period);
-	if (ch->cupti)
-		fprintf(out, "time source: cupti (G records for %llu of its %llu launches)\n",
-		    (unsigned long long)ch->ntimed, (unsigned long long)ch->nlaunch);
-	else
-		fprintf(out, "time source: host (no whole iteration has G records for half its "
-		    "launches: the time from each operation's call to the next stands in for its "
-		    "GPU time)\n");
-	if (ch->last != ch->m)
-		fprintf(out, "note: iteration %llu (from operation %llu, %llu operations) is later "
-		    "but has G records for fewer than half its launches\n",
-		    (unsigned long long)ch->last->iter, (unsigned long long)ch->last->seq,
-		    (unsigned long long)ch->last->period);
-	fprintf(out, "%s time per iteration: %.6f s\n", ch->cupti ? "gpu" : "host", prof_time(p));
-	fprintf(out, "buffers: %u, movable: %u (of at least %.2f MiB)\n", p->nbufs, nmov,
-	    (double)o->min_bytes / MIB);
-	fprintf(out, "job's copies: %u to the host, %u to the device (the plan keeps clear of them)\n",
-	    prof_xfers(p, PROF_XFER_D2H), prof_xfers(p, PROF_XFER_H2D));
-	fprintf(out, "learned peak: %.2f GiB\n", (double)g->peak / GIB);
-	fprintf(out, "bandwidth: d2h %.2f GB/s (%s), h2d %.2f GB/s (%s)\n", g->gbps[0], g->from[0],
-	    g->gbps[1], g->from[1]);
-	if (g->assumed == 3)
-		fprintf(out, "note: the trace has no d2h-gbps or h2d-gbps note: %.0f GB/s assumed each "
-		    "way; give the link's bandwidths with --d2h GBPS --h2d GBPS\n", ASSUMED_GBPS);
-	else if (g->assumed)
-		fprintf(out, "note: the trace has no %s-gbps note: %.0f GB/s assumed; give it with "
-		    "--%s GBPS\n", dir[g->assumed - 1], ASSUMED_GBPS, dir[g->assumed - 1]);
-	if (p->host != NULL) {
-		fprintf(out, "host: the job's pace from the trace's issue times%s; with nothing moved "
-		    "the device waits %.6f s an iteration for the host; a move costs the host %.0f us "
-		    "to the host, %.0f us back (%s)\n", g->sc.offload ? " (an offload-mode trace: "
-		    "ebb's own work then is in it)" : "", prof_host_idle(p),
-		    g->pp.host_offload_s * 1e6, g->pp.host_restore_s * 1e6, o->move_given ? "given" :
-		    g->sc.move_ns[0] >= 0 ? "from the trace's plan-host notes" : "not in the trace: "
-		    "give them with --move-cost; a run's plan-host-* notes have them");
-	} else {
-		fprintf(out, "host: not in the prediction (the times are the host's)\n");
-	}
-	if (prof_time(p) <= 0)
-		fprintf(out, "note: the iteration's operations have no times: nothing can be planned\n");
-	fprintf(out, "bound: %.2f GiB (the lowest peak with no restore late)\n",
-	    (double)g->bound / GIB);
-}
-
-/*
- * Where the iteration has times, make the floor under any plan (g->fl) and
- * print it with no stall and with stalls of 5% of the iteration. Returns 0,
- * or -1 when out of memory (said).
- */
-static int
-print_floor(struct planning *g, FILE *out)
-{
-	const struct prof *p = &g->b.r.p;
-
-	if (prof_time(p) <= 0)
-		return 0;
-	if ((g->fl = plan_floor_new(p, &g->pp)) == NULL)
-		return oom(&g->s);
-	uint32_t at0, at5;
-	double st5 = prof_time(p) * 0.05;
-	uint64_t f0 = plan_floor_peak(g->fl, 0, &at0), f5 = plan_floor_peak(g->fl, st5, &at5);
-	fprintf(out, "floor: %.2f GiB with no stall (at operation %llu), %.2f GiB with "
-	    "stalls of %.6f s, 5%% of the iteration (at operation %llu): no plan of whole "
-	    "buffers moved at these bandwidths goes lower\n", (double)f0 / GIB,
-	    (unsigned long long)(g->s0 + at0), (double)f5 / GIB, st5,
-	    (unsigned long long)(g->s0 + at5));
-	return 0;
-}
-
-/*
- * Plan for each target (those of o, else the fractions 0.9 down to 0.4 of
- * the peak) and print one row each, what the rows' marks mean, and what
- * holds the memory at the last plan's peak. The last plan stays in g->pl,
- * its target in *last. Returns 0, or -1 when out of memory (said).
- */
-static int
-print_targets(struct planning *g, const struct ebb_plan_opts *o, FILE *out, uint64_t *last)
-{
-	static const double fractions[] = { 0.9, 0.8, 0.7, 0.6, 0.5, 0.4 };
-	const struct prof *p = &g->b.r.p;
-	struct plan *pl = &g->pl;
-	size_t nt = o->ntarget ? o->ntarget : sizeof fractions / sizeof fractions[0];
-	uint64_t target = 0;
-	int capped = 0, timed = 0;
-	uint64_t unholdable = 0;	/* the highest target no plan can hold, 0: none */
-
-	fprintf(out, "\n%10s  %10s  %4s  %5s  %11s  %8s  %10s  %10s  %10s  %6s  %12s\n",
-	    "target GiB", "peak GiB", "met", "moves", "to host GiB", "back GiB", "step s", "stall s",
-	    "host s", "ratio", "least stall");
-	for (size_t i = 0; i < nt; i++) {
-		double f = o->ntarget ? o->target[i].fraction : fractions[i];
-		target = o->ntarget && o->target[i].bytes ? o->target[i].bytes :
-		    (uint64_t)(f * (double)g->peak);
-		*last = target;
-		/* as the library plans: without stalls, and only if that misses
-		 * the target (and --allow-stall), on from there with them */
-		g->pp.target = target;
-		plan_fini(pl);
-		if (plan_make(p, &g->pp, pl) < 0)
-			return oom(&g->s);
-		capped |= pl->stall_capped;
-		timed |= pl->time_capped;
-		struct plan_explain at;
-		plan_explain(p, &g->pp, pl, pl->peak_op, &at);
-		if (at.used + at.unmovable > target && target > unholdable)
-			unholdable = target;
-		double before = pl->step_before_s + pl->host_idle_before_s;
-		/* the least stall of any plan for the target (the floor's) */
-		double least = g->fl != NULL ? plan_floor_least(p, &g->pp, target) : 0;
-		if (least < 0)
-			return oom(&g->s);
-		fprintf(out, "%10.2f  %10.2f  %4s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %10.6f  %6.3f  "
-		    "%12.6f\n", (double)target / GIB, (double)pl->peak / GIB,
-		    pl->time_capped ? (pl->met ? "yes+" : "no+") : pl->met ? "yes" :
-		    pl->stall_capped ? "no*" : "no", pl->n,
-		    (double)pl->bytes_d2h / GIB, (double)pl->bytes_h2d / GIB, pl->step_s, pl->stall_s,
-		    pl->host_idle_s, before > 0 ? pl->step_s / before : 1.0, least);
-	}
-	if (capped)
-		fprintf(out, "no*: stopped where the predicted stalls reached the iteration's own "
-		    "time; the library leaves the rest to the reactive mover\n");
-	if (timed)
-		fprintf(out, "+: the search stopped at its time limit (--time-limit, %g s), with the "
-		    "plan it had; a longer search may do better\n", o->time_limit_s);
-	if (unholdable > 0)
-		fprintf(out, "targets of %.2f GiB and below cannot be held by moving buffers: at "
-		    "the plan's peak one operation uses, with what cannot move, more than that; "
-		    "the library says so, and allocations over the limit fail\n",
-		    (double)unholdable / GIB);
-	if (nt > 0) {
-		/* what holds the memory where the last target's plan peaks */
-		struct plan_explain ex;
-		plan_explain(p, &g->pp, pl, pl->peak_op, &ex);
-		fprintf(out, "\nat the peak of the plan for %.2f GiB (operation %llu): %.2f GiB used by "
-		    "it, %.2f GiB that cannot move, %.2f GiB idle in gaps too short to bridge, %.2f GiB "
-		    "on the host\n", (double)target / GIB, (unsigned long long)(g->s0 + pl->peak_op),
-		    (double)ex.used / GIB, (double)ex.unmovable / GIB, (double)ex.kept / GIB,
-		    (double)ex.moved / GIB);
-	}
-	return 0;
-}
-
 /* Free what one run of ebb plan holds, and close its trace. */
 static void
-planning_fini(struct planning *g)
+planning_fini(struct plancmd *g)
 {
 	plan_fini(&g->pl);
 	plan_floor_free(g->fl);
@@ -1056,7 +783,7 @@ planning_fini(struct planning *g)
 int
 ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 {
-	struct planning g = {
+	struct plancmd g = {
 		.s = { .path = path, .err = err },
 		.sc = { .move_ns = { -1, -1 } },
 	};
@@ -1072,11 +799,13 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	set_params(&g, o);
 	if (find_bound(&g) < 0)
 		goto out;
-	print_learned(&g, o, out);
-	if (print_floor(&g, out) < 0 || print_targets(&g, o, out, &target) < 0)
+	planprint_learned(&g, o, out);
+	if (planprint_floor(&g, out) < 0 || planprint_targets(&g, o, out, &target) < 0) {
+		oom(&g.s);
 		goto out;
+	}
 	if (o->moves)
-		print_moves(out, &g.b, &g.pl, g.s0, target);
+		planprint_moves(out, &g.b, &g.pl, g.s0, target);
 	rc = 0;
 out:
 	planning_fini(&g);

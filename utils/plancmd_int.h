@@ -1,0 +1,127 @@
+/*
+ * plancmd_int.h: what the files of `ebb plan` share (plancmd.h is its API).
+ *
+ * plancmd.c    reading the trace, choosing the iteration, building its
+ *              profile, and the command's flow (ebb_plan)
+ * planprint.c  printing what was learned, the floor, the plan at each
+ *              target and the moves of the last one
+ */
+#ifndef EBB_PLANCMD_INT_H
+#define EBB_PLANCMD_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "plan.h"
+#include "plancmd.h"
+#include "planrun.h"
+#include "record.h"
+#include "trace_read.h"
+
+/* The bandwidth each way, in GB/s, when neither the user nor the trace gives one. */
+#define PLANCMD_ASSUMED_GBPS 50.0
+
+/* The trace being read, and where its errors are reported. */
+struct plancmd_src {
+	const char *path;
+	FILE *err;
+	struct ebb_trace_reader rd;	/* the file, its line and its record */
+};
+
+/* An I record. */
+struct plancmd_mark {
+	uint64_t iter, seq, period, line;
+};
+
+/* A G record. */
+struct plancmd_gtime {
+	uint64_t seq, start, end;
+};
+
+/* What the first pass keeps. */
+struct plancmd_scan {
+	struct plancmd_mark *mark;
+	size_t nmark, cmark;
+	struct plancmd_gtime *g;
+	size_t ng, cg;
+	uint64_t *launch;	/* seqs of L records, increasing */
+	size_t nlaunch, claunch;
+	uint64_t *dep;		/* seqs of D records */
+	size_t ndep, cdep;
+	uint64_t last_seq;	/* the last operation of the trace */
+	double gbps[2];		/* d2h, h2d from Q notes; 0: none */
+	double move_ns[2];	/* the host's cost of an offload, a restore, from the
+				 * last plan-host-offload-ns, plan-host-restore-ns notes;
+				 * -1: none */
+	int offload;		/* the trace has offload mode's moves (O or B records) */
+};
+
+/* The iteration chosen. */
+struct plancmd_choice {
+	const struct plancmd_mark *m;
+	const struct plancmd_mark *last;	/* the last whole iteration, timed or not */
+	int cupti;		/* 0: host times */
+	uint64_t nlaunch, ntimed;	/* its launches, and those with a G record */
+};
+
+/* The profile being built, and the buffer id of each of its buffers. */
+struct plancmd_build {
+	struct rec r;
+	uint64_t *bid;
+	size_t cbid;
+	uint64_t min_bytes;
+	int host;		/* time operations by the host's calls */
+	uint64_t *issue;	/* when the host issued each operation, and the end
+				 * (period + 1; 0: not in the trace) */
+	uint8_t *sync;		/* the host waited for the device there */
+};
+
+/* One run of ebb plan: the trace, the iteration learned from it, the
+ * planner's inputs and the last plan made. */
+struct plancmd {
+	struct plancmd_src s;		/* the trace */
+	struct plancmd_scan sc;		/* its first pass */
+	struct plancmd_choice ch;	/* the iteration chosen */
+	struct plancmd_build b;		/* that iteration's profile */
+	uint64_t s0;			/* the iteration's first operation */
+	uint64_t peak;			/* its learned peak */
+	double gbps[2];			/* the bandwidths planned with: d2h, h2d */
+	const char *from[2];		/* where each comes from */
+	int assumed;			/* bit k: gbps[k] is PLANCMD_ASSUMED_GBPS */
+	struct plan_params pp;		/* the planner's parameters, but for the target */
+	uint64_t bound;			/* the lowest peak with no restore late */
+	struct plan_floor *fl;		/* the floor under every plan; NULL: none made */
+	struct plan pl;			/* the last plan made */
+};
+
+/* ---- planprint.c ---- */
+
+/* What ebb plan learned: the iteration, its times, buffers and peak, the
+ * bandwidths, the host's side and the bound. */
+void planprint_learned(const struct plancmd *g, const struct ebb_plan_opts *o, FILE *out);
+
+/*
+ * Where the iteration has times, make the floor under any plan (g->fl) and
+ * print it with no stall and with stalls of 5% of the iteration. Returns 0,
+ * or -1 when out of memory (not said: the caller says it).
+ */
+int planprint_floor(struct plancmd *g, FILE *out);
+
+/*
+ * Plan for each target (those of o, else the fractions 0.9 down to 0.4 of
+ * the peak) and print one row each, what the rows' marks mean, and what
+ * holds the memory at the last plan's peak. The last plan stays in g->pl,
+ * its target in *last. Returns 0, or -1 when out of memory (not said: the
+ * caller says it).
+ */
+int planprint_targets(struct plancmd *g, const struct ebb_plan_opts *o, FILE *out,
+    uint64_t *last);
+
+/* The moves of plan pl, made for target on b's iteration (whose first
+ * operation is s0), by buffer id and by the profile's key, and where a
+ * waited plan's stalls are. */
+void planprint_moves(FILE *out, const struct plancmd_build *b, const struct plan *pl, uint64_t s0,
+    uint64_t target);
+
+#endif
