@@ -99,3 +99,7 @@ tests_check_faults_CFLAGS = $(TEST_CFLAGS)
 tests_check_faults_LDADD = src/libebbcommon.la $(TEST_LIBS)
 EXTRA_tests_check_faults_DEPENDENCIES = src/libebb.la tests/progs/workload utils/ebb
 endif
+
+# The tree's shape: layers, file and function sizes.
+TESTS += tests/check_layout.sh
+dist_check_SCRIPTS += tests/check_layout.sh

@@ -6,9 +6,9 @@
  * engine keeps the buffer table, resolves which buffers each operation
  * references, writes the trace and feeds the iteration finder and CUPTI.
  *
- * Locking: one engine mutex (engine.c) guards the buffer table, the kernel
- * cache and the learning state. Lock order: engine mutex, then the trace
- * writer's mutex. Never call the driver while holding the engine mutex
+ * Locking: one engine mutex (engine_int.h, with the whole lock order)
+ * guards the buffer table, the kernel cache and the learning state. Lock
+ * order: engine mutex, then the trace writer's mutex. Never call the driver while holding the engine mutex
  * except ebb's own non-blocking queries (cuKernelGetParamInfo and the like).
  */
 #ifndef EBB_ENGINE_H

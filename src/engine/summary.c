@@ -1,0 +1,209 @@
+/*
+ * summary.c: the engine's statistics and the exit summary: Z records in the
+ * trace, exit lines at EBB_VERBOSE>=1, and a note for ebb run where
+ * EBB_LIMIT was not held.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conf.h"
+#include "engine.h"
+#include "engine_int.h"
+#include "exec.h"
+#include "log.h"
+#include "mover.h"
+#include "trace.h"
+#include "vmm.h"
+
+/* The engine's counters, with the buffers live now (engine.h). */
+void
+ebb_engine_stats(struct ebb_engine_stats *out)
+{
+	pthread_mutex_lock(&engine_lock);
+	*out = engine.stats;
+	out->buffers_live = engine.tab.count;
+	out->bytes_live = engine.tab.bytes;
+	pthread_mutex_unlock(&engine_lock);
+}
+
+/* Human-readable bytes for the summary. */
+static const char *
+human(uint64_t b, char *buf, size_t len)
+{
+	if (b >= (1ULL << 30))
+		snprintf(buf, len, "%.1f GiB", (double)b / (double)(1ULL << 30));
+	else if (b >= (1ULL << 20))
+		snprintf(buf, len, "%.1f MiB", (double)b / (double)(1ULL << 20));
+	else
+		snprintf(buf, len, "%llu bytes", (unsigned long long)b);
+	return buf;
+}
+
+/* Write the Z record of one summary key. */
+static void
+summary_record(const char *key, uint64_t v)
+{
+	struct ebb_line l;
+
+	ebb_line_begin(&l, 'Z');
+	ebb_line_u64(&l, ebb_now_ns());
+	ebb_line_str(&l, key);
+	ebb_line_u64(&l, v);
+	ebb_line_end(&l);
+}
+
+/*
+ * Tell ebb run (EBB_STATUS_DIR) that EBB_LIMIT was not held here: one file
+ * named by the process id, holding the reason; ebb run then exits with a
+ * status of its own where the job's was 0.
+ */
+static void
+report_unheld(const char *why)
+{
+	char path[EBB_CONF_PATH_MAX + 32];
+
+	if (engine.conf->status_dir[0] == '\0')
+		return;
+	snprintf(path, sizeof path, "%s/%d", engine.conf->status_dir, (int)getpid());
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ebb_log(EBB_LOG_WARN, "cannot write %s (EBB_STATUS_DIR): %s", path, strerror(errno));
+		return;
+	}
+	size_t n = strlen(why);
+	if (write(fd, why, n) != (ssize_t)n || write(fd, "\n", 1) != 1)
+		ebb_log(EBB_LOG_WARN, "cannot write %s (EBB_STATUS_DIR): %s", path, strerror(errno));
+	close(fd);
+}
+
+/* Write the summary's Z records: the engine's counters, and in offload
+ * mode the mover's, the plan's and the VMM calls'. The caller checks that
+ * the trace is on. */
+void
+summary_records(const struct engine_totals *t)
+{
+	const struct ebb_engine_stats *st = &t->st;
+	const struct mover_stats *ms = &t->ms;
+	const struct exec_stats *xs = &t->xs;
+	const struct vmm_stats *vs = &t->vs;
+
+	summary_record("launches", st->launches);
+	summary_record("launches-unresolved", st->launches_unresolved);
+	summary_record("launches-without-buffer", st->launches_nobuf);
+	summary_record("copies", st->copies);
+	summary_record("memsets", st->memsets);
+	summary_record("nccl-calls", st->nccl_calls);
+	summary_record("graph-launches", st->graph_launches);
+	summary_record("allocations", st->allocs);
+	summary_record("frees", st->frees);
+	summary_record("frees-untracked", st->frees_untracked);
+	summary_record("peak-bytes", st->bytes_peak);
+	summary_record("iterations", st->iterations);
+	summary_record("period", st->period);
+	if (engine.conf->mode == EBB_MODE_OFFLOAD) {
+		summary_record("offloads", ms->offloads);
+		summary_record("restores", ms->restores);
+		summary_record("restores-cancelled", ms->cancels);
+		summary_record("bytes-to-host", ms->bytes_d2h);
+		summary_record("bytes-to-device", ms->bytes_h2d);
+		summary_record("stall-ns", ms->stall_ns);
+		summary_record("refusals", ms->refusals);
+		summary_record("copies-abandoned", ms->copies_abandoned);
+		summary_record("unmaps-failed", ms->unmaps_failed);
+		summary_record("over-limit-allocations", ms->over_limit);
+		summary_record("held-peak-bytes", ms->held_peak);
+		summary_record("device-beyond-held-bytes", ms->beyond_held);
+		summary_record("host-pinned-bytes", ms->host_pinned);
+		summary_record("handles-created", ms->handles_created);
+		summary_record("handles-created-after-learning",
+		    engine.learn == LEARN_DONE ? ms->handles_created - engine.created_at_learned : 0);
+		summary_record("plans", xs->plans);
+		summary_record("plan-iterations", xs->iterations_run);
+		summary_record("plan-departures", xs->departures);
+		summary_record("plan-actions-missed", xs->actions_missed);
+		summary_record("planned-offloads", ms->planned_offloads);
+		summary_record("prefetches", ms->prefetches);
+		summary_record("prefetches-skipped", ms->prefetches_skipped);
+		summary_record("prefetches-early", ms->prefetches_early);
+		summary_record("host-wait-room-ns", ms->wait_room_ns);
+		summary_record("host-wait-gate-ns", ms->wait_gate_ns);
+		summary_record("host-wait-landing-ns", ms->wait_landing_ns);
+		static const char *const vmm_names[VMM_NCALLS] = {
+			[VMM_CREATE] = "create", [VMM_RELEASE] = "release",
+			[VMM_RESERVE] = "reserve", [VMM_MAP] = "map", [VMM_UNMAP] = "unmap",
+		};
+		for (int c = 0; c < VMM_NCALLS; c++) {
+			char key[32];
+			snprintf(key, sizeof key, "vmm-%s-calls", vmm_names[c]);
+			summary_record(key, vs->calls[c]);
+			snprintf(key, sizeof key, "vmm-%s-ns", vmm_names[c]);
+			summary_record(key, vs->ns[c]);
+		}
+	}
+}
+
+/* EBB_LIMIT was not held in this process, for why: say it, and tell ebb
+ * run. */
+void
+summary_unheld(const char *why)
+{
+	ebb_log(EBB_LOG_ERROR, "EBB_LIMIT was not held in this process: %s", why);
+	report_unheld(why);
+}
+
+/* Write the summary's exit lines: the engine's counters, and in offload
+ * mode the mover's and the plan's. */
+void
+summary_lines(const struct engine_totals *t)
+{
+	const struct ebb_engine_stats *st = &t->st;
+	const struct mover_stats *ms = &t->ms;
+	const struct exec_stats *xs = &t->xs;
+	char peak[32];
+
+	ebb_log(EBB_LOG_NOTE, "%llu launches (%llu unresolved, %llu without a tracked buffer), "
+	    "%llu copies, %llu memsets, %llu NCCL calls; %llu buffers allocated, %llu live, "
+	    "peak %s tracked; %llu iterations of %llu operations",
+	    (unsigned long long)st->launches, (unsigned long long)st->launches_unresolved,
+	    (unsigned long long)st->launches_nobuf, (unsigned long long)st->copies,
+	    (unsigned long long)st->memsets, (unsigned long long)st->nccl_calls,
+	    (unsigned long long)st->allocs, (unsigned long long)st->buffers_live,
+	    human(st->bytes_peak, peak, sizeof peak), (unsigned long long)st->iterations,
+	    (unsigned long long)st->period);
+	if (engine.conf->mode == EBB_MODE_OFFLOAD) {
+		char d2h_s[32], h2d_s[32], held_s[32], host_s[32];
+		ebb_log(EBB_LOG_NOTE, "offload: %llu buffers to the host (%s), %llu back (%s; %llu "
+		    "cancelled), stalls %.3f s over %llu restores, %llu refusals; peak held %s, %s "
+		    "pinned on the host (in %.3f s); %llu handles created, %llu of them after learning",
+		    (unsigned long long)ms->offloads,
+		    human(ms->bytes_d2h, d2h_s, sizeof d2h_s), (unsigned long long)ms->restores,
+		    human(ms->bytes_h2d, h2d_s, sizeof h2d_s), (unsigned long long)ms->cancels,
+		    (double)ms->stall_ns / 1e9, (unsigned long long)ms->stalls_measured,
+		    (unsigned long long)ms->refusals, human(ms->held_peak, held_s, sizeof held_s),
+		    human(ms->host_pinned, host_s, sizeof host_s), (double)ms->host_pin_ns / 1e9,
+		    (unsigned long long)ms->handles_created,
+		    (unsigned long long)(engine.learn == LEARN_DONE ?
+		    ms->handles_created - engine.created_at_learned : 0));
+		if (exec_enabled() || xs->plans > 0)
+			ebb_log(EBB_LOG_NOTE, "plan: %llu made, %llu iterations run by it, %llu departures; "
+			    "%llu offloads and %llu restores ahead of use by the plan (%llu restores skipped "
+			    "for want of room), %llu restores on use; predicted peak %s, %.3f s an iteration; "
+			    "the host waited %.3f s for room, %.3f s for the device to near a restore, %.3f s "
+			    "for offloads to land",
+			    (unsigned long long)xs->plans, (unsigned long long)xs->iterations_run,
+			    (unsigned long long)xs->departures, (unsigned long long)ms->planned_offloads,
+			    (unsigned long long)ms->prefetches, (unsigned long long)ms->prefetches_skipped,
+			    (unsigned long long)(ms->restores - ms->prefetches),
+			    human(xs->planned_peak, held_s, sizeof held_s),
+			    (double)xs->predicted_step_ns / 1e9,
+			    (double)ms->wait_room_ns / 1e9, (double)ms->wait_gate_ns / 1e9,
+			    (double)ms->wait_landing_ns / 1e9);
+	}
+}
