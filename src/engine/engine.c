@@ -782,6 +782,7 @@ ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase ph
 	pthread_mutex_lock(&engine_lock);
 	struct ebb_stream *st = stream_of(stream, per_thread);
 	int offload = engine.conf->mode == EBB_MODE_OFFLOAD;
+	int traced = phase == EBB_CAPTURE_BEGAN && result == CUDA_SUCCESS;
 	switch (phase) {
 	case EBB_CAPTURE_BEGIN:
 		/*
@@ -801,6 +802,10 @@ ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase ph
 			streams_set_stream_capturing(st, 1);
 		break;
 	case EBB_CAPTURE_ENDED:
+		/* no capture ends where the stream had none, or only joined one */
+		if (result == CUDA_ERROR_ILLEGAL_STATE || result == CUDA_ERROR_STREAM_CAPTURE_UNMATCHED)
+			break;
+		traced = 1;
 		if (engine.capturing > 0)
 			engine.capturing--;
 		if (st != NULL)
@@ -812,8 +817,7 @@ ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase ph
 	}
 	if (offload)
 		mover_capture(engine.capturing > 0);
-	if (phase != EBB_CAPTURE_BEGIN && (phase == EBB_CAPTURE_ENDED || result == CUDA_SUCCESS) &&
-	    ebb_trace_on()) {
+	if (traced && ebb_trace_on()) {
 		ebb_line_begin(&l, 'P');
 		ebb_line_u64(&l, ebb_now_ns());
 		ebb_line_hex(&l, stream_hex(st));

@@ -413,7 +413,8 @@ scenario_capture(void)
  * A capture under a limit, made as PyTorch makes its graphs: buffers in use
  * before the capture; a global-mode capture on s that forks onto a side
  * stream and joins back; buffers allocated during it with cuMemAlloc in
- * relaxed mode (the caching allocator's graph pool), written by the graph;
+ * relaxed mode (the caching allocator's graph pool), written by the graph,
+ * and an end capture on the joined stream, which fails and ends nothing;
  * then replays of the graph with a new input each, and the earlier buffers
  * read between them. Every value is checked.
  */
@@ -448,6 +449,9 @@ scenario_capture_limit(void)
 	CK(cu.StreamWaitEvent(side, fork, 0));
 	for (int i = 0; i < NCAP; i++) {
 		CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+		CUgraph none;
+		if (i == 1 && cu.StreamEndCapture(side, &none) != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED)
+			FAIL("ending the capture on the stream that joined it did not fail");
 		CK(cu.ThreadExchangeStreamCaptureMode(&m));
 		CK(cu.MemAlloc(&cap[i], sz));
 		CK(cu.ThreadExchangeStreamCaptureMode(&m));
