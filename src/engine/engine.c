@@ -617,7 +617,7 @@ ebb_engine_op_begin(struct ebb_op *op)
 		if (offload)
 			mover_touch(b);
 	}
-	/* invariant 1: whatever the operation uses is on the device, ordered before it */
+	/* whatever the operation uses is on the device, ordered before it */
 	if (offload && s->n > 0 && st != NULL)
 		err = mover_ensure(s->v, s->n, st, op->seq);
 	engine.stats.pointer_words += s->words;
@@ -681,7 +681,7 @@ ebb_engine_op_begin(struct ebb_op *op)
 	exec_op(op->seq, token, s->v, s->n, xfer, op->sync);
 	int action = learn_step(op->seq, token, op->sync ? ITER_SYNC_OP : ITER_NOSYNC, k);
 	int timed = (engine.learn == LEARN_SEARCH || engine.learn == LEARN_FOUND) && action >= 0;
-	int plan_due = exec_plan_due();
+	int plan_due = exec_plan_due() && engine.capturing == 0;	/* its sync would end a capture */
 	engine_leave(mode);
 	if (attach)
 		learn_cupti_start();
@@ -750,7 +750,7 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1);
 	int action = learn_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
 	int moved = exec_after_op(seq, NULL);
-	int plan_due = exec_plan_due();
+	int plan_due = exec_plan_due() && engine.capturing == 0;	/* its sync would end a capture */
 	engine_leave(mode);
 	if (engine.conf->mode == EBB_MODE_OFFLOAD)
 		scrub_if_moved(moved);

@@ -3,7 +3,7 @@
  *
  * Each wrapper makes sure ebb is initialised, describes the call to the
  * engine and forwards it to the driver through ebb_real, returning the
- * driver's result unchanged (invariant 7). The copy and memset wrappers are
+ * driver's result unchanged. The copy and memset wrappers are
  * generated from syms.def; the rest are written out below.
  */
 #include "config.h"

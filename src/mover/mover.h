@@ -10,11 +10,11 @@
  *   and the driver's cuMemFree is never called.
  * - Offload: a D2H copy on ebb's own stream, ordered after every use of the
  *   buffer, then, once the copy is done, the offload worker unmaps the handle
- *   and pools it (invariant 2 of design.md). The range stays reserved, so
+ *   and pools it (never before the copy is done). The range stays reserved, so
  *   the job's pointer stays valid.
  * - Restore: a pooled (or new) handle mapped at the same address, an H2D
  *   copy on ebb's other stream, and the consumer stream made to wait on it;
- *   the host waits for nothing (invariant 1).
+ *   the host waits for nothing.
  * - EBB_LIMIT: when an allocation or a restore would take the memory ebb
  *   holds above the limit, resident buffers are offloaded, least recently
  *   used first, preferring those no queued work uses. When nothing can be,
