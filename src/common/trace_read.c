@@ -12,32 +12,43 @@
 #include "trace_format.h"
 #include "trace_read.h"
 
-static const struct {
+/* One record type of the trace format. */
+struct record {
 	char type;
 	const char *name;
 	const char *spec;
-} records[] = {
+};
+
+static const struct record records[] = {
 #define X(letter, name, spec) { letter, #name, spec },
 	EBB_TRACE_RECORDS(X)
 #undef X
 };
 
-const char *
-ebb_trace_spec(char type)
+/* The table's entry for record type, or NULL. */
+static const struct record *
+record_of(char type)
 {
 	for (size_t i = 0; i < sizeof records / sizeof records[0]; i++)
 		if (records[i].type == type)
-			return records[i].spec;
+			return &records[i];
 	return NULL;
+}
+
+const char *
+ebb_trace_spec(char type)
+{
+	const struct record *r = record_of(type);
+
+	return r != NULL ? r->spec : NULL;
 }
 
 const char *
 ebb_trace_name(char type)
 {
-	for (size_t i = 0; i < sizeof records / sizeof records[0]; i++)
-		if (records[i].type == type)
-			return records[i].name;
-	return NULL;
+	const struct record *r = record_of(type);
+
+	return r != NULL ? r->name : NULL;
 }
 
 int

@@ -808,8 +808,6 @@ ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase ph
 		traced = 1;
 		if (engine.capturing > 0)
 			engine.capturing--;
-		if (st != NULL)
-			streams_set_stream_capturing(st, 0);
 		int mode = engine.capturing > 0 ? streams_relax() : -1;
 		streams_capture_ended(engine.capturing > 0);
 		streams_unrelax(mode);

@@ -452,47 +452,19 @@ CAPTURE_END(cuStreamEndCapture_ptsz, 1)
 
 /* ---- synchronisation ---- */
 
-EBB_EXPORT CUresult
-cuCtxSynchronize(void)
-{
-	HOOK_PROLOGUE(cuCtxSynchronize, ());
-	CUresult r = ebb_real.cuCtxSynchronize();
-	ebb_engine_on_sync(EBB_SYNC_CTX, NULL, 0);
-	return r;
-}
-
-EBB_EXPORT CUresult
-cuCtxSynchronize_v2(CUcontext ctx)
-{
-	HOOK_PROLOGUE(cuCtxSynchronize_v2, (ctx));
-	CUresult r = ebb_real.cuCtxSynchronize_v2(ctx);
-	ebb_engine_on_sync(EBB_SYNC_CTX, ctx, 0);
-	return r;
-}
-
-EBB_EXPORT CUresult
-cuStreamSynchronize(CUstream hStream)
-{
-	HOOK_PROLOGUE(cuStreamSynchronize, (hStream));
-	CUresult r = ebb_real.cuStreamSynchronize(hStream);
-	ebb_engine_on_sync(EBB_SYNC_STREAM, hStream, 0);
-	return r;
-}
-
-EBB_EXPORT CUresult
-cuStreamSynchronize_ptsz(CUstream hStream)
-{
-	HOOK_PROLOGUE(cuStreamSynchronize_ptsz, (hStream));
-	CUresult r = ebb_real.cuStreamSynchronize_ptsz(hStream);
-	ebb_engine_on_sync(EBB_SYNC_STREAM, hStream, 1);
-	return r;
-}
-
-EBB_EXPORT CUresult
-cuEventSynchronize(CUevent hEvent)
-{
-	HOOK_PROLOGUE(cuEventSynchronize, (hEvent));
-	CUresult r = ebb_real.cuEventSynchronize(hEvent);
-	ebb_engine_on_sync(EBB_SYNC_EVENT, hEvent, 0);
-	return r;
-}
+/* A sync wrapper: the driver's call, then the engine told of it (kind, the
+ * handle waited for, whether 0 names the per-thread default stream). */
+#define SYNC_HOOK(elf, params, args, kind, handle, pt)			\
+	EBB_EXPORT CUresult						\
+	elf params							\
+	{								\
+		HOOK_PROLOGUE(elf, args);				\
+		CUresult r = ebb_real.elf args;				\
+		ebb_engine_on_sync(kind, handle, pt);			\
+		return r;						\
+	}
+SYNC_HOOK(cuCtxSynchronize, (void), (), EBB_SYNC_CTX, NULL, 0)
+SYNC_HOOK(cuCtxSynchronize_v2, (CUcontext ctx), (ctx), EBB_SYNC_CTX, ctx, 0)
+SYNC_HOOK(cuStreamSynchronize, (CUstream hStream), (hStream), EBB_SYNC_STREAM, hStream, 0)
+SYNC_HOOK(cuStreamSynchronize_ptsz, (CUstream hStream), (hStream), EBB_SYNC_STREAM, hStream, 1)
+SYNC_HOOK(cuEventSynchronize, (CUevent hEvent), (hEvent), EBB_SYNC_EVENT, hEvent, 0)

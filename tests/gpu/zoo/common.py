@@ -177,6 +177,28 @@ class Steps:
         print("ok", flush=True)
 
 
+def train_lm(job, args, model, opt, data, dev, autocast=None):
+    """The loop of the causal-LM jobs: for each step, batch data[i] copied to
+    dev, the loss of predicting it (under autocast to that dtype, where
+    given), backward, the optimizer's step; the step's loss recorded. Returns
+    the Steps, for its finish()."""
+    import contextlib
+
+    import torch
+    steps = Steps(job, args)
+    for i in range(args.steps):
+        steps.begin()
+        ids = data[i].to(dev)
+        with (torch.autocast(dev.type, dtype=autocast) if autocast is not None
+              else contextlib.nullcontext()):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        steps.end(loss)
+    return steps
+
+
 def reserved_peak():
     """The most device memory PyTorch's allocator held at once in this
     process (bytes), or None where the job has no PyTorch on CUDA."""

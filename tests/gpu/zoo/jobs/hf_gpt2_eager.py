@@ -36,15 +36,7 @@ def main():
     gen = torch.Generator().manual_seed(common.SEED + 2)
     data = torch.randint(0, vocab, (a.steps, a.batch, a.seq), generator=gen)
 
-    steps = common.Steps("hf_gpt2_eager", a)
-    for i in range(a.steps):
-        steps.begin()
-        ids = data[i].to(dev)
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        steps.end(loss)
+    steps = common.train_lm("hf_gpt2_eager", a, model, opt, data, dev)
     steps.finish(common.versions("torch", "transformers"),
                  params=sum(p.numel() for p in model.parameters()))
 

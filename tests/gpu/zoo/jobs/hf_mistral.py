@@ -38,16 +38,7 @@ def main():
     gen = torch.Generator().manual_seed(common.SEED + 1)
     data = torch.randint(0, vocab, (a.steps, a.batch, a.seq), generator=gen)
 
-    steps = common.Steps("hf_mistral", a)
-    for i in range(a.steps):
-        steps.begin()
-        ids = data[i].to(dev)
-        with torch.autocast(dev.type, dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        steps.end(loss)
+    steps = common.train_lm("hf_mistral", a, model, opt, data, dev, autocast=torch.bfloat16)
     steps.finish(common.versions("torch", "transformers"),
                  params=sum(p.numel() for p in model.parameters()))
 
