@@ -40,7 +40,7 @@ src_libebbcore_la_SOURCES = \
 	src/mover/mover_copy.c src/mover/mover_rate.c \
 	src/exec/exec.c src/exec/exec.h \
 	src/engine/engine.c src/engine/engine.h src/engine/engine_int.h \
-	src/engine/learn.c src/engine/pool.c src/engine/summary.c \
+	src/engine/life.c src/engine/pool.c src/engine/summary.c \
 	src/hooks/init.c \
 	src/hooks/interpose.c src/hooks/interpose.h \
 	src/hooks/hooks.c \

@@ -17,7 +17,7 @@
 #include "trace.h"
 #include "trace_format.h"
 
-/* Lock order: after the engine mutex. Guards everything below. */
+/* Lock order: after ebb_state_lock. Guards everything below. */
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 static int trace_fd = -1;
 static char *tbuf;

@@ -1,11 +1,42 @@
 /*
- * buftab.c: a treap of buffers keyed by start address.
+ * buftab.c: a treap of buffers keyed by start address; the buffer structs'
+ * free list; the state lock (locks.h).
  */
 #include "config.h"
 
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "buftab.h"
+#include "locks.h"
+
+/* The state lock: locks.h says what it guards and where it is in the
+ * lock order. */
+pthread_mutex_t ebb_state_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Buffer structs given back, through free_next (ebb_state_lock). */
+static struct ebb_buf *free_bufs;
+
+struct ebb_buf *
+ebb_buf_new(void)
+{
+	struct ebb_buf *b = free_bufs;
+
+	if (b != NULL) {
+		free_bufs = b->free_next;
+		memset(b, 0, sizeof *b);
+		return b;
+	}
+	return calloc(1, sizeof *b);
+}
+
+void
+ebb_buf_put(struct ebb_buf *b)
+{
+	b->free_next = free_bufs;
+	free_bufs = b;
+}
 
 void
 buftab_init(struct buftab *t)

@@ -56,7 +56,7 @@ struct ebb_buf {
 	struct ebb_stream_use last[EBB_BUF_STREAMS];
 	struct ebb_buf_mover mv;	/* the mover's */
 	uint32_t plan_ord;	/* exec.c: its allocation ordinal in the iteration, plus 1 */
-	struct ebb_buf *free_next;	/* engine.c: its list of recycled structs */
+	struct ebb_buf *free_next;	/* buftab.c: the list of recycled structs */
 	/* treap links (buftab.c) */
 	struct ebb_buf *left, *right;
 	uint32_t prio;
@@ -114,5 +114,13 @@ void buftab_walk(const struct buftab *t, int (*fn)(struct ebb_buf *, void *), vo
 
 /* Remember that the operation seq on stream used b. */
 void buftab_note_use(struct ebb_buf *b, uintptr_t stream, uint64_t seq);
+
+/* A zeroed buffer struct, recycled or allocated; NULL when out of memory.
+ * Caller holds ebb_state_lock (locks.h). */
+struct ebb_buf *ebb_buf_new(void);
+
+/* Keep a buffer struct no table or copy holds any more, for ebb_buf_new.
+ * Caller holds ebb_state_lock. */
+void ebb_buf_put(struct ebb_buf *b);
 
 #endif

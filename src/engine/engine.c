@@ -2,8 +2,9 @@
  * engine.c: turns the hooks' events (operations, allocations, frees, syncs,
  * captures, NCCL registrations) into the buffer table, the trace, learning's
  * input, CUPTI's correlation ids and the mover's and the executor's calls.
- * Learning is in learn.c, the pool ebb serves in pool.c, the statistics and
- * the exit summary in summary.c.
+ * The lifecycle (learn, record, plan, run, learn again) is in life.c, the
+ * pool ebb serves in pool.c, the statistics and the exit summary in
+ * summary.c.
  */
 #include "config.h"
 
@@ -20,6 +21,7 @@
 #include "exec.h"
 #include "iter.h"
 #include "kparam.h"
+#include "locks.h"
 #include "log.h"
 #include "mover.h"
 #include "plan.h"
@@ -31,9 +33,6 @@
 
 /* The engine's state (engine_int.h). */
 struct engine engine;
-
-/* The engine mutex: the lock order is in engine_int.h. */
-pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Tokens for the iteration finder: kind in the top bits, detail below. */
 #define TOK_LAUNCH (1u << 28)
@@ -77,29 +76,6 @@ static const char *const free_kind_names[] = EBB_TRACE_FREE_KINDS;
 enum { FREE_SYNC, FREE_ASYNC, FREE_LOST, FREE_UNMAP };
 static const char *const sync_kind_names[] = EBB_TRACE_SYNC_KINDS;
 
-/* A zeroed buffer struct, recycled or allocated; NULL when out of memory.
- * Caller holds engine_lock. */
-static struct ebb_buf *
-buf_new(void)
-{
-	struct ebb_buf *b = engine.free_bufs;
-
-	if (b != NULL) {
-		engine.free_bufs = b->free_next;
-		memset(b, 0, sizeof *b);
-		return b;
-	}
-	return calloc(1, sizeof *b);
-}
-
-/* Keep a buffer struct for buf_new. Caller holds engine_lock. */
-static void
-buf_put(struct ebb_buf *b)
-{
-	b->free_next = engine.free_bufs;
-	engine.free_bufs = b;
-}
-
 /* ---- initialisation ---- */
 
 /*
@@ -127,7 +103,8 @@ ebb_engine_init(const struct ebb_conf *c)
 	engine.conf = c;
 	buftab_init(&engine.tab);
 	kparam_init(&engine.kcache);
-	engine.learn = LEARN_SEARCH;
+	engine.life = LIFE_SEARCH;
+	engine.plan_on = c->mode == EBB_MODE_OFFLOAD && c->plan;
 	if (c->iter_kernel[0] == '\0') {
 		engine.finder_ok = iter_init(&engine.finder, (size_t)c->learn_launches, 2) == 0;
 		if (!engine.finder_ok)
@@ -160,7 +137,7 @@ stream_hex(const struct ebb_stream *s)
 /* Forget the buffers overlapping [p, p + size), writing an F record of
  * kind `kind` for each: their frees went by a path ebb does not see and the
  * driver just handed the range out again (FREE_LOST), or the job unmapped
- * them (FREE_UNMAP). Caller holds engine_lock. */
+ * them (FREE_UNMAP). Caller holds ebb_state_lock. */
 static void
 drop_range(CUdeviceptr p, size_t size, uint64_t now, int kind)
 {
@@ -184,7 +161,7 @@ drop_range(CUdeviceptr p, size_t size, uint64_t now, int kind)
 		exec_free(old, engine.seq_counter);
 		if (old->mv.managed == EBB_UNMANAGED && engine.conf->mode == EBB_MODE_OFFLOAD)
 			mover_note_unmanaged(-(int64_t)old->size);
-		buf_put(old);
+		ebb_buf_put(old);
 	}
 }
 
@@ -194,12 +171,12 @@ ebb_engine_on_unmap(CUdeviceptr p, size_t size)
 {
 	uint64_t now = ebb_now_ns();
 
-	pthread_mutex_lock(&engine_lock);
+	pthread_mutex_lock(&ebb_state_lock);
 	drop_range(p, size, now, FREE_UNMAP);
-	pthread_mutex_unlock(&engine_lock);
+	pthread_mutex_unlock(&ebb_state_lock);
 }
 
-/* Fill in and table a new buffer; caller holds engine_lock. */
+/* Fill in and table a new buffer; caller holds ebb_state_lock. */
 static void
 record_alloc(struct ebb_buf *b, CUdeviceptr p, size_t size, struct ebb_stream *s,
     enum ebb_alloc_kind kind, uint64_t site, uint64_t now)
@@ -247,17 +224,7 @@ record_alloc(struct ebb_buf *b, CUdeviceptr p, size_t size, struct ebb_stream *s
 static uint64_t
 site_now(void)
 {
-	enum learn_state state = __atomic_load_n(&engine.learn, __ATOMIC_RELAXED);
-
-	return state == LEARN_SEARCH || state == LEARN_FOUND ?
-	    ebb_callsite((unsigned)engine.conf->site_depth) : 0;
-}
-
-/* Give a buffer struct back (the mover calls it for those it kept). */
-static void
-recycle_buf(struct ebb_buf *b)
-{
-	buf_put(b);
+	return life_timing() ? ebb_callsite((unsigned)engine.conf->site_depth) : 0;
 }
 
 /*
@@ -290,14 +257,14 @@ scrub_if_moved(int moved)
 }
 
 /*
- * Take the engine's mutex; while a capture runs (or is about to begin), the
+ * Take ebb_state_lock; while a capture runs (or is about to begin), the
  * calling thread is also made relaxed for ebb's own driver calls. Returns
  * the mode engine_leave gives back.
  */
 static int
 engine_enter(void)
 {
-	pthread_mutex_lock(&engine_lock);
+	pthread_mutex_lock(&ebb_state_lock);
 	return engine.capturing > 0 ? streams_relax() : -1;
 }
 
@@ -306,7 +273,7 @@ static void
 engine_leave(int mode)
 {
 	streams_unrelax(mode);
-	pthread_mutex_unlock(&engine_lock);
+	pthread_mutex_unlock(&ebb_state_lock);
 }
 
 /* Serve an allocation in offload mode (engine.h): CUDA_SUCCESS, the mover's
@@ -321,7 +288,7 @@ ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread
 	uint64_t now = ebb_now_ns();
 
 	int mode = engine_enter();
-	if (mover_init(engine.conf, &engine_lock, recycle_buf) < 0 || !mover_on()) {
+	if (mover_init(engine.conf) < 0 || !mover_on()) {
 		engine_leave(mode);
 		return EBB_NOT_SERVED;
 	}
@@ -332,21 +299,21 @@ ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread
 		engine_leave(mode);
 		return EBB_NOT_SERVED;
 	}
-	struct ebb_buf *b = buf_new();
+	struct ebb_buf *b = ebb_buf_new();
 	if (b == NULL) {
 		engine_leave(mode);
 		return EBB_NOT_SERVED;
 	}
 	CUresult r = mover_alloc(b, size, s, dptr);
 	if (r != CUDA_SUCCESS) {
-		buf_put(b);
+		ebb_buf_put(b);
 		engine_leave(mode);
 		scrub_if_moved(0);
 		return r == MOVER_DECLINE ? EBB_NOT_SERVED : r;
 	}
 	drop_range(*dptr, size, now, FREE_LOST);
 	record_alloc(b, *dptr, size, s ? s : stream_of(NULL, 0), kind, site, now);
-	exec_alloc(b, engine.seq_counter + 1);
+	life_alloc(b, engine.seq_counter + 1);
 	engine_leave(mode);
 	scrub_if_moved(0);
 	return CUDA_SUCCESS;
@@ -375,11 +342,11 @@ ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
 	uint64_t site = site_now();
 	uint64_t now = ebb_now_ns();
 
-	pthread_mutex_lock(&engine_lock);
+	pthread_mutex_lock(&ebb_state_lock);
 	drop_range(p, size, now, FREE_LOST);
-	struct ebb_buf *b = buf_new();
+	struct ebb_buf *b = ebb_buf_new();
 	if (b == NULL) {
-		pthread_mutex_unlock(&engine_lock);
+		pthread_mutex_unlock(&ebb_state_lock);
 		ebb_log(EBB_LOG_WARN, "out of memory tracking a %zu-byte allocation; it is not tracked",
 		    size);
 		return;
@@ -387,7 +354,7 @@ ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
 	record_alloc(b, p, size, stream_of(stream, per_thread), kind, site, now);
 	if (engine.conf->mode == EBB_MODE_OFFLOAD)
 		mover_note_unmanaged((int64_t)size);
-	pthread_mutex_unlock(&engine_lock);
+	pthread_mutex_unlock(&ebb_state_lock);
 }
 
 /* When memory freed now may be used again: after the free's stream (async),
@@ -451,7 +418,7 @@ ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 		mover_note_unmanaged(-(int64_t)b->size);
 	}
 	if (!kept)
-		buf_put(b);
+		ebb_buf_put(b);
 	engine_leave(mode);
 	return served;
 }
@@ -679,17 +646,17 @@ ebb_engine_op_begin(struct ebb_op *op)
 	}
 	uint32_t token = op_token(op, k);
 	exec_op(op->seq, token, s->v, s->n, xfer, op->sync);
-	int action = learn_step(op->seq, token, op->sync ? ITER_SYNC_OP : ITER_NOSYNC, k);
-	int timed = (engine.learn == LEARN_SEARCH || engine.learn == LEARN_FOUND) && action >= 0;
-	int plan_due = exec_plan_due() && engine.capturing == 0;	/* its sync would end a capture */
+	int action = life_step(op->seq, token, op->sync ? ITER_SYNC_OP : ITER_NOSYNC, k);
+	int timed = life_timing() && action >= 0;
+	int plan_due = life_plan_due() && engine.capturing == 0;	/* its sync would end a capture */
 	engine_leave(mode);
 	if (attach)
-		learn_cupti_start();
+		life_cupti_start();
 	if (first)
 		pthread_once(&exit_once, register_exit);
-	learn_cupti_act(action);
+	life_cupti_act(action);
 	if (plan_due)
-		learn_plan_now();
+		life_plan_now();
 	if (offload)
 		scrub_if_moved(0);
 	if (err == CUDA_SUCCESS && timed && op->kind != EBB_OP_NCCL && ebb_cupti_attached()) {
@@ -748,15 +715,15 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 		ebb_line_end(&l);
 	}
 	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1);
-	int action = learn_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
+	int action = life_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
 	int moved = exec_after_op(seq, NULL);
-	int plan_due = exec_plan_due() && engine.capturing == 0;	/* its sync would end a capture */
+	int plan_due = life_plan_due() && engine.capturing == 0;	/* its sync would end a capture */
 	engine_leave(mode);
 	if (engine.conf->mode == EBB_MODE_OFFLOAD)
 		scrub_if_moved(moved);
-	learn_cupti_act(action);
+	life_cupti_act(action);
 	if (plan_due)
-		learn_plan_now();
+		life_plan_now();
 }
 
 /* A step of a stream capture (engine.h): count the capturing streams, tell
@@ -779,7 +746,7 @@ ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase ph
 		    "ebb run --alloc job, or PYTORCH_CUDA_ALLOC_CONF=backend:native (ebb then sees and "
 		    "moves PyTorch's segments)", torch_alloc);
 
-	pthread_mutex_lock(&engine_lock);
+	pthread_mutex_lock(&ebb_state_lock);
 	struct ebb_stream *st = stream_of(stream, per_thread);
 	int offload = engine.conf->mode == EBB_MODE_OFFLOAD;
 	int traced = phase == EBB_CAPTURE_BEGAN && result == CUDA_SUCCESS;
@@ -822,7 +789,7 @@ ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase ph
 		ebb_line_str(&l, phase == EBB_CAPTURE_BEGAN ? "begin" : "end");
 		ebb_line_end(&l);
 	}
-	pthread_mutex_unlock(&engine_lock);
+	pthread_mutex_unlock(&ebb_state_lock);
 }
 
 /* NCCL registered (reg=1) or deregistered buf: a registered buffer is
@@ -832,7 +799,7 @@ ebb_engine_on_nccl_register(const void *buf, size_t size, int reg)
 {
 	int action = 0;
 
-	pthread_mutex_lock(&engine_lock);
+	pthread_mutex_lock(&ebb_state_lock);
 	struct ebb_buf *b = buftab_find(&engine.tab, (uint64_t)(uintptr_t)buf);
 	if (b != NULL && reg) {
 		/* NCCL keeps the address for its own transfers: it must stay mapped */
@@ -841,7 +808,7 @@ ebb_engine_on_nccl_register(const void *buf, size_t size, int reg)
 			struct ebb_stream *legacy = stream_of(NULL, 0);
 			uint64_t seq = ++engine.seq_counter;
 			/* an operation of ebb's own: the finder still sees one token for it */
-			action = learn_step(seq, TOK_NCCL | 0xfff, 0, NULL);
+			action = life_step(seq, TOK_NCCL | 0xfff, 0, NULL);
 			b->last_seq = seq;
 			if (legacy != NULL && mover_ensure(&b, 1, legacy, seq) == CUDA_SUCCESS) {
 				streams_after(legacy, seq, 1);
@@ -854,8 +821,8 @@ ebb_engine_on_nccl_register(const void *buf, size_t size, int reg)
 	} else if (b != NULL) {
 		b->pinned &= (uint8_t)~EBB_PIN_NCCL;
 	}
-	pthread_mutex_unlock(&engine_lock);
-	learn_cupti_act(action);
+	pthread_mutex_unlock(&ebb_state_lock);
+	life_cupti_act(action);
 	(void)size;
 }
 
@@ -871,26 +838,27 @@ ebb_engine_shutdown(void)
 	struct engine_totals t;
 	char unheld[512];
 
-	pthread_mutex_lock(&engine_lock);
+	pthread_mutex_lock(&ebb_state_lock);
 	if (engine.shut_down || engine.conf == NULL) {
-		pthread_mutex_unlock(&engine_lock);
+		pthread_mutex_unlock(&ebb_state_lock);
 		return;
 	}
 	engine.shut_down = 1;
-	pthread_mutex_unlock(&engine_lock);
+	pthread_mutex_unlock(&ebb_state_lock);
 	pthread_mutex_lock(&cupti_lock);
 	if (ebb_cupti_attached() || ebb_cupti_paused())
-		learn_cupti_stop("exit");
+		life_cupti_stop("exit");
 	pthread_mutex_unlock(&cupti_lock);
 	ebb_engine_stats(&t.st);
-	pthread_mutex_lock(&engine_lock);
+	pthread_mutex_lock(&ebb_state_lock);
 	mover_shutdown();
 	mover_stats(&t.ms);
 	int limit_unheld = engine.conf->mode == EBB_MODE_OFFLOAD &&
 	    mover_unheld(unheld, sizeof unheld);
 	exec_stats(&t.xs);
+	t.departures = engine.departures;
 	vmm_stats(&t.vs);
-	pthread_mutex_unlock(&engine_lock);
+	pthread_mutex_unlock(&ebb_state_lock);
 	if (ebb_trace_on())
 		summary_records(&t);
 	ebb_trace_close();
@@ -899,14 +867,14 @@ ebb_engine_shutdown(void)
 	summary_lines(&t);
 }
 
-/* Fork handlers (engine.h). Before the fork: take cupti_lock, engine_lock
+/* Fork handlers (engine.h). Before the fork: take cupti_lock, ebb_state_lock
  * and the trace's lock, in the lock order, so the child finds none held
  * mid-change. */
 void
 ebb_engine_atfork_prepare(void)
 {
-	pthread_mutex_lock(&cupti_lock);	/* (never taken with engine_lock held) */
-	pthread_mutex_lock(&engine_lock);
+	pthread_mutex_lock(&cupti_lock);	/* (never taken with ebb_state_lock held) */
+	pthread_mutex_lock(&ebb_state_lock);
 	ebb_trace_atfork_prepare();
 }
 
@@ -916,7 +884,7 @@ void
 ebb_engine_atfork_parent(void)
 {
 	ebb_trace_atfork_parent();
-	pthread_mutex_unlock(&engine_lock);
+	pthread_mutex_unlock(&ebb_state_lock);
 	pthread_mutex_unlock(&cupti_lock);
 }
 
@@ -931,7 +899,7 @@ ebb_engine_atfork_child(void)
 	 * handler the parent registered runs in a child that calls exit). */
 	engine.shut_down = 1;
 	ebb_trace_atfork_child();
-	exec_atfork_child();
-	pthread_mutex_unlock(&engine_lock);
+	life_atfork_child();
+	pthread_mutex_unlock(&ebb_state_lock);
 	pthread_mutex_unlock(&cupti_lock);
 }

@@ -6,10 +6,10 @@
  * engine keeps the buffer table, resolves which buffers each operation
  * references, writes the trace and feeds the iteration finder and CUPTI.
  *
- * Locking: one engine mutex (engine_int.h, with the whole lock order)
- * guards the buffer table, the kernel cache and the learning state. Lock
- * order: engine mutex, then the trace writer's mutex. Never call the driver while holding the engine mutex
- * except ebb's own non-blocking queries (cuKernelGetParamInfo and the like).
+ * Locking: ebb_state_lock (locks.h, with every lock and thread in their
+ * order) guards the buffer table, the kernel cache and the lifecycle. The
+ * engine never calls the driver while holding it, except for ebb's own
+ * non-blocking queries (cuKernelGetParamInfo and the like).
  */
 #ifndef EBB_ENGINE_H
 #define EBB_ENGINE_H

@@ -4,25 +4,14 @@
  * engine.c   the hooks' events (operations, allocations, frees, syncs,
  *            captures, NCCL registrations), resolving an operation's
  *            buffers, initialisation, shutdown and the fork handlers
- * learn.c    learning: the iteration finder's steps, the iteration records,
- *            what CUPTI does (attached, paused, recording, finalised) and
- *            the planner thread
+ * life.c     the lifecycle's one state machine (enum life_state): the
+ *            iteration finder's steps, the iteration records, the
+ *            executor's orders (record, plan, run, stop), what CUPTI does
+ *            (attached, paused, recording, finalised), the planner thread
  * pool.c     the memory pool whose allocations ebb serves
  * summary.c  the statistics and the exit summary: Z records and exit lines
  *
- * Locks, in the order they are taken:
- *  1. exec.c's planning mutex: held while a plan is made (exec_plan_now,
- *     on the planner thread or the job's), which takes engine_lock under it.
- *  2. cupti_lock: CUPTI's state. Never taken with engine_lock held; the
- *     two are held together only by the fork handlers, which take
- *     cupti_lock first. CUPTI's flush under it calls gpu_times (learn.c),
- *     which takes exec.c's times_lock and the trace's lock.
- *  3. engine_lock: the engine mutex, guarding struct engine (but for its
- *     atomics), the buffer table, the kernel cache, the mover and the
- *     executor. The mover's copy workers and the planner thread take it
- *     too, and the mover waits on its conditions with it.
- *  4. the trace's lock (trace.c) and exec.c's times_lock, taken with
- *     engine_lock held or not.
+ * Every lock and thread, and the order locks are taken in: locks.h.
  */
 #ifndef EBB_ENGINE_INT_H
 #define EBB_ENGINE_INT_H
@@ -36,26 +25,34 @@
 #include "exec.h"
 #include "iter.h"
 #include "kparam.h"
+#include "locks.h"
 #include "mover.h"
 #include "vmm.h"
 
 struct ebb_conf;
 
-/* Where learning is. */
-enum learn_state {
-	LEARN_SEARCH,	/* looking for the iteration, CUPTI attached */
-	LEARN_FOUND,	/* iteration known, timing the first ones */
-	LEARN_DONE,	/* learned; following the iteration */
-	LEARN_GAVE_UP	/* no iteration found */
+/* Where the lifecycle is (life.c draws it). The planning states run from
+ * LIFE_ARMED to LIFE_RUNNING, in this order. */
+enum life_state {
+	LIFE_SEARCH,	/* looking for the iteration */
+	LIFE_TIMING,	/* found; no plan is made (observe mode, EBB_PLAN=0, planning
+			 * given up): timing it, then following it */
+	LIFE_ARMED,	/* found; the next iteration is recorded from its start */
+	LIFE_RECORDING,	/* the executor records the iteration */
+	LIFE_RECORDED,	/* recorded; waits for the planner (after a CUPTI flush) */
+	LIFE_PLANNING,	/* the planner thread makes the plan */
+	LIFE_READY,	/* planned; the plan starts at the next iteration's start */
+	LIFE_RUNNING,	/* the plan runs */
+	LIFE_GAVE_UP	/* no iteration found: nothing more is learned */
 };
 
 /* What learning wants of CUPTI (cupti_wanted: whether it is attached at
- * all), decided under engine_lock; learn_cupti_act makes CUPTI so under
+ * all), decided under ebb_state_lock; life_cupti_act makes CUPTI so under
  * cupti_lock, so that decisions taken by several threads in a row end in
  * the last one's whatever order their calls run in. */
 enum { CUPTI_GOAL_RECORD, CUPTI_GOAL_PAUSED, CUPTI_GOAL_OFF };
 
-/* What CUPTI should do after an operation (learn_step, learn_cupti_act);
+/* What CUPTI should do after an operation (life_step, life_cupti_act);
  * below zero, no more timing now. */
 enum {
 	CUPTI_KEEP = 0,
@@ -65,7 +62,7 @@ enum {
 				 * operations in vain */
 };
 
-/* The engine's state (defined in engine.c), guarded by engine_lock except
+/* The engine's state (defined in engine.c), guarded by ebb_state_lock except
  * where a field says otherwise. */
 struct engine {
 	const struct ebb_conf *conf;	/* the configuration (ebb_engine_init); NULL before */
@@ -73,7 +70,12 @@ struct engine {
 	struct kparam_cache kcache;	/* each launched kernel's parameter layout */
 	struct iter_finder finder;	/* finds the iteration in the operations' tokens */
 	int finder_ok;			/* the finder is set up (no EBB_ITER_KERNEL) */
-	enum learn_state learn;		/* where learning is; site_now reads it unlocked */
+	enum life_state life;		/* where the lifecycle is; read unlocked by life_timing */
+	int learned;			/* learning is over (CUPTI paused or finalised, no call
+					 * sites taken) until the job departs; read unlocked
+					 * by life_timing */
+	int plan_on;			/* offload mode with EBB_PLAN, and planning not given up */
+	uint64_t departures;		/* from the plan or its recording */
 	uint64_t seq_counter;		/* seq of the last operation (and sync) numbered */
 	uint64_t alloc_counter;		/* id of the last buffer tabled */
 	uint64_t iter_count;		/* I records written */
@@ -82,9 +84,8 @@ struct engine {
 	uint64_t mark_period_start;	/* EBB_ITER_KERNEL: seq of the last mark */
 	int capturing;			/* streams in capture now */
 	struct ebb_engine_stats stats;	/* the counters ebb_engine_stats reports */
-	struct ebb_buf *free_bufs;	/* recycled ebb_buf structs, through free_next */
 	int cupti_wanted;		/* EBB_CUPTI and not given up */
-	atomic_int cupti_goal;		/* CUPTI_GOAL_*: set under engine_lock, read under
+	atomic_int cupti_goal;		/* CUPTI_GOAL_*: set under ebb_state_lock, read under
 					 * cupti_lock */
 	uint64_t cupti_hold_until;	/* CUPTI paused since learning ended: finalised at
 					 * this operation if no departure comes first */
@@ -93,37 +94,51 @@ struct engine {
 };
 extern struct engine engine;
 
-/* The engine mutex (engine.c); the lock order is above. */
-extern pthread_mutex_t engine_lock;
-
-/* Held while CUPTI is attached, paused, resumed or detached (learn.c); the
- * lock order is above. */
+/* Held while CUPTI is attached, paused, resumed or detached (life.c); the
+ * lock order is in locks.h. */
 extern pthread_mutex_t cupti_lock;
 
-/* ---- learn.c ---- */
+/* ---- life.c ---- */
 
 /*
  * Feed the finder with the operation seq's token (sync: ITER_SYNC,
- * ITER_SYNC_OP, ITER_NOSYNC; k: the kernel launched, or NULL). Returns what
- * CUPTI should do now (CUPTI_*). Caller holds engine_lock.
+ * ITER_SYNC_OP, ITER_NOSYNC; k: the kernel launched, or NULL), and move the
+ * lifecycle on. Returns what CUPTI should do now (CUPTI_*). Caller holds
+ * ebb_state_lock.
  */
-int learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k);
+int life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k);
 
-/* After a learn_step that returned action, with engine_lock released: make
- * CUPTI what cupti_goal now is, and put the learning's records on disk. */
-void learn_cupti_act(int action);
+/* The engine allocated b (served by the mover) before operation next_seq:
+ * the executor records it or matches it to the plan (a mismatch is a
+ * departure). Caller holds ebb_state_lock. */
+void life_alloc(struct ebb_buf *b, uint64_t next_seq);
 
-/* Attach CUPTI, at the job's first operation; called without engine_lock.
- * When that fails cupti_wanted is cleared. */
-void learn_cupti_start(void);
+/* Whether a recorded iteration waits for its plan (the caller then calls
+ * life_plan_now without ebb_state_lock). Caller holds ebb_state_lock. */
+int life_plan_due(void);
+
+/* Whether ebb is learning: operations are timed and call sites taken. Any
+ * thread, without the lock. */
+int life_timing(void);
+
+/* After a life_step that returned action, with ebb_state_lock released:
+ * make CUPTI what cupti_goal now is, and put the learning's records on disk. */
+void life_cupti_act(int action);
+
+/* Attach CUPTI, at the job's first operation; called without
+ * ebb_state_lock. When that fails cupti_wanted is cleared. */
+void life_cupti_start(void);
 
 /* Detach CUPTI, writing why and what it timed to the trace. Caller holds
- * cupti_lock and not engine_lock. */
-void learn_cupti_stop(const char *why);
+ * cupti_lock and not ebb_state_lock. */
+void life_cupti_stop(const char *why);
 
 /* Plan the recorded iteration on a thread of its own (here when no thread
- * can be made). Called without engine_lock. */
-void learn_plan_now(void);
+ * can be made). Called without ebb_state_lock. */
+void life_plan_now(void);
+
+/* In the child of a fork (ebb_state_lock held): no plan is being made. */
+void life_atfork_child(void);
 
 /* ---- summary.c ---- */
 
@@ -132,6 +147,7 @@ struct engine_totals {
 	struct ebb_engine_stats st;	/* the engine's counters */
 	struct mover_stats ms;		/* the mover's */
 	struct exec_stats xs;		/* the plan executor's */
+	uint64_t departures;		/* from the plan or its recording */
 	struct vmm_stats vs;		/* the driver's VMM calls, counted and timed */
 };
 

@@ -26,11 +26,11 @@
 void
 ebb_engine_stats(struct ebb_engine_stats *out)
 {
-	pthread_mutex_lock(&engine_lock);
+	pthread_mutex_lock(&ebb_state_lock);
 	*out = engine.stats;
 	out->buffers_live = engine.tab.count;
 	out->bytes_live = engine.tab.bytes;
-	pthread_mutex_unlock(&engine_lock);
+	pthread_mutex_unlock(&ebb_state_lock);
 }
 
 /* Human-readable bytes for the summary. */
@@ -123,10 +123,10 @@ summary_records(const struct engine_totals *t)
 		summary_record("host-pinned-bytes", ms->host_pinned);
 		summary_record("handles-created", ms->handles_created);
 		summary_record("handles-created-after-learning",
-		    engine.learn == LEARN_DONE ? ms->handles_created - engine.created_at_learned : 0);
+		    engine.learned ? ms->handles_created - engine.created_at_learned : 0);
 		summary_record("plans", xs->plans);
 		summary_record("plan-iterations", xs->iterations_run);
-		summary_record("plan-departures", xs->departures);
+		summary_record("plan-departures", t->departures);
 		summary_record("plan-actions-missed", xs->actions_missed);
 		summary_record("planned-offloads", ms->planned_offloads);
 		summary_record("prefetches", ms->prefetches);
@@ -189,16 +189,16 @@ summary_lines(const struct engine_totals *t)
 		    (unsigned long long)ms->refusals, human(ms->held_peak, held_s, sizeof held_s),
 		    human(ms->host_pinned, host_s, sizeof host_s), (double)ms->host_pin_ns / 1e9,
 		    (unsigned long long)ms->handles_created,
-		    (unsigned long long)(engine.learn == LEARN_DONE ?
+		    (unsigned long long)(engine.learned ?
 		    ms->handles_created - engine.created_at_learned : 0));
-		if (exec_enabled() || xs->plans > 0)
+		if (engine.plan_on || xs->plans > 0)
 			ebb_log(EBB_LOG_NOTE, "plan: %llu made, %llu iterations run by it, %llu departures; "
 			    "%llu offloads and %llu restores ahead of use by the plan (%llu restores skipped "
 			    "for want of room), %llu restores on use; predicted peak %s, %.3f s an iteration; "
 			    "the host waited %.3f s for room, %.3f s for the device to near a restore, %.3f s "
 			    "for offloads to land",
 			    (unsigned long long)xs->plans, (unsigned long long)xs->iterations_run,
-			    (unsigned long long)xs->departures, (unsigned long long)ms->planned_offloads,
+			    (unsigned long long)t->departures, (unsigned long long)ms->planned_offloads,
 			    (unsigned long long)ms->prefetches, (unsigned long long)ms->prefetches_skipped,
 			    (unsigned long long)(ms->restores - ms->prefetches),
 			    human(xs->planned_peak, held_s, sizeof held_s),

@@ -1,9 +1,10 @@
 /*
- * exec.c: recording the iteration, planning it, and running the plan
- * (see exec.h).
+ * exec.c: recording an iteration, planning it, and running the plan, on
+ * the lifecycle owner's orders (see exec.h).
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,6 @@
 /* A restore takes its memory when the device has this much work left
  * before the restore's copy may start (the host runs ahead). */
 #define GATE_LEAD_S 1e-3
-
-enum xstate { X_OFF, X_WAIT, X_ARMED, X_RECORDING, X_RECORDED, X_PLANNING, X_READY, X_RUNNING };
 
 /* A buffer the plan moves: a persistent one by id and address, one the
  * iteration allocates by its ordinal. */
@@ -58,10 +57,10 @@ struct xplan {
 
 static const struct ebb_conf *conf;
 static struct buftab *tab;
-static enum xstate state = X_OFF;
 static struct exec_stats xs;
 
 /* the recording */
+static int recording;		/* open: operations, allocations and frees go into it */
 static struct rec rec;
 static uint64_t *rec_addr;	/* address of each buffer alive at the start */
 static uint32_t rec_naddr, rec_addr_cap;
@@ -107,13 +106,6 @@ exec_init(const struct ebb_conf *c, struct buftab *t)
 {
 	conf = c;
 	tab = t;
-	state = c->mode == EBB_MODE_OFFLOAD && c->plan ? X_WAIT : X_OFF;
-}
-
-int
-exec_enabled(void)
-{
-	return state != X_OFF;
 }
 
 /* ---- per-token times ---- */
@@ -173,6 +165,7 @@ retire(struct xplan *x)
 static void
 recording_free(void)
 {
+	recording = 0;
 	mover_time_self(0);
 	rec_fini(&rec);
 	free(rec_addr);
@@ -191,56 +184,6 @@ recording_free(void)
 	times = NULL;
 	times_n = 0;
 	pthread_mutex_unlock(&times_lock);
-}
-
-/* Stop the plan and learn again (next: X_WAIT for the finder, X_ARMED to
- * record the next iteration). */
-static void
-depart(uint64_t seq, const char *why, enum xstate next)
-{
-	static int said;
-	char buf[256];
-
-	snprintf(buf, sizeof buf, "seq=%llu:%s", (unsigned long long)seq, why);
-	ebb_trace_note("plan-departed", buf);
-	if (state == X_RUNNING || state == X_READY) {
-		retire(running);
-		retire(ready);
-		running = ready = NULL;
-		mover_set_planned(0);
-		ebb_log(EBB_LOG_INFO, "operation %llu departs from the planned iteration (%s); the "
-		    "plan stops and the iteration is learned again", (unsigned long long)seq, why);
-	}
-	if (state == X_RECORDING || state == X_RECORDED)
-		recording_free();
-	xs.departures++;
-	if (xs.departures >= EXEC_MAX_DEPARTURES) {
-		if (!said)
-			ebb_log(EBB_LOG_WARN, "the job departed from its learned iteration %llu times (last "
-			    "at operation %llu: %s); ebb stops planning and moves buffers only when over "
-			    "EBB_LIMIT", (unsigned long long)xs.departures, (unsigned long long)seq, why);
-		said = 1;
-		state = X_OFF;
-		return;
-	}
-	/* a plan being made (X_PLANNING) is dropped when it is done */
-	state = next;
-}
-
-void
-exec_departed(uint64_t seq, const char *why)
-{
-	if (state == X_OFF || state == X_WAIT)
-		return;
-	depart(seq, why, X_WAIT);
-}
-
-void
-exec_found(uint64_t period)
-{
-	(void)period;
-	if (state == X_WAIT)
-		state = X_ARMED;
 }
 
 /* ---- recording ---- */
@@ -267,14 +210,13 @@ add_live(struct ebb_buf *b, void *ctx)
 	return 0;
 }
 
-static void
-start_recording(uint64_t s0, uint64_t period)
+int
+exec_record_begin(uint64_t s0, uint64_t period)
 {
 	if (period == 0 || period > (1u << 28) || rec_begin(&rec, s0, (uint32_t)period) < 0) {
 		ebb_log(EBB_LOG_WARN, "cannot record an iteration of %llu operations; ebb does not plan",
 		    (unsigned long long)period);
-		state = X_OFF;
-		return;
+		return -1;
 	}
 	rec_tok = calloc(period, sizeof *rec_tok);
 	rec_host = calloc(period + 1, sizeof *rec_host);
@@ -286,8 +228,7 @@ start_recording(uint64_t s0, uint64_t period)
 		recording_free();
 		ebb_log(EBB_LOG_WARN, "no memory to record an iteration of %llu operations; ebb does "
 		    "not plan", (unsigned long long)period);
-		state = X_OFF;
-		return;
+		return -1;
 	}
 	buftab_walk(tab, add_live, NULL);
 	pthread_mutex_lock(&times_lock);
@@ -295,78 +236,56 @@ start_recording(uint64_t s0, uint64_t period)
 	times_s0 = s0;
 	times_n = period;
 	pthread_mutex_unlock(&times_lock);
-	state = X_RECORDING;
+	recording = 1;
 	mover_time_self(1);
 	ebb_trace_note_u64("plan-recording", s0);
+	return 0;
 }
 
 void
-exec_boundary(uint64_t next_seq, uint64_t period)
+exec_record_end(void)
 {
-	switch (state) {
-	case X_ARMED:
-		start_recording(next_seq, period);
-		break;
-	case X_RECORDING:
-		rec_host[rec.p.nops] = ebb_now_ns();
-		rec_self[rec.p.nops] = mover_self_ns();
-		mover_time_self(0);
-		state = X_RECORDED;
-		break;
-	case X_READY:
-		running = ready;
-		ready = NULL;
-		state = X_RUNNING;
-		mover_set_planned(1);
-		ebb_trace_note_u64("plan-started", next_seq);
-		run_done = 0;
-		run_s0 = 0;
-		/* fall through */
-	case X_RUNNING:
-		if (period != running->period) {
-			depart(next_seq, "the iteration's length changed", X_ARMED);
-			break;
-		}
-		if (run_s0 != 0)
-			run_done++;
-		run_s0 = next_seq;
-		run_ord = 0;
-		memset(running->slot, 0, running->nord * sizeof *running->slot);
-		xs.iterations_run++;
-		break;
-	default:
-		break;
-	}
+	if (!recording)
+		return;
+	rec_host[rec.p.nops] = ebb_now_ns();
+	rec_self[rec.p.nops] = mover_self_ns();
+	mover_time_self(0);
+	recording = 0;
 }
 
 void
-exec_alloc(struct ebb_buf *b, uint64_t next_seq)
+exec_record_drop(void)
+{
+	recording_free();
+}
+
+int
+exec_alloc(struct ebb_buf *b, uint64_t next_seq, char *why, size_t len)
 {
 	if (b->mv.managed != EBB_MANAGED_BIG)
-		return;
+		return 0;
 	b->plan_ord = 0;
-	if (state == X_RECORDING) {
+	if (recording) {
 		rec_alloc(&rec, b->id, b->mv.rsize, movable(b), next_seq);
-		return;
+		return 0;
 	}
-	if (state != X_RUNNING)
-		return;
+	if (running == NULL)
+		return 0;
 	struct xplan *x = running;
 	uint32_t o = run_ord++;
 	if (o >= x->nord || x->ord_size[o] != b->mv.rsize) {
-		char why[128];
 		if (o >= x->nord)
-			snprintf(why, sizeof why, "allocation %u of the iteration; %u were learned", o,
+			snprintf(why, len, "allocation %u of the iteration; %u were learned", o,
 			    x->nord);
 		else
-			snprintf(why, sizeof why, "allocation %u of the iteration has %llu bytes, not %llu",
+			snprintf(why, len, "allocation %u of the iteration has %llu bytes, not %llu",
 			    o, (unsigned long long)b->mv.rsize, (unsigned long long)x->ord_size[o]);
-		depart(next_seq, why, X_ARMED);
-		return;
+		return -1;
 	}
 	x->slot[o] = b;
 	x->slot_id[o] = b->id;
 	b->plan_ord = o + 1;
+	return 0;
 }
 
 void
@@ -374,9 +293,9 @@ exec_free(struct ebb_buf *b, uint64_t last_seq)
 {
 	if (b->mv.managed != EBB_MANAGED_BIG)
 		return;
-	if (state == X_RECORDING)
+	if (recording)
 		rec_free(&rec, b->id, last_seq);
-	if (state == X_RUNNING && b->plan_ord != 0 && b->plan_ord <= running->nord &&
+	if (running != NULL && b->plan_ord != 0 && b->plan_ord <= running->nord &&
 	    running->slot[b->plan_ord - 1] == b)
 		running->slot[b->plan_ord - 1] = NULL;
 	b->plan_ord = 0;
@@ -386,7 +305,7 @@ void
 exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, unsigned xfer,
     int sync)
 {
-	if (state != X_RECORDING || seq < rec.s0 || seq - rec.s0 >= rec.p.nops)
+	if (!recording || seq < rec.s0 || seq - rec.s0 >= rec.p.nops)
 		return;
 	uint64_t i = seq - rec.s0;
 	rec_tok[i] = token;
@@ -408,24 +327,55 @@ exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end)
 	pthread_mutex_unlock(&times_lock);
 }
 
-int
-exec_learned(void)
-{
-	/*
-	 * Planning: once the plan has run two whole iterations. (A micro-batch
-	 * taken for the iteration runs one or two before the optimizer step
-	 * departs from it; CUPTI is still there for the iteration learned then.)
-	 */
-	return state == X_OFF || state == X_WAIT || (state == X_RUNNING && run_done >= 2);
-}
-
-int
-exec_plan_due(void)
-{
-	return state == X_RECORDED;
-}
-
 /* ---- running ---- */
+
+void
+exec_run_start(uint64_t next_seq)
+{
+	running = ready;
+	ready = NULL;
+	if (running == NULL)
+		return;
+	mover_set_planned(1);
+	ebb_trace_note_u64("plan-started", next_seq);
+	run_done = 0;
+	run_s0 = 0;
+}
+
+int
+exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len)
+{
+	if (running == NULL)
+		return 0;
+	if (period != running->period) {
+		snprintf(why, len, "the iteration's length changed");
+		return -1;
+	}
+	if (run_s0 != 0)
+		run_done++;
+	run_s0 = next_seq;
+	run_ord = 0;
+	memset(running->slot, 0, running->nord * sizeof *running->slot);
+	xs.iterations_run++;
+	return 0;
+}
+
+void
+exec_run_stop(void)
+{
+	if (running == NULL && ready == NULL)
+		return;
+	retire(running);
+	retire(ready);
+	running = ready = NULL;
+	mover_set_planned(0);
+}
+
+uint64_t
+exec_run_iterations(void)
+{
+	return running != NULL ? run_done : 0;
+}
 
 static struct ebb_buf *
 resolve(const struct xplan *x, const struct xbuf *xb)
@@ -443,9 +393,10 @@ exec_after_op(uint64_t seq, struct ebb_stream *st)
 {
 	int moved = 0;
 
-	if (state != X_RUNNING)
-		return 0;
 	struct xplan *x = running;
+
+	if (x == NULL)
+		return 0;
 	if (seq < run_s0 || seq - run_s0 >= x->period)
 		return 0;
 	uint64_t pos = seq - run_s0;
@@ -453,7 +404,7 @@ exec_after_op(uint64_t seq, struct ebb_stream *st)
 		streams_mark_now(st);
 	for (uint32_t k = x->first[pos]; k < x->first[pos + 1]; k++) {
 		/* a prefetch may have waited with the mutex released */
-		if (state != X_RUNNING || running != x)
+		if (running != x)
 			return moved;
 		const struct xact *a = &x->act[k];
 		struct ebb_buf *b = resolve(x, &x->buf[a->buf]);
@@ -611,13 +562,31 @@ durations(struct rec *r, const uint32_t *tok, const uint64_t *host, const double
 	return "host";
 }
 
-/* What plan_recorded tells of a plan it made: the trace notes (plan_notes)
- * and the log lines (plan_logs). */
-struct plan_report {
-	const struct rec *r;		/* the recorded iteration */
-	const struct plan *pl;		/* the plan made of it */
-	const struct plan_params *pp;	/* what it was made under */
-	const struct plan_explain *ex;	/* what is on the device at its peak */
+/* A recorded iteration taken out for planning, with the mover's state the
+ * plan depends on. */
+struct exec_recorded {
+	struct rec r;			/* the recording */
+	uint64_t *addr;			/* address of each buffer alive at its start */
+	uint32_t naddr;
+	uint32_t *tok;			/* each operation's token */
+	uint64_t *host, *self;		/* host issue times, the mover's host time */
+	uint8_t *sync;			/* the host waited for the device there */
+	double *gpu;			/* GPU times from CUPTI, by position */
+	uint64_t ngpu;
+	uint64_t fixed, limit;		/* the mover's fixed bytes, EBB_LIMIT */
+	double off_s, res_s;		/* what a move has cost the host so far */
+};
+
+/* What exec_plan_make made: the plan (x), or why there is none, and what
+ * the trace notes (plan_notes) and log lines (plan_logs) tell of it. */
+struct exec_made {
+	struct exec_recorded *rec;	/* the recorded iteration */
+	struct xplan *x;		/* the plan by position; NULL: none */
+	const char *why;		/* why there is none */
+	int have;			/* pl was made (plan_fini frees it) */
+	struct plan pl;			/* the planner's plan */
+	struct plan_params pp;		/* what it was made under */
+	struct plan_explain ex;		/* what is on the device at its peak */
 	const char *source;		/* where the durations came from */
 	uint64_t target;		/* the peak it aims at, bytes */
 	uint64_t bound;			/* the lowest peak without stalls, bytes */
@@ -628,12 +597,12 @@ struct plan_report {
 
 /* Write the plan's trace notes (plan-*, and the copy rates assumed and got). */
 static void
-plan_notes(const struct plan_report *rp)
+plan_notes(const struct exec_made *rp)
 {
-	const struct rec *r = rp->r;
-	const struct plan *pl = rp->pl;
-	const struct plan_params *pp = rp->pp;
-	const struct plan_explain *ex = rp->ex;
+	const struct rec *r = &rp->rec->r;
+	const struct plan *pl = &rp->pl;
+	const struct plan_params *pp = &rp->pp;
+	const struct plan_explain *ex = &rp->ex;
 	char buf[256];
 
 	ebb_trace_note("plan-times", rp->source);
@@ -697,12 +666,12 @@ plan_notes(const struct plan_report *rp)
 
 /* Say what the plan does and costs, and where it cannot hold EBB_LIMIT. */
 static void
-plan_logs(const struct plan_report *rp)
+plan_logs(const struct exec_made *rp)
 {
-	const struct rec *r = rp->r;
-	const struct plan *pl = rp->pl;
-	const struct plan_params *pp = rp->pp;
-	const struct plan_explain *ex = rp->ex;
+	const struct rec *r = &rp->rec->r;
+	const struct plan *pl = &rp->pl;
+	const struct plan_params *pp = &rp->pp;
+	const struct plan_explain *ex = &rp->ex;
 
 	ebb_log(EBB_LOG_INFO, "plan: %u moves an iteration of %u operations (%s times), %.1f GiB "
 	    "to the host and %.1f GiB back; peak %.2f -> %.2f GiB (target %.2f, lowest without "
@@ -760,142 +729,139 @@ plan_logs(const struct plan_report *rp)
 		    "a faster plan", gib(rp->target), conf->plan_seconds);
 }
 
-/* One plan is made at a time (the token times are the planner's alone). */
-static pthread_mutex_t planning = PTHREAD_MUTEX_INITIALIZER;
-
-static void plan_recorded(pthread_mutex_t *lock);
-
-void
-exec_plan_now(pthread_mutex_t *lock)
-{
-	pthread_mutex_lock(&planning);
-	plan_recorded(lock);
-	pthread_mutex_unlock(&planning);
-}
-
-void
-exec_atfork_child(void)
-{
-	/* a plan being made in the parent is not made here: its thread is not */
-	pthread_mutex_init(&planning, NULL);
-	if (state == X_PLANNING)
-		state = X_OFF;
-}
-
+/* Free a recording taken out (NULL: none). */
 static void
-plan_recorded(pthread_mutex_t *lock)
+recorded_free(struct exec_recorded *r)
 {
-	struct rec r;
-	uint64_t *addr, *host, *self;
-	uint32_t *tok, naddr;
-	uint8_t *sync;
-
-	pthread_mutex_lock(lock);
-	if (state != X_RECORDED) {
-		pthread_mutex_unlock(lock);
+	if (r == NULL)
 		return;
+	rec_fini(&r->r);
+	free(r->addr);
+	free(r->tok);
+	free(r->host);
+	free(r->self);
+	free(r->sync);
+	free(r->gpu);
+	free(r);
+}
+
+struct exec_recorded *
+exec_record_take(void)
+{
+	struct exec_recorded *r = calloc(1, sizeof *r);
+
+	if (r == NULL) {
+		recording_free();
+		return NULL;
 	}
-	state = X_PLANNING;
-	r = rec;
+	r->r = rec;
 	memset(&rec, 0, sizeof rec);
-	addr = rec_addr;
-	naddr = rec_naddr;
-	tok = rec_tok;
-	host = rec_host;
-	self = rec_self;
-	sync = rec_sync;
+	r->addr = rec_addr;
+	r->naddr = rec_naddr;
+	r->tok = rec_tok;
+	r->host = rec_host;
+	r->self = rec_self;
+	r->sync = rec_sync;
 	rec_addr = NULL;
 	rec_tok = NULL;
 	rec_host = NULL;
 	rec_self = NULL;
 	rec_sync = NULL;
 	rec_naddr = rec_addr_cap = 0;
-	uint64_t fixed = mover_fixed_held(), limit = mover_limit();
-	double off_s, res_s;	/* what a move has cost the host so far */
-	mover_move_costs(&off_s, &res_s);
+	recording = 0;
+	r->fixed = mover_fixed_held();
+	r->limit = mover_limit();
+	mover_move_costs(&r->off_s, &r->res_s);
 	/* the GPU times are in (CUPTI was flushed): take them with the rest,
 	 * before a departure lets another recording start */
 	pthread_mutex_lock(&times_lock);
-	double *t = times;
-	uint64_t tn = times_n;
+	r->gpu = times;
+	r->ngpu = times_n;
 	times = NULL;
 	times_n = 0;
 	pthread_mutex_unlock(&times_lock);
-	pthread_mutex_unlock(lock);
+	return r;
+}
 
-	const char *source = durations(&r, tok, host, t, tn);
-	free(t);
-	rec_end(&r);
-	r.p.fixed = fixed;
+struct exec_made *
+exec_plan_make(struct exec_recorded *rc)
+{
+	struct exec_made *m = calloc(1, sizeof *m);
+
+	if (m == NULL) {
+		recorded_free(rc);
+		return NULL;
+	}
+	m->rec = rc;
+	struct rec *r = &rc->r;
+	m->source = durations(r, rc->tok, rc->host, rc->gpu, rc->ngpu);
+	rec_end(r);
+	r->p.fixed = rc->fixed;
 	/* the host's side, when the durations are the device's */
-	if (strcmp(source, "host") != 0)
-		prof_host_pace(&r.p, host, self, sync);	/* (without memory, no host side) */
+	if (strcmp(m->source, "host") != 0)
+		prof_host_pace(&r->p, rc->host, rc->self, rc->sync);	/* (without memory, none) */
 
-	double d2h, h2d;
-	mover_bandwidth(&d2h, &h2d);
-	uint64_t learned = prof_peak(&r.p, NULL);
+	mover_bandwidth(&m->d2h, &m->h2d);
+	uint64_t learned = prof_peak(&r->p, NULL);
 	/* EBB_PLAN_MARGIN: what is held at a moment on the host's side runs a
 	 * little ahead of the device's */
-	uint64_t target = limit - (uint64_t)((double)limit * conf->plan_margin);
-	if (conf->target > 0 && (uint64_t)(conf->target * (double)learned) < target)
-		target = (uint64_t)(conf->target * (double)learned);
-	struct plan_params pp = {
-		.target = target, .d2h_bps = d2h, .h2d_bps = h2d,
+	uint64_t limit = rc->limit;
+	m->target = limit - (uint64_t)((double)limit * conf->plan_margin);
+	if (conf->target > 0 && (uint64_t)(conf->target * (double)learned) < m->target)
+		m->target = (uint64_t)(conf->target * (double)learned);
+	m->pp = (struct plan_params){
+		.target = m->target, .d2h_bps = m->d2h, .h2d_bps = m->h2d,
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = conf->min_offload_bytes,
 		/* under the bound, stalls rather than faults */
 		.allow_stall = 1, .no_waits = !conf->plan_waits,
 		.time_limit_s = conf->plan_seconds,
-		.host_offload_s = off_s, .host_restore_s = res_s,
+		.host_offload_s = rc->off_s, .host_restore_s = rc->res_s,
 	};
-	struct plan pl;
-	struct xplan *x = NULL;
-	uint64_t bound = 0, floor_nostall = 0;
 	uint64_t t0 = ebb_now_ns();
-	int have = !r.oom && d2h > 0 && h2d > 0 && plan_make(&r.p, &pp, &pl) == 0;
-	int ok = have;
-	struct plan_explain ex = { 0 };
-	if (ok) {
+	m->have = !r->oom && m->d2h > 0 && m->h2d > 0 && plan_make(&r->p, &m->pp, &m->pl) == 0;
+	if (m->have) {
 		/* under the bound the plan went through it; else it is lower */
-		bound = pl.bound ? pl.bound : plan_bound(&r.p, &pp);
-		floor_nostall = plan_floor(&r.p, &pp, 0, NULL);
-		plan_explain(&r.p, &pp, &pl, pl.peak_op, &ex);
-		x = build(&r.p, &pl, addr, naddr);
-		ok = x != NULL;
+		m->bound = m->pl.bound ? m->pl.bound : plan_bound(&r->p, &m->pp);
+		m->floor_nostall = plan_floor(&r->p, &m->pp, 0, NULL);
+		plan_explain(&r->p, &m->pp, &m->pl, m->pl.peak_op, &m->ex);
+		m->x = build(&r->p, &m->pl, rc->addr, rc->naddr);
 	}
-	uint64_t made_ns = ebb_now_ns() - t0;	/* the job ran without a plan meanwhile */
+	m->made_ns = ebb_now_ns() - t0;	/* the job ran without a plan meanwhile */
+	if (m->x == NULL)
+		m->why = r->oom ? "out of memory" : m->d2h <= 0 || m->h2d <= 0 ?
+		    "no copy bandwidth: set EBB_D2H_GBPS and EBB_H2D_GBPS" : "out of memory";
+	return m;
+}
 
-	pthread_mutex_lock(lock);
-	if (!ok) {
-		if (state == X_PLANNING) {
-			state = X_OFF;
-			ebb_log(EBB_LOG_WARN, "ebb could not plan the iteration (%s); buffers move only "
-			    "when over EBB_LIMIT", r.oom ? "out of memory" :
-			    d2h <= 0 || h2d <= 0 ? "no copy bandwidth: set EBB_D2H_GBPS and EBB_H2D_GBPS" :
-			    "out of memory");
-		}
-	} else if (state == X_PLANNING) {
-		ready = x;
-		x = NULL;
-		state = X_READY;
-		xs.plans++;
-		xs.planned_peak = pl.peak;
-		xs.predicted_step_ns = (uint64_t)(pl.step_s * 1e9);
-		struct plan_report rp = { .r = &r, .pl = &pl, .pp = &pp, .ex = &ex,
-			.source = source, .target = target, .bound = bound,
-			.floor_nostall = floor_nostall, .made_ns = made_ns, .d2h = d2h, .h2d = h2d };
-		plan_notes(&rp);
-		plan_logs(&rp);
+int
+exec_plan_install(struct exec_made *m)
+{
+	if (m->x == NULL) {
+		ebb_log(EBB_LOG_WARN, "ebb could not plan the iteration (%s); buffers move only when "
+		    "over EBB_LIMIT", m->why);
+		return -1;
 	}
-	pthread_mutex_unlock(lock);
-	if (have)
-		plan_fini(&pl);
-	xplan_free(x);
-	rec_fini(&r);
-	free(addr);
-	free(tok);
-	free(host);
-	free(self);
-	free(sync);
+	retire(ready);
+	ready = m->x;
+	m->x = NULL;
+	xs.plans++;
+	xs.planned_peak = m->pl.peak;
+	xs.predicted_step_ns = (uint64_t)(m->pl.step_s * 1e9);
+	plan_notes(m);
+	plan_logs(m);
+	return 0;
+}
+
+void
+exec_made_free(struct exec_made *m)
+{
+	if (m == NULL)
+		return;
+	if (m->have)
+		plan_fini(&m->pl);
+	xplan_free(m->x);
+	recorded_free(m->rec);
+	free(m);
 }
 
 void

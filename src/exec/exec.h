@@ -1,31 +1,30 @@
 /*
- * exec.h: learning the access profile of the iteration, planning, and
+ * exec.h: the executor: recording an iteration, making its plan, and
  * carrying the plan out (EBB_MODE=offload with EBB_PLAN=1).
  *
- * States, in order:
- *   WAIT       the iteration finder has not found the iteration yet
- *   ARMED      found: the next iteration is recorded from its start
- *   RECORDING  every movable buffer alive at the start, every allocation,
- *              use and free of the iteration, and each operation's time
- *   RECORDED   the GPU times are delivered (a CUPTI flush), then
- *              plan_make (planrun.c) plans
- *   READY      planned; the plan starts at the next iteration's start
- *   RUNNING    after each operation, the plan's offloads and restores for
- *              that position in the iteration are issued
- * When the job departs from what was learned (the finder sees another
- * operation, or an allocation of the iteration has another size than the
- * one recorded) the plan stops, the mover's fault path keeps the job
- * correct, and the next iteration is recorded again. After
- * EXEC_MAX_DEPARTURES departures ebb stops planning and says so.
+ * The executor takes orders; the lifecycle's owner (src/engine/life.c)
+ * decides when to record, plan, start, stop and learn again:
+ *   exec_record_begin .. exec_record_end  record one iteration: every
+ *              movable buffer alive at its start, every allocation, use and
+ *              free in it, and each operation's host and GPU time
+ *   exec_record_take, exec_plan_make, exec_plan_install  plan it: the
+ *              recording leaves under the state lock, the plan is made
+ *              without it, and is installed under it again
+ *   exec_run_start .. exec_run_stop  run it: after each operation, the
+ *              plan's offloads and restores for that position are issued
+ * Allocations of another size than the recording's, or an iteration of
+ * another length, are reported to the owner as departures; the mover's
+ * fault path keeps the job correct whatever the executor does.
  *
  * Operations are named by the engine's sequence numbers; position i of an
- * iteration that starts at s0 is operation s0 + i. The engine calls every
- * function with its mutex held, except exec_gpu_time and exec_plan_now.
+ * iteration that starts at s0 is operation s0 + i. Every function is
+ * called with ebb_state_lock held (locks.h), except exec_gpu_time (any
+ * thread, its own lock) and exec_plan_make (no lock, one call at a time).
  */
 #ifndef EBB_EXEC_H
 #define EBB_EXEC_H
 
-#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "buftab.h"
@@ -33,21 +32,32 @@
 
 struct ebb_conf;
 
-#define EXEC_MAX_DEPARTURES 5
+/* A recorded iteration taken out for planning (exec_record_take). */
+struct exec_recorded;
+
+/* A plan made of it, or why none was (exec_plan_make). */
+struct exec_made;
 
 void exec_init(const struct ebb_conf *conf, struct buftab *tab);
 
-/* Whether the engine plans at all (offload mode, EBB_PLAN). */
-int exec_enabled(void);
+/* ---- recording ---- */
 
-/* The finder found the iteration (period operations). */
-void exec_found(uint64_t period);
+/* Record the iteration of period operations that starts with operation
+ * s0. Returns 0, or -1 when it cannot be recorded (said: ebb does not
+ * plan). */
+int exec_record_begin(uint64_t s0, uint64_t period);
 
-/* The iteration of period operations starts with operation next_seq. */
-void exec_boundary(uint64_t next_seq, uint64_t period);
+/* The recorded iteration ended: its last operation was issued. */
+void exec_record_end(void);
 
-/* The engine allocated b (served by the mover) before operation next_seq. */
-void exec_alloc(struct ebb_buf *b, uint64_t next_seq);
+/* Forget the recording, open or ended (a departure). */
+void exec_record_drop(void);
+
+/* The engine allocated b (served by the mover) before operation next_seq:
+ * recorded, or matched to the running plan's allocation of that ordinal.
+ * Returns 0, or -1 with why filled when the allocation departs from the
+ * plan's. */
+int exec_alloc(struct ebb_buf *b, uint64_t next_seq, char *why, size_t len);
 
 /* The job freed b after operation last_seq. */
 void exec_free(struct ebb_buf *b, uint64_t last_seq);
@@ -59,38 +69,54 @@ void exec_free(struct ebb_buf *b, uint64_t last_seq);
 void exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n,
     unsigned xfer, int sync);
 
-/* Operation seq was handed to the driver on stream st (NULL: a
- * synchronisation): issue what the plan does after it. May release the
- * engine mutex while the host waits for an offload to land. Returns 1 when
- * it moved buffers (or tried to), else 0. */
-int exec_after_op(uint64_t seq, struct ebb_stream *st);
-
-/* The finder saw an operation other than the learned one at seq. */
-void exec_departed(uint64_t seq, const char *why);
-
-/* Whether the engine may stop learning (and detach CUPTI): planning is
- * off, or the plan has run two whole iterations without departing. */
-int exec_learned(void);
-
-/* Whether a recorded iteration waits for its plan; when it does, the
- * caller flushes CUPTI (which delivers the iteration's GPU times) and
- * calls exec_plan_now without the engine mutex, on any thread. */
-int exec_plan_due(void);
-
-/* GPU times of operation seq (CUPTI clock, ns). Takes its own lock. */
+/* GPU times of operation seq (CUPTI clock, ns). Any thread; takes its own
+ * lock. */
 void exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end);
 
-/* Plan the recorded iteration. Called without the engine mutex; lock is
- * it. The job may go on meanwhile: a departure drops the plan being made,
- * and calls on other threads wait for this one. */
-void exec_plan_now(pthread_mutex_t *lock);
+/* ---- planning ---- */
 
-/* In the child of a fork (the engine mutex held): no plan is being made. */
-void exec_atfork_child(void);
+/* Take the ended recording out, with the mover's state the plan depends
+ * on (its fixed bytes, EBB_LIMIT, what a move costs the host). Returns it,
+ * or NULL when there is none or no memory (the recording is dropped). */
+struct exec_recorded *exec_record_take(void);
+
+/* Plan r, which it frees. Called without ebb_state_lock, one call at a
+ * time (the per-token times are the planner's). Returns the result (NULL:
+ * no memory), a plan or why there is none. */
+struct exec_made *exec_plan_make(struct exec_recorded *r);
+
+/* Install m's plan to start at the next iteration's start, and say what it
+ * does and costs (trace notes, log lines). Returns 0, or -1 when m holds
+ * no plan (said, with why). */
+int exec_plan_install(struct exec_made *m);
+
+/* Free m (after exec_plan_install, or instead of it). */
+void exec_made_free(struct exec_made *m);
+
+/* ---- running ---- */
+
+/* Start the installed plan with the iteration that starts at next_seq. */
+void exec_run_start(uint64_t next_seq);
+
+/* An iteration of period operations starts with operation next_seq while
+ * the plan runs. Returns 0, or -1 with why filled when its length is not
+ * the plan's. */
+int exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len);
+
+/* Stop the running plan and drop an installed one. */
+void exec_run_stop(void);
+
+/* Whole iterations the running plan has run (0: none runs). */
+uint64_t exec_run_iterations(void);
+
+/* Operation seq was handed to the driver on stream st (NULL: a
+ * synchronisation): issue what the running plan does after it. May
+ * release ebb_state_lock while the host waits for an offload to land.
+ * Returns 1 when it moved buffers (or tried to), else 0. */
+int exec_after_op(uint64_t seq, struct ebb_stream *st);
 
 struct exec_stats {
 	uint64_t plans;		/* plans made */
-	uint64_t departures;
 	uint64_t iterations_run;	/* iterations started under a plan */
 	uint64_t actions_missed;	/* a planned buffer was not there */
 	uint64_t planned_peak;	/* bytes, of the last plan */

@@ -29,7 +29,7 @@ struct block {
 	struct block *next;
 };
 
-/* What mover.c alone keeps (engine mutex held). */
+/* What mover.c alone keeps (ebb_state_lock held). */
 struct mover_serving {
 	const char *failed_why;	/* why mover_init failed for good (NULL: it has not) */
 	uint64_t min_offload;	/* buffers of fewer bytes never move */
@@ -139,7 +139,7 @@ reclaim_block(int wait, size_t rsize)
 		 * first. The newest is often the job's last free, right before
 		 * the allocation that waits: waiting for it would let the
 		 * device run dry while the host then maps the memory. The wait
-		 * holds the engine mutex: the work it waits for needs no lock.
+		 * holds ebb_state_lock: the work it waits for needs no lock.
 		 */
 		if (!wait || oldest == NULL || mover_tag_sync(&(*oldest)->tag) != CUDA_SUCCESS)
 			return 0;
@@ -317,7 +317,7 @@ mover_refuse(size_t size, const char *why)
  * (not yet, with no current context; or for good, said, with the reason in
  * serving.failed_why). */
 int
-mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(struct ebb_buf *))
+mover_init(const struct ebb_conf *conf)
 {
 	CUdevice dev;
 	size_t total = 0;
@@ -328,8 +328,6 @@ mover_init(const struct ebb_conf *conf, pthread_mutex_t *mutex, void (*put)(stru
 		return -1;
 	if (ebb_real.cuCtxGetCurrent(&mover.ctx) != CUDA_SUCCESS || mover.ctx == NULL)
 		return -1;	/* not yet: try again at the next allocation */
-	mover.engine_lock = mutex;
-	mover.recycle = put;
 	CUresult r = ebb_real.cuCtxGetDevice(&dev);
 	if (r != CUDA_SUCCESS) {
 		ebb_log(EBB_LOG_WARN, "cuCtxGetDevice failed (error %d): ebb cannot offload, EBB_LIMIT "

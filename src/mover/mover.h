@@ -21,7 +21,7 @@
  *   the allocation fails with CUDA_ERROR_OUT_OF_MEMORY, as the driver's
  *   would.
  *
- * Every function runs with the engine mutex held; the mover releases it
+ * Every function runs with ebb_state_lock held; the mover releases it
  * only while it waits for a worker to free memory.
  */
 #ifndef EBB_MOVER_H
@@ -71,7 +71,7 @@ struct mover_stats {
 	uint64_t host_pin_ns;		/* spent pinning it (out of the offloads' costs) */
 	uint64_t handles_created;
 	/* the host's time in ebb's moves (the job's thread, or the worker holding
-	 * the engine mutex, which the job's thread then waits for) */
+	 * ebb_state_lock, which the job's thread then waits for) */
 	uint64_t self_ns;		/* in the mover's entry points, waits included,
 					 * while timed (mover_time_self) */
 	uint64_t offload_host_ns, offloads_timed;	/* issuing offload copies */
@@ -80,13 +80,12 @@ struct mover_stats {
 };
 
 /*
- * Set up on the first allocation, in the job's current context. lock is the
- * engine mutex, recycle gives a buffer struct back to the engine. Returns 0,
+ * Set up on the first allocation, in the job's current context. Returns 0,
  * or -1 (said once: ebb then passes allocations to the driver and moves
- * nothing).
+ * nothing). The mover runs under ebb_state_lock (locks.h), its workers
+ * included.
  */
-int mover_init(const struct ebb_conf *conf, pthread_mutex_t *lock,
-    void (*recycle)(struct ebb_buf *));
+int mover_init(const struct ebb_conf *conf);
 
 /* Whether the mover serves allocations now. */
 int mover_on(void);

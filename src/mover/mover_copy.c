@@ -5,7 +5,7 @@
  * One queue and one worker a direction: the copies of a stream finish in
  * order, and an offload's memory is released as soon as its copy lands, not
  * after a restore queued before it (whose copy may wait for the device to
- * reach its operation). A worker waits without the engine mutex and takes
+ * reach its operation). A worker waits without ebb_state_lock and takes
  * it to retire a copy.
  */
 #include "config.h"
@@ -15,6 +15,7 @@
 
 #include "ebb.h"
 #include "hostpool.h"
+#include "locks.h"
 #include "real.h"
 #include "log.h"
 #include "mover_int.h"
@@ -86,7 +87,7 @@ void
 mover_copy_wait_room(uint64_t *ns, const char *what, uint64_t seq)
 {
 	uint64_t t0 = ebb_now_ns();
-	pthread_cond_wait(&copies.room_cond, mover.engine_lock);
+	pthread_cond_wait(&copies.room_cond, &ebb_state_lock);
 	mover_host_waited(ns, t0, what, seq);
 }
 
@@ -152,7 +153,7 @@ retire_offload(struct work *w)
 	}
 	streams_event_put(w->ev, 1);
 	if (--b->mv.pending == 0 && b->mv.freed)
-		mover.recycle(b);
+		ebb_buf_put(b);
 }
 
 /* Retire a finished restore: free its host copy, and note how long the
@@ -168,7 +169,7 @@ retire_restore(struct work *w)
 		if (b->mv.arrive == w->ev)
 			b->mv.arrive = NULL;
 		if (--b->mv.pending == 0 && b->mv.freed)
-			mover.recycle(b);
+			ebb_buf_put(b);
 	}
 	if (w->pre != NULL) {
 		float ms = 0;
@@ -240,14 +241,14 @@ abandon(struct work *w, CUresult err)
 		if (b->mv.ev == w->ev)
 			b->mv.ev = NULL;
 		if (--b->mv.pending == 0 && b->mv.freed)
-			mover.recycle(b);
+			ebb_buf_put(b);
 	} else {
 		/* later uses wait for b->mv.arrive on the device, as before */
 		if (b != NULL) {
 			b->pinned |= EBB_PIN_FAILED;
 			mover_lru_remove(b);
 			if (--b->mv.pending == 0 && b->mv.freed)
-				mover.recycle(b);
+				ebb_buf_put(b);
 		}
 	}
 	free(w);
@@ -268,21 +269,21 @@ worker_main(void *arg)
 		ebb_log(EBB_LOG_ERROR, "ebb's %s worker cannot make the job's context current (error "
 		    "%d): the memory of its copies is never released", q ==
 		    &copies.queues[W_OFFLOADED] ? "offload" : "restore", (int)cr);
-	pthread_mutex_lock(mover.engine_lock);
+	pthread_mutex_lock(&ebb_state_lock);
 	for (;;) {
 		while (!copies.stopping && q->head == NULL)
-			pthread_cond_wait(&q->cond, mover.engine_lock);
+			pthread_cond_wait(&q->cond, &ebb_state_lock);
 		if (copies.stopping && q->head == NULL)
 			break;
 		/* it stays queued, in flight to mover_copy_inflight_sized, until retired */
 		struct work *w = q->head;
-		pthread_mutex_unlock(mover.engine_lock);
+		pthread_mutex_unlock(&ebb_state_lock);
 		CUresult r = streams_event_wait(w->ev);
 		if (r == CUDA_SUCCESS && w->pre != NULL && streams_event_wait(w->pre) != CUDA_SUCCESS) {
 			/* the stall's timing only: the copy itself is done */
 			w->pre = NULL;
 		}
-		pthread_mutex_lock(mover.engine_lock);
+		pthread_mutex_lock(&ebb_state_lock);
 		q->head = w->next;	/* only this worker takes from q */
 		if (q->head == NULL)
 			q->tail = NULL;
@@ -291,7 +292,7 @@ worker_main(void *arg)
 		else
 			abandon(w, r);
 	}
-	pthread_mutex_unlock(mover.engine_lock);
+	pthread_mutex_unlock(&ebb_state_lock);
 	return NULL;
 }
 
@@ -319,7 +320,7 @@ mover_shutdown(void)
 	copies.stopping = 1;
 	for (int k = 0; k < 2; k++)
 		pthread_cond_signal(&copies.queues[k].cond);
-	pthread_mutex_unlock(mover.engine_lock);
+	pthread_mutex_unlock(&ebb_state_lock);
 	/* The copies they wait for finish on their own; do not hang an exit on a
 	 * device that stopped answering. */
 	struct timespec until;
@@ -329,7 +330,7 @@ mover_shutdown(void)
 		if (pthread_timedjoin_np(copies.queues[k].thread, NULL, &until) != 0)
 			ebb_log(EBB_LOG_WARN, "ebb's %s worker did not stop within 5 s at exit",
 			    k == W_OFFLOADED ? "offload" : "restore");
-	pthread_mutex_lock(mover.engine_lock);
+	pthread_mutex_lock(&ebb_state_lock);
 	copies.workers_started = 0;
 }
 
@@ -580,9 +581,9 @@ mover_copy_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, u
 	if (gate_ev != NULL) {
 		/* the host is ahead of the device: take the memory when the device is near */
 		uint64_t t0 = ebb_now_ns();
-		pthread_mutex_unlock(mover.engine_lock);
+		pthread_mutex_unlock(&ebb_state_lock);
 		ebb_real.cuEventSynchronize(gate_ev);
-		pthread_mutex_lock(mover.engine_lock);
+		pthread_mutex_lock(&ebb_state_lock);
 		mover_host_waited(&mover.stats.wait_gate_ns, t0, "gate", seq);
 		streams_done(after, gate);
 	}
@@ -593,7 +594,7 @@ mover_copy_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, u
 	if (--b->mv.pending == 0 && b->mv.freed) {
 		if (h != NULL)
 			vmm_pool_put(h);
-		mover.recycle(b);
+		ebb_buf_put(b);
 		return 0;
 	}
 	if (b->mv.freed || mover.capturing || b->mv.state != EBB_ON_HOST) {

@@ -9,7 +9,7 @@
  * mover_copy.c  offload and restore copies, and the workers that retire them
  * mover_rate.c  copy bandwidth measured at start, and the rates copies get
  *
- * Everything here runs with the engine mutex held, as the entry points do,
+ * Everything here runs with ebb_state_lock held, as the entry points do,
  * unless it says otherwise.
  */
 #ifndef EBB_MOVER_INT_H
@@ -30,10 +30,6 @@ struct vmm_handle;
 /* The state more than one file of the mover reads (defined in mover.c). */
 struct mover {
 	int on;				/* mover_init succeeded: the mover serves allocations */
-	pthread_mutex_t *engine_lock;	/* the engine mutex (mover_init): held by whatever
-					 * runs in the mover, workers included; released
-					 * only to wait */
-	void (*recycle)(struct ebb_buf *);	/* gives a buffer struct back to the engine */
 	CUcontext ctx;			/* the context whose buffers move: the first one's */
 	CUstream d2h, h2d;		/* ebb's copy streams, to the host and to the device */
 	uint64_t limit;			/* EBB_LIMIT as the mover applies it, in bytes */

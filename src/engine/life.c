@@ -1,14 +1,29 @@
 /*
- * learn.c: learning the job's iteration, and what CUPTI does meanwhile.
+ * life.c: the lifecycle's owner: one state machine (enum life_state,
+ * engine_int.h) that learns the job's iteration, has the executor record
+ * it, plans it on a thread of its own, starts the plan, and learns again
+ * when the job departs from it; and what CUPTI does meanwhile.
  *
  * Each operation's token goes to the iteration finder (or, under
  * EBB_ITER_KERNEL, each launch of the named kernel marks an iteration);
- * learn_step writes the I and D records, tells the executor where
- * iterations start and whether the job departed from the one learned, and
- * decides what CUPTI should do: attached at the first operation, paused
- * when learning ends, recording again at a departure, finalised when
- * nothing more is to be timed. learn_cupti_act carries the decision out
- * without engine_lock, and learn_plan_now starts the planner's thread.
+ * life_step writes the I and D records, moves the state on at iteration
+ * starts and departures, gives the executor its orders, and decides what
+ * CUPTI should do: attached at the first operation, paused when learning
+ * ends, recording again at a departure, finalised when nothing more is to
+ * be timed. life_cupti_act carries the decision out without
+ * ebb_state_lock, and life_plan_now starts the planner's thread.
+ *
+ *   SEARCH --found--> ARMED --start--> RECORDING --start--> RECORDED
+ *     ^   \--found, no planning--> TIMING                      |
+ *     |                                          planner thread |
+ *     |                RUNNING <--start-- READY <-- PLANNING <--/
+ *     |                   |  \--departs from the plan--> ARMED
+ *     \--the finder sees another operation (from any state)
+ * A plan that cannot be made, a recording that cannot be taken, or
+ * LIFE_MAX_DEPARTURES departures turn planning off (TIMING: the job runs
+ * under the mover alone). Learning ends (learned) once the iteration has
+ * been timed EBB_LEARN_ITERS times and, where a plan is made, it has run
+ * two whole iterations; GAVE_UP: no iteration was found.
  */
 #include "config.h"
 
@@ -16,6 +31,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "conf.h"
 #include "ebb.h"
@@ -23,15 +39,21 @@
 #include "exec.h"
 #include "iter.h"
 #include "kparam.h"
+#include "locks.h"
 #include "log.h"
 #include "mover.h"
 #include "real.h"
 #include "trace.h"
 #include "tracer.h"
 
-/* Held while CUPTI is attached, paused, resumed or detached: the lock
- * order is in engine_int.h. */
+/* Held while CUPTI is attached, paused, resumed or detached (locks.h). */
 pthread_mutex_t cupti_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Departures after which ebb stops planning. */
+#define LIFE_MAX_DEPARTURES 5
+
+/* Held while a plan is made, one at a time (locks.h). */
+static pthread_mutex_t planning = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- CUPTI ---- */
 
@@ -53,18 +75,18 @@ gpu_times(uint64_t seq, uint64_t start, uint64_t end, void *ctx)
 	ebb_line_end(&l);
 }
 
-/* Attach CUPTI; called without engine_lock (CUPTI may call back). When it
+/* Attach CUPTI; called without ebb_state_lock (CUPTI may call back). When it
  * cannot be attached, cupti_wanted is cleared. */
 void
-learn_cupti_start(void)
+life_cupti_start(void)
 {
 	ebb_inside = 1;
 	int r = ebb_cupti_attach(engine.conf->cupti_lib, gpu_times, NULL);
 	ebb_inside = 0;
 	if (r < 0) {
-		pthread_mutex_lock(&engine_lock);
+		pthread_mutex_lock(&ebb_state_lock);
 		engine.cupti_wanted = 0;
-		pthread_mutex_unlock(&engine_lock);
+		pthread_mutex_unlock(&ebb_state_lock);
 		return;
 	}
 	ebb_trace_note("cupti", ebb_cupti_path());
@@ -72,9 +94,9 @@ learn_cupti_start(void)
 }
 
 /* Detach CUPTI, noting why and what it timed in the trace; the caller
- * holds cupti_lock and not engine_lock (the flush calls gpu_times). */
+ * holds cupti_lock and not ebb_state_lock (the flush calls gpu_times). */
 void
-learn_cupti_stop(const char *why)
+life_cupti_stop(const char *why)
 {
 	ebb_inside = 1;
 	uint64_t n = ebb_cupti_detach();
@@ -89,7 +111,7 @@ learn_cupti_stop(const char *why)
 	ebb_trace_note_u64("cupti-activities-of-others", others);
 }
 
-/* Pause CUPTI when learning ends; called without engine_lock. */
+/* Pause CUPTI when learning ends; called without ebb_state_lock. */
 static void
 cupti_pause(void)
 {
@@ -100,7 +122,7 @@ cupti_pause(void)
 	ebb_trace_note_u64("cupti-timed", n);
 }
 
-/* Record again at a departure after learning; called without engine_lock. */
+/* Record again at a departure after learning; called without ebb_state_lock. */
 static void
 cupti_resume(void)
 {
@@ -115,7 +137,7 @@ cupti_resume(void)
 
 /* An iteration starts at operation seq (period: the period known, 0 if
  * none): count it, sample the device's memory in offload mode, and write
- * an I record. Caller holds engine_lock. */
+ * an I record. Caller holds ebb_state_lock. */
 static void
 trace_iteration(uint64_t seq, uint64_t period)
 {
@@ -142,12 +164,13 @@ trace_iteration(uint64_t seq, uint64_t period)
  * at a departure (the iteration is planned again, with GPU times); in
  * observe mode nothing more is timed, and it is finalised, since even
  * paused it slows every launch, which a launch-bound job feels. Caller
- * holds engine_lock. */
+ * holds ebb_state_lock. */
 static int
 learned(uint64_t seq)
 {
 	struct mover_stats ms;
 
+	__atomic_store_n(&engine.learned, 1, __ATOMIC_RELAXED);
 	mover_stats(&ms);
 	engine.created_at_learned = ms.handles_created;
 	ebb_trace_note_u64("learned", seq);
@@ -158,6 +181,111 @@ learned(uint64_t seq)
 	engine.cupti_hold_until = seq + engine.conf->learn_launches;
 	atomic_store(&engine.cupti_goal, CUPTI_GOAL_PAUSED);
 	return CUPTI_PAUSE;
+}
+
+/* Where the planning path leaves the state when planning stops for good:
+ * TIMING once the iteration is found, else SEARCH. */
+static enum life_state
+without_planning(enum life_state next)
+{
+	engine.plan_on = 0;
+	return next == LIFE_SEARCH ? LIFE_SEARCH : LIFE_TIMING;
+}
+
+/* Set the state (site_now reads it without the lock). */
+static void
+life_set(enum life_state s)
+{
+	__atomic_store_n(&engine.life, s, __ATOMIC_RELAXED);
+}
+
+/*
+ * The job departed from the plan or its recording at operation seq, for
+ * why: stop the plan, drop the recording, count the departure, and go to
+ * next (ARMED: record the next iteration; SEARCH: find the iteration
+ * again). After LIFE_MAX_DEPARTURES ebb stops planning and says so. A plan
+ * being made (PLANNING) is dropped when it is done. Caller holds
+ * ebb_state_lock.
+ */
+static void
+depart(uint64_t seq, const char *why, enum life_state next)
+{
+	static int said;
+	char buf[256];
+
+	snprintf(buf, sizeof buf, "seq=%llu:%s", (unsigned long long)seq, why);
+	ebb_trace_note("plan-departed", buf);
+	if (engine.life == LIFE_RUNNING || engine.life == LIFE_READY) {
+		exec_run_stop();
+		ebb_log(EBB_LOG_INFO, "operation %llu departs from the planned iteration (%s); the "
+		    "plan stops and the iteration is learned again", (unsigned long long)seq, why);
+	}
+	if (engine.life == LIFE_RECORDING || engine.life == LIFE_RECORDED)
+		exec_record_drop();
+	engine.departures++;
+	if (engine.departures >= LIFE_MAX_DEPARTURES) {
+		if (!said)
+			ebb_log(EBB_LOG_WARN, "the job departed from its learned iteration %llu times (last "
+			    "at operation %llu: %s); ebb stops planning and moves buffers only when over "
+			    "EBB_LIMIT", (unsigned long long)engine.departures, (unsigned long long)seq,
+			    why);
+		said = 1;
+		life_set(without_planning(next));
+		return;
+	}
+	life_set(next);
+}
+
+/* The finder (or EBB_ITER_KERNEL's marks) found the iteration: record it
+ * where a plan is to be made, else time it. Caller holds ebb_state_lock. */
+static void
+found(void)
+{
+	if (engine.life == LIFE_SEARCH)
+		life_set(engine.plan_on ? LIFE_ARMED : LIFE_TIMING);
+}
+
+/* The iteration of period operations starts with operation next_seq:
+ * start or end the recording, start the plan, or follow the running one.
+ * Caller holds ebb_state_lock. */
+static void
+boundary(uint64_t next_seq, uint64_t period)
+{
+	char why[128];
+
+	switch (engine.life) {
+	case LIFE_ARMED:
+		if (exec_record_begin(next_seq, period) == 0)
+			life_set(LIFE_RECORDING);
+		else
+			life_set(without_planning(LIFE_ARMED));
+		break;
+	case LIFE_RECORDING:
+		exec_record_end();
+		life_set(LIFE_RECORDED);
+		break;
+	case LIFE_READY:
+		exec_run_start(next_seq);
+		life_set(LIFE_RUNNING);
+		/* fall through */
+	case LIFE_RUNNING:
+		if (exec_run_boundary(next_seq, period, why, sizeof why) < 0)
+			depart(next_seq, why, LIFE_ARMED);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Whether planning lets learning end: there is none, or the plan has run
+ * two whole iterations. (A micro-batch taken for the iteration runs one or
+ * two before the optimizer step departs from it; CUPTI is still there for
+ * the iteration learned then.) */
+static int
+plan_settled(void)
+{
+	return !engine.plan_on || engine.life == LIFE_SEARCH ||
+	    (engine.life == LIFE_RUNNING && exec_run_iterations() >= 2);
 }
 
 /*
@@ -183,15 +311,14 @@ period_confirmed(void)
  * iteration learned again, say the whole one after a micro-batch taken for
  * it, is planned with GPU times; finalised once EBB_LEARN_LAUNCHES
  * operations have passed after learning without one). Caller holds
- * engine_lock.
+ * ebb_state_lock.
  */
 int
-learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
+life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 {
 	int cupti_action = CUPTI_KEEP;
 
-	if (engine.cupti_hold_until != 0 && seq >= engine.cupti_hold_until &&
-	    engine.learn == LEARN_DONE) {
+	if (engine.cupti_hold_until != 0 && seq >= engine.cupti_hold_until && engine.learned) {
 		engine.cupti_hold_until = 0;
 		atomic_store(&engine.cupti_goal, CUPTI_GOAL_OFF);
 		return CUPTI_DETACH;
@@ -204,17 +331,16 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		engine.stats.period = period;
 		trace_iteration(seq, period);
 		if (period > 0) {
-			exec_found(period);
-			exec_boundary(seq + 1, period);
+			found();
+			boundary(seq + 1, period);
 		}
-		if (engine.learn != LEARN_DONE && engine.iter_count > engine.conf->learn_iters &&
-		    exec_learned()) {
-			engine.learn = LEARN_DONE;
+		if (!engine.learned && engine.iter_count > engine.conf->learn_iters &&
+		    plan_settled()) {
 			cupti_action = learned(seq);
 		}
 		return cupti_action;
 	}
-	if (!engine.finder_ok || engine.learn == LEARN_GAVE_UP)
+	if (!engine.finder_ok || engine.life == LIFE_GAVE_UP)
 		return 0;
 	enum iter_event e = iter_push(&engine.finder, token, sync, engine.tab.bytes);
 	switch (e) {
@@ -230,8 +356,7 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 				trace_iteration(s, p);
 		}
 		engine.iters_timed = engine.finder.found_complete;
-		engine.learn = LEARN_FOUND;
-		exec_found(p);
+		found();
 		ebb_log(EBB_LOG_INFO, "iteration found: %llu operations", (unsigned long long)p);
 		break;
 	}
@@ -252,8 +377,11 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		ebb_log(EBB_LOG_INFO, "operation %llu departs from the learned iteration; learning again",
 		    (unsigned long long)seq);
 		engine.stats.period = 0;
-		engine.learn = LEARN_SEARCH;
-		exec_departed(seq, "another operation than the learned iteration's");
+		__atomic_store_n(&engine.learned, 0, __ATOMIC_RELAXED);
+		if (engine.life >= LIFE_ARMED && engine.life <= LIFE_RUNNING)
+			depart(seq, "another operation than the learned iteration's", LIFE_SEARCH);
+		else if (engine.life != LIFE_GAVE_UP)
+			life_set(LIFE_SEARCH);
 		if (atomic_load(&engine.cupti_goal) == CUPTI_GOAL_PAUSED) {
 			atomic_store(&engine.cupti_goal, CUPTI_GOAL_RECORD);
 			cupti_action = CUPTI_RESUME;
@@ -264,27 +392,27 @@ learn_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		ebb_log(EBB_LOG_WARN, "no repeating iteration found in %llu operations "
 		    "(EBB_LEARN_LAUNCHES); set EBB_ITER_KERNEL to the name of the kernel that starts "
 		    "an iteration", (unsigned long long)engine.conf->learn_launches);
-		engine.learn = LEARN_GAVE_UP;
+		life_set(LIFE_GAVE_UP);
 		atomic_store(&engine.cupti_goal, CUPTI_GOAL_OFF);
 		cupti_action = CUPTI_DETACH;
 		break;
 	}
 	/* the next token starts an iteration */
 	if (engine.finder.period != 0 && engine.finder.pos == 0)
-		exec_boundary(seq + 1, engine.finder.period);
-	if (engine.learn == LEARN_FOUND && engine.iters_timed >= engine.conf->learn_iters &&
-	    period_confirmed() && exec_learned()) {
-		engine.learn = LEARN_DONE;
+		boundary(seq + 1, engine.finder.period);
+	if (!engine.learned && engine.life != LIFE_SEARCH && engine.life != LIFE_GAVE_UP &&
+	    engine.iters_timed >= engine.conf->learn_iters && period_confirmed() &&
+	    plan_settled()) {
 		cupti_action = learned(seq);
 	}
 	return cupti_action;
 }
 
-/* After a learn_step that changed cupti_goal, with engine_lock released:
+/* After a life_step that changed cupti_goal, with ebb_state_lock released:
  * make CUPTI what the goal now is (paused, recording or finalised), and put
  * the learning iterations' records on disk. */
 void
-learn_cupti_act(int action)
+life_cupti_act(int action)
 {
 	if (action == CUPTI_KEEP)
 		return;
@@ -300,7 +428,7 @@ learn_cupti_act(int action)
 		break;
 	default:
 		if (ebb_cupti_attached() || ebb_cupti_paused())
-			learn_cupti_stop(engine.learn == LEARN_GAVE_UP ? "gave-up" : "learned");
+			life_cupti_stop(engine.life == LIFE_GAVE_UP ? "gave-up" : "learned");
 		break;
 	}
 	pthread_mutex_unlock(&cupti_lock);
@@ -308,24 +436,83 @@ learn_cupti_act(int action)
 		ebb_trace_flush();
 }
 
+/* ---- allocation ---- */
+
+void
+life_alloc(struct ebb_buf *b, uint64_t next_seq)
+{
+	char why[128];
+
+	if (exec_alloc(b, next_seq, why, sizeof why) < 0)
+		depart(next_seq, why, LIFE_ARMED);
+}
+
+int
+life_plan_due(void)
+{
+	return engine.life == LIFE_RECORDED;
+}
+
+int
+life_timing(void)
+{
+	return !__atomic_load_n(&engine.learned, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&engine.life, __ATOMIC_RELAXED) != LIFE_GAVE_UP;
+}
+
 /* ---- planning ---- */
 
-/* The thread a plan is made on (learn_plan_now). */
+/* Make the plan of the recorded iteration: the recording leaves under
+ * ebb_state_lock, the plan is made without it (the job goes on under the
+ * mover meanwhile), and is installed under it unless the job departed
+ * meanwhile. One at a time (planning). Called without ebb_state_lock. */
+static void
+plan_recorded(void)
+{
+	pthread_mutex_lock(&planning);
+	pthread_mutex_lock(&ebb_state_lock);
+	if (engine.life != LIFE_RECORDED) {
+		pthread_mutex_unlock(&ebb_state_lock);
+		pthread_mutex_unlock(&planning);
+		return;
+	}
+	life_set(LIFE_PLANNING);
+	struct exec_recorded *r = exec_record_take();
+	pthread_mutex_unlock(&ebb_state_lock);
+
+	struct exec_made *m = r != NULL ? exec_plan_make(r) : NULL;
+
+	pthread_mutex_lock(&ebb_state_lock);
+	if (engine.life == LIFE_PLANNING) {
+		if (m == NULL)
+			ebb_log(EBB_LOG_WARN, "ebb could not plan the iteration (out of memory); buffers "
+			    "move only when over EBB_LIMIT");
+		if (m != NULL && exec_plan_install(m) == 0)
+			life_set(LIFE_READY);
+		else
+			life_set(without_planning(LIFE_TIMING));
+	}
+	pthread_mutex_unlock(&ebb_state_lock);
+	exec_made_free(m);
+	pthread_mutex_unlock(&planning);
+}
+
+/* The thread a plan is made on (life_plan_now). */
 static void *
 planner_main(void *arg)
 {
 	(void)arg;
 	ebb_inside = 1;		/* nothing this thread calls is the job's */
-	exec_plan_now(&engine_lock);
+	plan_recorded();
 	return NULL;
 }
 
 /* Plan the recorded iteration, with CUPTI's times for it (CUPTI stays
  * attached until the plan has run two whole iterations: a plan that departs
  * at once, say of a micro-batch taken for the iteration, is learned again
- * with GPU times). Called without engine_lock. */
+ * with GPU times). Called without ebb_state_lock. */
 void
-learn_plan_now(void)
+life_plan_now(void)
 {
 	if (ebb_cupti_attached()) {
 		/* every activity of the recorded iteration has finished (once a plan) */
@@ -354,5 +541,15 @@ learn_plan_now(void)
 		pthread_attr_destroy(&a);
 	}
 	if (r != 0)
-		exec_plan_now(&engine_lock);	/* no thread: plan here */
+		plan_recorded();	/* no thread: plan here */
+}
+
+/* In the child of a fork (ebb_state_lock held): no plan is being made
+ * there, since the planner's thread is not. */
+void
+life_atfork_child(void)
+{
+	pthread_mutex_init(&planning, NULL);
+	if (engine.life == LIFE_PLANNING)
+		life_set(without_planning(LIFE_TIMING));
 }
