@@ -29,7 +29,7 @@ src_libebbcommon_la_LIBADD = $(PTHREAD_LIBS)
 noinst_LTLIBRARIES += src/libebbcore.la
 src_libebbcore_la_SOURCES = \
 	src/core/ebb.h src/core/real.h src/core/syms.def \
-	src/core/buftab.c src/core/buftab.h \
+	src/core/buftab.c src/core/buftab.h src/core/locks.h \
 	src/core/streams.c src/core/streams.h \
 	src/core/kparam.c src/core/kparam.h \
 	src/core/callsite.c src/core/callsite.h \
