@@ -315,7 +315,8 @@ START_TEST(vmm_mappings_seen)
 	const char *tight[] = { "EBB_MODE=offload", "EBB_LIMIT=6M", NULL };
 	run_ebb(argv, tight, path, &r);
 	expect_ok(&r);
-	ck_assert_int_eq(count_substr(r.err, "over EBB_LIMIT=6291456; ebb cannot move them"), 1);
+	ck_assert_int_eq(count_substr(r.err, "EBB_LIMIT=6291456 leaves beside the driver's own "
+	    "memory for the process; ebb cannot move them"), 1);
 	trace_load(path, &t);
 	ck_assert_uint_eq(summary(&t, "over-limit-allocations"), 2);
 	trace_free(&t);
@@ -808,6 +809,32 @@ START_TEST(plan_moves_ahead_of_use)
 }
 END_TEST
 
+/*
+ * Device memory the driver takes for the process beyond ebb's buffers (here
+ * each function's code, loaded at its first launch as CUDA's lazy loading
+ * does) counts against EBB_LIMIT: the device never holds more than the
+ * limit, ebb says how much of it was the driver's, and the plan still runs.
+ */
+START_TEST(limit_counts_driver_memory)
+{
+	const char *path = tmp_file("lazy");
+	struct run_result r;
+	struct trace t;
+	unsigned long long frees, peak;
+
+	run_plan("30", "FAKECUDA_LAZY_LOAD_BYTES=2M", path, &r, &t);
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_le(peak, 56ULL << 20);
+	ck_assert_uint_ge(summary(&t, "device-beyond-held-bytes"), 4ULL << 20);
+	ck_assert_int_eq(count_substr(r.err, "EBB_LIMIT=58720256 counts them"), 1);
+	ck_assert_uint_eq(summary(&t, "plans"), 1);
+	ck_assert_uint_ge(summary(&t, "plan-iterations"), 20);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /* Under the plan's bound (the lowest peak without stalls, 28 MiB here):
  * the plan meets its target with stalls, as waits where the floor wants
  * them or as the greedy search's, whichever is faster (with
@@ -1245,6 +1272,7 @@ main(void)
 	tcase_add_test(tc, offload_data_survives_3);
 	tcase_add_test(tc, offload_threads);
 	tcase_add_test(tc, plan_moves_ahead_of_use);
+	tcase_add_test(tc, limit_counts_driver_memory);
 	tcase_add_test(tc, plan_below_its_bound_waits);
 	tcase_add_test(tc, plan_margin);
 	tcase_add_test(tc, plan_out_of_time);

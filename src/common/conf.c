@@ -21,7 +21,7 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	{ "EBB_MODE", EBB_CONF_ENUM, F(mode), 0, 0, mode_names, "observe",
 	  "What ebb does: off (pass every call through), observe (record and trace, move nothing) or offload (keep the job under EBB_LIMIT by moving buffers to host memory and back).", 0, 0 },
 	{ "EBB_LIMIT", EBB_CONF_SIZE, F(limit), 0, UINT64_MAX, NULL, "0",
-	  "Device memory the job may hold in offload mode (0: what the device has); past it ebb moves buffers to the host.", 0, 0 },
+	  "Device memory the job may hold in offload mode beyond the context at start, the driver's own later memory included (0: what the device has); past it ebb moves buffers to the host.", 0, 0 },
 	{ "EBB_MIN_OFFLOAD_BYTES", EBB_CONF_SIZE, F(min_offload_bytes), 1, UINT64_MAX, NULL, "2M",
 	  "Smallest buffer that may move in offload mode (raised to the device's 2 MiB granularity if lower); smaller ones never move.", 0, 0 },
 	{ "EBB_HOST_LIMIT", EBB_CONF_SIZE, F(host_limit), 0, UINT64_MAX, NULL, "0",

@@ -35,7 +35,8 @@ struct mover_serving {
 	uint64_t min_offload;	/* buffers of fewer bytes never move */
 	uint64_t other_held;	/* device bytes of the driver's allocations
 				 * (mover_note_unmanaged) */
-	uint64_t used_at_start;	/* the device's used memory when the mover started (0: unknown) */
+	uint64_t used_at_start;	/* the device's used memory when the mover started */
+	int start_known;	/* used_at_start was measured */
 	int host_short;		/* an offload found no pinned host memory */
 	int planned;		/* the engine's plan moves buffers (mover_set_planned) */
 	struct block *blocks;	/* freed big buffers, the newest first */
@@ -43,6 +44,7 @@ struct mover_serving {
 	int said_refused;	/* a refusal was said at EBB_LOG_WARN (later ones: NOTE) */
 	int said_host_short;	/* running out of pinned host memory was said */
 	int said_over_limit;	/* the driver's allocations over EBB_LIMIT were said */
+	int said_extra;		/* the device's memory beyond ebb's, large, was said */
 	int said_create;	/* a failed cuMemCreate was said */
 };
 static struct mover_serving serving;
@@ -201,6 +203,8 @@ mover_try_handle(size_t rsize, int *device_full, CUresult *err)
 		struct vmm_handle *h = vmm_pool_take(rsize);
 		if (h != NULL)
 			return h;
+		if (!*device_full)
+			mover_sample_device();
 		if (!*device_full && mover_held_total() + rsize <= mover.limit) {
 			CUresult r = vmm_create(rsize, &h);
 			if (r == CUDA_SUCCESS) {
@@ -302,9 +306,10 @@ mover_refuse(size_t size, const char *why)
 	int level = serving.said_refused ? EBB_LOG_NOTE : EBB_LOG_WARN;
 	serving.said_refused = 1;
 	ebb_log(level, "out of memory for %zu bytes under "
-	    "EBB_LIMIT=%llu: %llu bytes held, "
+	    "EBB_LIMIT=%llu (%llu of it the driver's own for the process): %llu bytes held, "
 	    "%llu of them in movable resident buffers, %llu offloads in flight (%s%s)", size,
-	    (unsigned long long)mover.limit, (unsigned long long)mover_held_total(),
+	    (unsigned long long)mover.limit_conf,
+	    (unsigned long long)(mover.limit_conf - mover.limit), (unsigned long long)mover_held_total(),
 	    (unsigned long long)movable, (unsigned long long)mover_copy_inflight(), why,
 	    serving.host_short ? "; pinned host memory ran out" : "");
 	mover_trace_move('J', 0, NULL, size, why);
@@ -348,15 +353,17 @@ mover_init(const struct ebb_conf *conf)
 		    "offload";
 		return -1;
 	}
-	mover.limit = conf->limit ? conf->limit : total;
+	mover.limit_conf = mover.limit = conf->limit ? conf->limit : total;
 	serving.min_offload = conf->min_offload_bytes;
 	if (serving.min_offload < vmm_granularity())
 		serving.min_offload = vmm_granularity();
 	hostpool_init(conf->host_limit, (uint64_t)1 << 30);
 	mover_slab_setup();
 	size_t dfree = 0, dtotal = 0;
-	if (ebb_real.cuMemGetInfo_v2(&dfree, &dtotal) == CUDA_SUCCESS && dtotal >= dfree)
+	if (ebb_real.cuMemGetInfo_v2(&dfree, &dtotal) == CUDA_SUCCESS && dtotal >= dfree) {
 		serving.used_at_start = (uint64_t)(dtotal - dfree) - mover_held_total();
+		serving.start_known = 1;
+	}
 	if (ebb_real.cuStreamCreate(&mover.d2h, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
 	    ebb_real.cuStreamCreate(&mover.h2d, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
 		ebb_log(EBB_LOG_WARN, "cannot create ebb's copy streams; ebb moves nothing");
@@ -392,12 +399,22 @@ mover_sample_device(void)
 {
 	size_t dfree = 0, dtotal = 0;
 
-	if (!mover.on || serving.used_at_start == 0 ||
+	if (!mover.on || !serving.start_known ||
 	    ebb_real.cuMemGetInfo_v2(&dfree, &dtotal) != CUDA_SUCCESS || dtotal < dfree)
 		return;
 	uint64_t used = (uint64_t)(dtotal - dfree), held = mover_held_total() + serving.used_at_start;
-	if (used > held && used - held > mover.stats.beyond_held)
-		mover.stats.beyond_held = used - held;
+	uint64_t extra = used > held ? used - held : 0;
+	if (extra > mover.stats.beyond_held)
+		mover.stats.beyond_held = extra;
+	/* the last sample, not the most: what another process or a library
+	 * holds a while is given back to ebb when it goes */
+	mover.limit = extra < mover.limit_conf ? mover.limit_conf - extra : 0;
+	if (extra > mover.limit_conf / 8)
+		ebb_log_once(&serving.said_extra, EBB_LOG_WARN, "the device holds %llu bytes more than "
+		    "ebb's buffers and what was in use when ebb started (modules the driver loaded, "
+		    "libraries' own memory, or another process on the device): EBB_LIMIT=%llu "
+		    "counts them, and leaves ebb %llu bytes", (unsigned long long)extra,
+		    (unsigned long long)mover.limit_conf, (unsigned long long)mover.limit);
 }
 
 /* Whether the mover serves allocations now. */
@@ -423,9 +440,10 @@ mover_unheld(char *why, size_t len)
 		return 1;
 	}
 	if (mover.stats.over_limit > 0) {
-		snprintf(why, len, "allocations the driver served took the job to %llu bytes, over "
-		    "EBB_LIMIT=%llu", (unsigned long long)mover.stats.held_peak,
-		    (unsigned long long)mover.limit);
+		snprintf(why, len, "allocations the driver served took the job to %llu bytes, and "
+		    "the driver's own memory for the process to %llu, over EBB_LIMIT=%llu",
+		    (unsigned long long)mover.stats.held_peak,
+		    (unsigned long long)mover.stats.beyond_held, (unsigned long long)mover.limit_conf);
 		return 1;
 	}
 	return 0;
@@ -444,9 +462,11 @@ mover_note_unmanaged(int64_t bytes)
 		mover.stats.over_limit++;
 		ebb_log_once(&serving.said_over_limit, EBB_LOG_WARN, "allocations the driver served "
 		    "(%llu bytes: made during a stream capture, or not served by ebb) take what the "
-		    "job holds to %llu bytes, over EBB_LIMIT=%llu; ebb cannot move them (further such "
-		    "are counted in the summary)", (unsigned long long)serving.other_held,
-		    (unsigned long long)mover_held_total(), (unsigned long long)mover.limit);
+		    "job holds to %llu bytes, over the %llu that EBB_LIMIT=%llu leaves beside the "
+		    "driver's own memory for the process; ebb cannot move them (further such are "
+		    "counted in the summary)", (unsigned long long)serving.other_held,
+		    (unsigned long long)mover_held_total(), (unsigned long long)mover.limit,
+		    (unsigned long long)mover.limit_conf);
 	}
 }
 
@@ -497,7 +517,8 @@ alloc_impl(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dp
 		return mover_slab_alloc(b, size, s, dptr);
 	size_t rsize = vmm_round(size);
 	if (rsize > mover.limit) {
-		mover_refuse(size, "larger than EBB_LIMIT");
+		mover_refuse(size, mover.limit < mover.limit_conf ? "larger than what EBB_LIMIT leaves "
+		    "beside the driver's own memory" : "larger than EBB_LIMIT");
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	CUdeviceptr va;

@@ -158,7 +158,8 @@ void mover_bandwidth(double *d2h_bps, double *h2d_bps);
  * it is of (0: none, and a rate of 0). */
 void mover_copy_rates(double gbps[2], uint32_t count[2]);
 
-/* EBB_LIMIT as the mover applies it, and the bytes it holds outside
+/* What ebb may hold (EBB_LIMIT less the driver's own memory for the
+ * process since the mover started), and the bytes it holds outside
  * movable buffers (slabs of small buffers, the driver's allocations). */
 uint64_t mover_limit(void);
 uint64_t mover_fixed_held(void);
@@ -177,9 +178,12 @@ int mover_unheld(char *why, size_t len);
 /* Device bytes of allocations the driver served while ebb was offloading. */
 void mover_note_unmanaged(int64_t bytes);
 
-/* Sample the device's used memory (cuMemGetInfo) against what ebb holds:
- * the most used beyond it is beyond_held (the driver's own, modules loaded
- * since, memory of other processes). */
+/* Sample the device's used memory (cuMemGetInfo) against what ebb holds
+ * and what was used when the mover started: the most used beyond both is
+ * beyond_held (the driver's own for the process: modules loaded lazily,
+ * libraries' handles; or the memory of another process on the device),
+ * and what ebb may hold is EBB_LIMIT less it. Called as what ebb holds
+ * grows and at each iteration's start. */
 void mover_sample_device(void);
 
 /* While a stream capture runs (1 begin, 0 end) the plan's moves pause;

@@ -32,7 +32,10 @@ struct mover {
 	int on;				/* mover_init succeeded: the mover serves allocations */
 	CUcontext ctx;			/* the context whose buffers move: the first one's */
 	CUstream d2h, h2d;		/* ebb's copy streams, to the host and to the device */
-	uint64_t limit;			/* EBB_LIMIT as the mover applies it, in bytes */
+	uint64_t limit_conf;		/* EBB_LIMIT, or the device's size, in bytes */
+	uint64_t limit;			/* what ebb may hold: limit_conf less what the driver
+					 * took for the process beyond ebb's since the mover
+					 * started (mover_sample_device) */
 	int capturing;			/* a stream capture runs: the plan's moves pause, and a
 					 * consumer waits on a restore's event (kept for the graph) */
 	struct mover_stats stats;	/* the counters mover_stats reports */

@@ -35,6 +35,7 @@ struct fk_config {
     unsigned copy_delay_us;   /* FAKECUDA_COPY_DELAY_US */
     int no_vmm;               /* FAKECUDA_NO_VMM */
     int verbose;              /* FAKECUDA_VERBOSE */
+    uint64_t lazy_load_bytes; /* FAKECUDA_LAZY_LOAD_BYTES */
 };
 extern struct fk_config fk_cfg;
 

@@ -7,6 +7,7 @@
 #include "fk.h"
 
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,7 @@ struct CUfunc_st {
     uint32_t tag;
     const struct kdesc *k;
     struct CUfunc_st *peer; /* a kernel's function (cuKernelGetFunction) */
+    atomic_int loaded;      /* launched once: its FAKECUDA_LAZY_LOAD_BYTES are taken */
 };
 
 /* Payload of a launch: the kernel, then its parameter buffer. */
@@ -154,8 +156,8 @@ static struct loaded *load(uint32_t tag)
 
     m->tag = tag;
     for (size_t i = 0; i < N_KERNELS; i++) {
-        m->funcs[i] = (struct CUfunc_st){ FK_TAG_FUNC, &kernels[i], NULL };
-        m->kernels[i] = (struct CUfunc_st){ FK_TAG_KERNEL, &kernels[i], &m->funcs[i] };
+        m->funcs[i] = (struct CUfunc_st){ FK_TAG_FUNC, &kernels[i], NULL, 0 };
+        m->kernels[i] = (struct CUfunc_st){ FK_TAG_KERNEL, &kernels[i], &m->funcs[i], 0 };
     }
     return m;
 }
@@ -453,6 +455,16 @@ static CUresult launch(const char *what, CUfunction f, unsigned gx, unsigned gy,
         return CUDA_ERROR_INVALID_HANDLE;
     if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
         return CUDA_ERROR_INVALID_VALUE;
+    struct CUfunc_st *code = fn->tag == FK_TAG_KERNEL && fn->peer ? fn->peer : fn;
+    if (fk_cfg.lazy_load_bytes && !atomic_exchange(&code->loaded, 1)) {
+        /* the function's code is loaded at its first launch, as CUDA's lazy
+         * loading does: device memory the job never allocated, held to the end */
+        pthread_mutex_lock(&fk_lock);
+        int full = fk_budget_take_locked(fk_cfg.lazy_load_bytes);
+        pthread_mutex_unlock(&fk_lock);
+        if (full)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     op = fk_op_new(FK_OP_WORK, what, launch_run, sizeof *l + fn->k->struct_size);
     op->detail = fn->k->name;
     op->delay_us = fk_cfg.kernel_delay_us;
