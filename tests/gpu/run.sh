@@ -1,9 +1,9 @@
 #!/bin/bash
 # tests/gpu/run.sh: ebb's tests on a real GPU (observe mode).
 #
-# Needs a built tree (BUILD, default ./build: utils/ebb, src/.libs/libebb.so
-# and gpu/sample*, see tests/gpu/README) and python3 with torch and
-# transformers. Exits 77 (skipped) where there is no NVIDIA GPU, 1 when a
+# Needs a built tree (BUILD, default ./build: utils/ebb, src/.libs/libebb.so),
+# nvcc (it builds the CUDA C sample into BUILD/gpu) and python3 with torch
+# and transformers. Exits 77 (skipped) where there is no NVIDIA GPU, 1 when a
 # check fails. Writes logs and traces under OUT (default /tmp/ebb-gpu).
 #
 #   1. a CUDA C sample (static and shared cudart) with and without ebb:
@@ -57,6 +57,11 @@ $PY -c 'import torch, transformers; print("torch", torch.__version__, "transform
 ldd "$BUILD/src/.libs/libebb.so" | grep -q "not found" && { ldd "$BUILD/src/.libs/libebb.so"; fail "libebb.so has unresolved dependencies"; }
 
 echo "== CUDA C sample"
+mkdir -p "$BUILD/gpu"
+NVCC=${NVCC:-nvcc}
+"$NVCC" -O2 -o "$BUILD/gpu/sample" "$here/sample.cu" > "$OUT/sample.build.log" 2>&1 &&
+    "$NVCC" -O2 -cudart shared -o "$BUILD/gpu/sample-shared" "$here/sample.cu" >> "$OUT/sample.build.log" 2>&1 ||
+    fail "building the sample with $NVCC: $(tail -3 "$OUT/sample.build.log")"
 for s in sample sample-shared; do
 	bin=$BUILD/gpu/$s
 	[ -x "$bin" ] || { fail "$bin missing"; continue; }
