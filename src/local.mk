@@ -18,7 +18,7 @@ noinst_LTLIBRARIES += src/libebbcommon.la
 src_libebbcommon_la_SOURCES = \
 	src/common/conf.c src/common/conf.h \
 	src/common/log.c src/common/log.h \
-	src/common/trace.c src/common/trace.h \
+	src/common/trace.c src/common/trace.h src/common/trace_rec.c \
 	src/common/trace_read.c src/common/trace_read.h \
 	src/common/trace_format.h src/common/cuda_compat.h src/common/realdl.h \
 	src/common/planrun.c src/common/planrun.h

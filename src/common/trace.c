@@ -373,15 +373,8 @@ ebb_trace_atfork_child(void)
 void
 ebb_trace_note(const char *key, const char *value)
 {
-	struct ebb_line l;
-
-	if (!ebb_trace_on())
-		return;
-	ebb_line_begin(&l, 'Q');
-	ebb_line_u64(&l, ebb_now_ns());
-	ebb_line_str(&l, key);
-	ebb_line_str(&l, value[0] ? value : "-");
-	ebb_line_end(&l);
+	if (ebb_trace_on())
+		ebb_trace_write_note(ebb_now_ns(), key, value[0] ? value : "-");
 }
 
 void

@@ -1,6 +1,7 @@
 /*
  * trace_format.h: the trace file format, shared by libebb (writer) and
- * utils/ebb (reader). ebb-trace(5) documents it; keep the two in step.
+ * utils/ebb (reader). ebb-trace(5) documents it; keep the two in step
+ * (tests/check_trace.c checks the page's field list of each record type).
  *
  * A trace is text: a header line, then one record per line. A record is a
  * type letter and fields separated by single spaces, always in the order
@@ -16,32 +17,82 @@
 #define EBB_TRACE_VERSION 2
 
 /*
- * One entry per record type: letter, name, fields. A field ending in "..."
- * is a count followed by that many values.
+ * One entry per record type: its letter, its name, then its fields in
+ * order, each a type applied to the field's name:
+ *   u64(n)   an unsigned decimal number
+ *   i64(n)   a signed decimal number
+ *   hex(n)   a number in hexadecimal, 0x and lower case
+ *   word(n)  text without blanks (the writer turns each blank into _)
+ *   list(n)  a decimal count, then that many decimal values (or ? alone,
+ *            where they are unknown); last only, and named "n..." in the
+ *            record's field list
+ * The reader's table (trace_read.c) and the writer of each record type
+ * (trace.h, trace_rec.c) are made from this list alone. The type names
+ * are pasted onto prefixes (EBB_TRACE_MAP's callers), so none of them may
+ * be a macro where the list is expanded.
  */
-#define EBB_TRACE_RECORDS(X)						\
-	X('K', kernel,    "kid nparams layout name")			\
-	X('A', alloc,     "t bid addr size stream kind site")		\
-	X('F', free,      "t bid stream kind")				\
-	X('L', launch,    "t seq stream kid bids...")			\
-	X('C', copy,      "t seq stream bytes sync dir bids...")		\
-	X('M', memset,    "t seq stream bytes sync bids...")		\
-	X('N', nccl,      "t seq stream op peer bytes bids...")		\
-	X('R', graph,     "t seq stream graph")				\
-	X('G', gputime,   "seq start end")				\
-	X('Y', sync,      "t seq kind handle")				\
-	X('P', capture,   "t stream state")				\
-	X('I', iteration, "t iter seq period")				\
-	X('D', departure, "t seq period token")				\
-	X('X', failure,   "seq error")					\
-	X('O', offload,   "t seq bid bytes why")			\
-	X('B', restore,   "t seq bid bytes kind")			\
-	X('U', release,   "t seq bid bytes what")			\
-	X('W', stall,     "t seq bytes stall")				\
-	X('J', refusal,   "t seq bid bytes why")			\
-	X('H', hostwait,  "t seq ns what")				\
-	X('Q', note,      "t key value")				\
-	X('Z', summary,   "t key value")
+#define EBB_TRACE_RECORDS(X)							\
+	X('K', kernel,    u64(kid), u64(nparams), word(layout), word(name))	\
+	X('A', alloc,     u64(t), u64(bid), hex(addr), u64(size), hex(stream),	\
+	    word(kind), hex(site))						\
+	X('F', free,      u64(t), u64(bid), hex(stream), word(kind))		\
+	X('L', launch,    u64(t), u64(seq), hex(stream), u64(kid), list(bids))	\
+	X('C', copy,      u64(t), u64(seq), hex(stream), u64(bytes), u64(sync),	\
+	    word(dir), list(bids))						\
+	X('M', memset,    u64(t), u64(seq), hex(stream), u64(bytes), u64(sync),	\
+	    list(bids))								\
+	X('N', nccl,      u64(t), u64(seq), hex(stream), word(op), i64(peer),	\
+	    u64(bytes), list(bids))						\
+	X('R', graph,     u64(t), u64(seq), hex(stream), hex(graph))		\
+	X('G', gputime,   u64(seq), u64(start), u64(end))			\
+	X('Y', sync,      u64(t), u64(seq), word(kind), hex(handle))		\
+	X('P', capture,   u64(t), hex(stream), word(state))			\
+	X('I', iteration, u64(t), u64(iter), u64(seq), u64(period))		\
+	X('D', departure, u64(t), u64(seq), u64(period), hex(token))		\
+	X('X', failure,   u64(seq), i64(error))					\
+	X('O', offload,   u64(t), u64(seq), u64(bid), u64(bytes), word(why))	\
+	X('B', restore,   u64(t), u64(seq), u64(bid), u64(bytes), word(kind))	\
+	X('U', release,   u64(t), u64(seq), u64(bid), u64(bytes), word(what))	\
+	X('W', stall,     u64(t), u64(seq), u64(bytes), u64(stall))		\
+	X('J', refusal,   u64(t), u64(seq), u64(bid), u64(bytes), word(why))	\
+	X('H', hostwait,  u64(t), u64(seq), u64(ns), word(what))		\
+	X('Q', note,      u64(t), word(key), word(value))			\
+	X('Z', summary,   u64(t), word(key), u64(value))
+
+/*
+ * EBB_TRACE_MAP(m, s, fields...): m(field) for each field of an entry, in
+ * order, with s() between two (8 fields at most). m pastes a prefix of its
+ * own onto the field, so that u64(t) becomes PREFIX_u64(t).
+ */
+#define EBB_TRACE_MAP(m, s, ...)					\
+	EBB_TRACE_CAT(EBB_TRACE_MAP_, EBB_TRACE_COUNT(__VA_ARGS__))(m, s, __VA_ARGS__)
+#define EBB_TRACE_MAP_1(m, s, a) m(a)
+#define EBB_TRACE_MAP_2(m, s, a, ...) m(a) s() EBB_TRACE_MAP_1(m, s, __VA_ARGS__)
+#define EBB_TRACE_MAP_3(m, s, a, ...) m(a) s() EBB_TRACE_MAP_2(m, s, __VA_ARGS__)
+#define EBB_TRACE_MAP_4(m, s, a, ...) m(a) s() EBB_TRACE_MAP_3(m, s, __VA_ARGS__)
+#define EBB_TRACE_MAP_5(m, s, a, ...) m(a) s() EBB_TRACE_MAP_4(m, s, __VA_ARGS__)
+#define EBB_TRACE_MAP_6(m, s, a, ...) m(a) s() EBB_TRACE_MAP_5(m, s, __VA_ARGS__)
+#define EBB_TRACE_MAP_7(m, s, a, ...) m(a) s() EBB_TRACE_MAP_6(m, s, __VA_ARGS__)
+#define EBB_TRACE_MAP_8(m, s, a, ...) m(a) s() EBB_TRACE_MAP_7(m, s, __VA_ARGS__)
+/* The number of its arguments, 1 to 8. */
+#define EBB_TRACE_COUNT(...) EBB_TRACE_COUNT_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define EBB_TRACE_COUNT_(a, b, c, d, e, f, g, h, n, ...) n
+/* a and b pasted, after b is expanded. */
+#define EBB_TRACE_CAT(a, b) EBB_TRACE_CAT_(a, b)
+#define EBB_TRACE_CAT_(a, b) a##b
+/* Separators for EBB_TRACE_MAP's s. */
+#define EBB_TRACE_SEP_NONE()
+#define EBB_TRACE_SEP_COMMA() ,
+#define EBB_TRACE_SEP_SPACE() " "
+
+/* The field list of an entry, as a string: "t bid addr size stream kind site". */
+#define EBB_TRACE_FIELDS(...) EBB_TRACE_MAP(EBB_TRACE_NAME, EBB_TRACE_SEP_SPACE, __VA_ARGS__)
+#define EBB_TRACE_NAME(f) EBB_TRACE_NAME_##f
+#define EBB_TRACE_NAME_u64(n) #n
+#define EBB_TRACE_NAME_i64(n) #n
+#define EBB_TRACE_NAME_hex(n) #n
+#define EBB_TRACE_NAME_word(n) #n
+#define EBB_TRACE_NAME_list(n) #n "..."
 
 /* Allocation kinds of A records, by enum ebb_alloc_kind. */
 #define EBB_TRACE_ALLOC_KINDS { "sync", "pitch", "async", "pool", "map" }

@@ -20,7 +20,7 @@ struct record {
 };
 
 static const struct record records[] = {
-#define X(letter, name, spec) { letter, #name, spec },
+#define X(letter, name, ...) { letter, #name, EBB_TRACE_FIELDS(__VA_ARGS__) },
 	EBB_TRACE_RECORDS(X)
 #undef X
 };

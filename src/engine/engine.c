@@ -142,7 +142,6 @@ static void
 drop_range(CUdeviceptr p, size_t size, uint64_t now, int kind)
 {
 	struct ebb_buf *old;
-	struct ebb_line l;
 
 	while ((old = buftab_overlap(&engine.tab, p, size ? size : 1)) != NULL) {
 		buftab_remove(&engine.tab, old->addr);
@@ -150,14 +149,8 @@ drop_range(CUdeviceptr p, size_t size, uint64_t now, int kind)
 			engine.stats.frees_untracked++;
 		else
 			engine.stats.frees++;
-		if (ebb_trace_on()) {
-			ebb_line_begin(&l, 'F');
-			ebb_line_u64(&l, now);
-			ebb_line_u64(&l, old->id);
-			ebb_line_hex(&l, stream_hex((struct ebb_stream *)old->stream));
-			ebb_line_str(&l, free_kind_names[kind]);
-			ebb_line_end(&l);
-		}
+		ebb_trace_write_free(now, old->id, stream_hex((struct ebb_stream *)old->stream),
+		    free_kind_names[kind]);
 		exec_free(old, engine.seq_counter);
 		if (old->mv.managed == EBB_UNMANAGED && engine.conf->mode == EBB_MODE_OFFLOAD)
 			mover_note_unmanaged(-(int64_t)old->size);
@@ -181,8 +174,6 @@ static void
 record_alloc(struct ebb_buf *b, CUdeviceptr p, size_t size, struct ebb_stream *s,
     enum ebb_alloc_kind kind, uint64_t site, uint64_t now)
 {
-	struct ebb_line l;
-
 	b->addr = p;
 	b->size = size;
 	b->id = ++engine.alloc_counter;
@@ -205,17 +196,7 @@ record_alloc(struct ebb_buf *b, CUdeviceptr p, size_t size, struct ebb_stream *s
 	engine.stats.allocs++;
 	if (engine.tab.bytes > engine.stats.bytes_peak)
 		engine.stats.bytes_peak = engine.tab.bytes;
-	if (ebb_trace_on()) {
-		ebb_line_begin(&l, 'A');
-		ebb_line_u64(&l, now);
-		ebb_line_u64(&l, b->id);
-		ebb_line_hex(&l, p);
-		ebb_line_u64(&l, size);
-		ebb_line_hex(&l, stream_hex(s));
-		ebb_line_str(&l, alloc_kind_names[kind]);
-		ebb_line_hex(&l, site);
-		ebb_line_end(&l);
-	}
+	ebb_trace_write_alloc(now, b->id, p, size, stream_hex(s), alloc_kind_names[kind], site);
 }
 
 /* The call-site fingerprint of an allocation, or 0. It serves learning
@@ -386,8 +367,6 @@ free_tag(const struct ebb_buf *b, struct ebb_stream *s, int async, struct ebb_ta
 int
 ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 {
-	struct ebb_line l;
-
 	if (p == 0)
 		return 0;
 	int mode = engine_enter();
@@ -399,14 +378,9 @@ ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 	}
 	struct ebb_stream *s = stream_of(stream, per_thread);
 	engine.stats.frees++;
-	if (ebb_trace_on()) {
-		ebb_line_begin(&l, 'F');
-		ebb_line_u64(&l, ebb_now_ns());
-		ebb_line_u64(&l, b->id);
-		ebb_line_hex(&l, stream_hex(s));
-		ebb_line_str(&l, free_kind_names[async ? FREE_ASYNC : FREE_SYNC]);
-		ebb_line_end(&l);
-	}
+	if (ebb_trace_on())
+		ebb_trace_write_free(ebb_now_ns(), b->id, stream_hex(s),
+		    free_kind_names[async ? FREE_ASYNC : FREE_SYNC]);
 	int served = b->mv.managed != EBB_UNMANAGED;
 	int kept = 0;
 	exec_free(b, engine.seq_counter);
@@ -496,15 +470,8 @@ resolve_op(struct ebb_op *op, const struct ebb_kinfo *k, unsigned *xfer)
 static void
 trace_kernel(struct ebb_kinfo *k)
 {
-	struct ebb_line l;
-
 	k->traced = 1;
-	ebb_line_begin(&l, 'K');
-	ebb_line_u64(&l, k->id);
-	ebb_line_u64(&l, k->nparams);
-	ebb_line_str(&l, k->layout_known ? "ok" : "unknown");
-	ebb_line_str(&l, k->name);
-	ebb_line_end(&l);
+	ebb_trace_write_kernel(k->id, k->nparams, k->layout_known ? "ok" : "unknown", k->name);
 }
 
 /* The iteration finder's token for an operation (TOK_*); k: its kernel. */
@@ -520,9 +487,6 @@ op_token(const struct ebb_op *op, const struct ebb_kinfo *k)
 	default: return 0;
 	}
 }
-
-/* The trace record letter of each operation kind. */
-static const char op_letter[EBB_OP_KINDS] = { 'L', 'C', 'M', 'R', 'N' };
 
 /* An operation is about to reach the driver (engine.h). Returns
  * CUDA_SUCCESS, or the error that restoring its buffers ended in: then the
@@ -605,44 +569,38 @@ ebb_engine_op_begin(struct ebb_op *op)
 	if (ebb_trace_on()) {
 		if (k != NULL && !k->traced)
 			trace_kernel(k);
-		ebb_line_begin(&l, op_letter[op->kind]);
-		ebb_line_u64(&l, ebb_now_ns());
-		ebb_line_u64(&l, op->seq);
-		ebb_line_hex(&l, stream);
+		uint64_t now = ebb_now_ns();
+		int list = 0;	/* a record begun in l, its buffer list to come */
 		switch (op->kind) {
 		case EBB_OP_LAUNCH:
-			ebb_line_u64(&l, k ? k->id : 0);
+			list = ebb_trace_begin_launch(now, op->seq, stream, k ? k->id : 0, &l);
 			break;
 		case EBB_OP_COPY:
-			ebb_line_u64(&l, op->bytes);
-			ebb_line_u64(&l, op->sync);
-			ebb_line_str(&l, xfer == PROF_XFER_D2H ? "d2h" : xfer == PROF_XFER_H2D ? "h2d" :
-			    "other");
+			list = ebb_trace_begin_copy(now, op->seq, stream, op->bytes, op->sync,
+			    xfer == PROF_XFER_D2H ? "d2h" : xfer == PROF_XFER_H2D ? "h2d" : "other", &l);
 			break;
 		case EBB_OP_SET:
-			ebb_line_u64(&l, op->bytes);
-			ebb_line_u64(&l, op->sync);
+			list = ebb_trace_begin_memset(now, op->seq, stream, op->bytes, op->sync, &l);
 			break;
 		case EBB_OP_NCCL:
-			ebb_line_str(&l, ebb_nccl_op_name(op->nccl_op));
-			ebb_line_i64(&l, op->nccl_peer);
-			ebb_line_u64(&l, op->bytes);
+			list = ebb_trace_begin_nccl(now, op->seq, stream, ebb_nccl_op_name(op->nccl_op),
+			    op->nccl_peer, op->bytes, &l);
 			break;
 		case EBB_OP_GRAPH:
-			ebb_line_hex(&l, (uintptr_t)op->graph);
+			ebb_trace_write_graph(now, op->seq, stream, (uintptr_t)op->graph);
 			break;
 		default:
 			break;
 		}
-		if (op->kind != EBB_OP_GRAPH) {
+		if (list) {
 			if (unresolved)
 				ebb_line_str(&l, "?");
 			else
 				ebb_line_u64(&l, s->n);
 			for (size_t i = 0; i < s->n; i++)
 				ebb_line_u64(&l, s->v[i]->id);
+			ebb_line_end(&l);
 		}
-		ebb_line_end(&l);
 	}
 	uint32_t token = op_token(op, k);
 	exec_op(op->seq, token, s->v, s->n, xfer, op->sync);
@@ -671,7 +629,6 @@ ebb_engine_op_begin(struct ebb_op *op)
 void
 ebb_engine_op_end(struct ebb_op *op, int error)
 {
-	struct ebb_line l;
 	int moved = 0;
 
 	if (op->timed)
@@ -686,12 +643,8 @@ ebb_engine_op_end(struct ebb_op *op, int error)
 	}
 	if (engine.conf->mode == EBB_MODE_OFFLOAD)
 		scrub_if_moved(moved);
-	if (error != 0 && ebb_trace_on()) {
-		ebb_line_begin(&l, 'X');
-		ebb_line_u64(&l, op->seq);
-		ebb_line_i64(&l, error);
-		ebb_line_end(&l);
-	}
+	if (error != 0)
+		ebb_trace_write_failure(op->seq, error);
 }
 
 /* The host synchronised with a context, a stream or an event: a Y record,
@@ -699,21 +652,13 @@ ebb_engine_op_end(struct ebb_op *op, int error)
 void
 ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 {
-	struct ebb_line l;
-
 	int mode = engine_enter();
 	uint64_t seq = ++engine.seq_counter;
 	engine.stats.syncs++;
 	uintptr_t h = kind == EBB_SYNC_STREAM ? stream_hex(stream_of((CUstream)handle, per_thread))
 	    : (uintptr_t)handle;
-	if (ebb_trace_on()) {
-		ebb_line_begin(&l, 'Y');
-		ebb_line_u64(&l, ebb_now_ns());
-		ebb_line_u64(&l, seq);
-		ebb_line_str(&l, sync_kind_names[kind]);
-		ebb_line_hex(&l, h);
-		ebb_line_end(&l);
-	}
+	if (ebb_trace_on())
+		ebb_trace_write_sync(ebb_now_ns(), seq, sync_kind_names[kind], h);
 	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1);
 	int action = life_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
 	int moved = exec_after_op(seq, NULL);
@@ -732,7 +677,6 @@ void
 ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase phase,
     CUresult result)
 {
-	struct ebb_line l;
 	static int said;
 
 	/* PyTorch's cudaMallocAsync backend, which ebb run chooses in offload
@@ -782,13 +726,9 @@ ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase ph
 	}
 	if (offload)
 		mover_capture(engine.capturing > 0);
-	if (traced && ebb_trace_on()) {
-		ebb_line_begin(&l, 'P');
-		ebb_line_u64(&l, ebb_now_ns());
-		ebb_line_hex(&l, stream_hex(st));
-		ebb_line_str(&l, phase == EBB_CAPTURE_BEGAN ? "begin" : "end");
-		ebb_line_end(&l);
-	}
+	if (traced && ebb_trace_on())
+		ebb_trace_write_capture(ebb_now_ns(), stream_hex(st),
+		    phase == EBB_CAPTURE_BEGAN ? "begin" : "end");
 	pthread_mutex_unlock(&ebb_state_lock);
 }
 

@@ -62,17 +62,9 @@ static pthread_mutex_t planning = PTHREAD_MUTEX_INITIALIZER;
 static void
 gpu_times(uint64_t seq, uint64_t start, uint64_t end, void *ctx)
 {
-	struct ebb_line l;
-
 	(void)ctx;
 	exec_gpu_time(seq, start, end);
-	if (!ebb_trace_on())
-		return;
-	ebb_line_begin(&l, 'G');
-	ebb_line_u64(&l, seq);
-	ebb_line_u64(&l, start);
-	ebb_line_u64(&l, end);
-	ebb_line_end(&l);
+	ebb_trace_write_gputime(seq, start, end);
 }
 
 /* Attach CUPTI; called without ebb_state_lock (CUPTI may call back). When it
@@ -141,21 +133,13 @@ cupti_resume(void)
 static void
 trace_iteration(uint64_t seq, uint64_t period)
 {
-	struct ebb_line l;
-
 	engine.iter_count++;
 	engine.last_iter_seq = seq;
 	engine.stats.iterations = engine.iter_count;
 	if (engine.conf->mode == EBB_MODE_OFFLOAD)
 		mover_sample_device();
-	if (!ebb_trace_on())
-		return;
-	ebb_line_begin(&l, 'I');
-	ebb_line_u64(&l, ebb_now_ns());
-	ebb_line_u64(&l, engine.iter_count);
-	ebb_line_u64(&l, seq);
-	ebb_line_u64(&l, period);
-	ebb_line_end(&l);
+	if (ebb_trace_on())
+		ebb_trace_write_iteration(ebb_now_ns(), engine.iter_count, seq, period);
 }
 
 /* Learning just ended: remember how many handles the mover had made, so the
@@ -365,15 +349,8 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		engine.iters_timed++;
 		break;
 	case ITER_DEPARTED: {
-		struct ebb_line l;
-		if (ebb_trace_on()) {
-			ebb_line_begin(&l, 'D');
-			ebb_line_u64(&l, ebb_now_ns());
-			ebb_line_u64(&l, seq);
-			ebb_line_u64(&l, engine.stats.period);
-			ebb_line_hex(&l, token);
-			ebb_line_end(&l);
-		}
+		if (ebb_trace_on())
+			ebb_trace_write_departure(ebb_now_ns(), seq, engine.stats.period, token);
 		ebb_log(EBB_LOG_INFO, "operation %llu departs from the learned iteration; learning again",
 		    (unsigned long long)seq);
 		engine.stats.period = 0;

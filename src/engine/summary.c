@@ -50,13 +50,7 @@ human(uint64_t b, char *buf, size_t len)
 static void
 summary_record(const char *key, uint64_t v)
 {
-	struct ebb_line l;
-
-	ebb_line_begin(&l, 'Z');
-	ebb_line_u64(&l, ebb_now_ns());
-	ebb_line_str(&l, key);
-	ebb_line_u64(&l, v);
-	ebb_line_end(&l);
+	ebb_trace_write_summary(ebb_now_ns(), key, v);
 }
 
 /*

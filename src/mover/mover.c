@@ -70,17 +70,15 @@ void
 mover_trace_move(char type, uint64_t seq, const struct ebb_buf *b, uint64_t bytes,
     const char *what)
 {
-	struct ebb_line l;
-
 	if (!ebb_trace_on())
 		return;
-	ebb_line_begin(&l, type);
-	ebb_line_u64(&l, ebb_now_ns());
-	ebb_line_u64(&l, seq);
-	ebb_line_u64(&l, b ? b->id : 0);
-	ebb_line_u64(&l, bytes);
-	ebb_line_str(&l, what);
-	ebb_line_end(&l);
+	uint64_t t = ebb_now_ns(), bid = b ? b->id : 0;
+	switch (type) {
+	case 'O': ebb_trace_write_offload(t, seq, bid, bytes, what); break;
+	case 'B': ebb_trace_write_restore(t, seq, bid, bytes, what); break;
+	case 'U': ebb_trace_write_release(t, seq, bid, bytes, what); break;
+	case 'J': ebb_trace_write_refusal(t, seq, bid, bytes, what); break;
+	}
 }
 
 /* Device bytes ebb holds: handles, slabs and the driver's allocations. */
@@ -105,17 +103,9 @@ void
 mover_host_waited(uint64_t *ns, uint64_t t0, const char *what, uint64_t seq)
 {
 	uint64_t t = ebb_now_ns(), d = t - t0;
-	struct ebb_line l;
 
 	*ns += d;
-	if (!ebb_trace_on())
-		return;
-	ebb_line_begin(&l, 'H');
-	ebb_line_u64(&l, t);
-	ebb_line_u64(&l, seq);
-	ebb_line_u64(&l, d);
-	ebb_line_str(&l, what);
-	ebb_line_end(&l);
+	ebb_trace_write_hostwait(t, seq, d, what);
 }
 
 /* ---- making room under the limit ---- */

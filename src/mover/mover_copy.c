@@ -162,7 +162,6 @@ static void
 retire_restore(struct work *w)
 {
 	struct ebb_buf *b = w->b;
-	struct ebb_line l;
 
 	hostpool_free(w->host, w->size);
 	if (b != NULL) {
@@ -177,14 +176,8 @@ retire_restore(struct work *w)
 			uint64_t ns = (uint64_t)((double)ms * 1e6);
 			mover.stats.stall_ns += ns;
 			mover.stats.stalls_measured++;
-			if (ebb_trace_on()) {
-				ebb_line_begin(&l, 'W');
-				ebb_line_u64(&l, ebb_now_ns());
-				ebb_line_u64(&l, w->seq);
-				ebb_line_u64(&l, w->size);
-				ebb_line_u64(&l, ns);
-				ebb_line_end(&l);
-			}
+			if (ebb_trace_on())
+				ebb_trace_write_stall(ebb_now_ns(), w->seq, w->size, ns);
 		}
 		streams_event_put(w->pre, 1);
 	}
