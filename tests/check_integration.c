@@ -439,6 +439,35 @@ START_TEST(graph_capture_limit)
 END_TEST
 
 /*
+ * When nothing more can move (what the capture uses stays) and the
+ * driver's own memory for the process leaves ebb too little, an allocation
+ * that fits under EBB_LIMIT itself is served, not failed: ebb still holds
+ * no more than EBB_LIMIT, and says that the driver's memory takes the
+ * process over it.
+ */
+START_TEST(capture_past_driver_share)
+{
+	const char *path = tmp_file("capture-share");
+	char *argv[] = { workload_path(0), "capture-limit", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=26M", "FAKECUDA_LAZY_LOAD_BYTES=4M",
+		NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	ck_assert_int_eq(count_substr(r.err, "the driver's memory takes the process over it"), 1);
+	trace_load(path, &t);
+	ck_assert_uint_ge(summary(&t, "allocations-past-driver-share"), 1);
+	ck_assert_uint_eq(summary(&t, "refusals"), 0);
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 26ULL << 20);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
  * A host ahead of the device, allocating and freeing as it goes: in offload
  * mode, with nothing to move, ebb's own event calls stay within one query
  * and one record per operation (a question about a freed buffer is answered
@@ -1261,6 +1290,7 @@ main(void)
 	tcase_add_test(tc, pointer_query_of_offloaded_buffer);
 	tcase_add_test(tc, graph_capture);
 	tcase_add_test(tc, graph_capture_limit);
+	tcase_add_test(tc, capture_past_driver_share);
 	tcase_add_test(tc, event_calls_bounded);
 	tcase_add_test(tc, nccl_calls);
 	tcase_add_test(tc, unresolved_launch);

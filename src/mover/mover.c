@@ -45,6 +45,7 @@ struct mover_serving {
 	int said_host_short;	/* running out of pinned host memory was said */
 	int said_over_limit;	/* the driver's allocations over EBB_LIMIT were said */
 	int said_extra;		/* the device's memory beyond ebb's, large, was said */
+	int said_past_share;	/* a handle past the driver's share was said */
 	int said_create;	/* a failed cuMemCreate was said */
 };
 static struct mover_serving serving;
@@ -214,6 +215,39 @@ mover_try_handle(size_t rsize, int *device_full, CUresult *err)
 }
 
 /*
+ * Nothing more can move, and a handle of rsize bytes does not fit beside
+ * the driver's own memory for the process, but it fits under EBB_LIMIT
+ * itself: make it (failing the job's allocation would be worse than the
+ * driver's memory going over), count it, and say once by how much the
+ * process goes over. NULL, with *err set where the driver failed, when it
+ * does not fit or cannot be made.
+ */
+static struct vmm_handle *
+past_driver_share(size_t rsize, CUresult *err)
+{
+	struct vmm_handle *h;
+
+	if (mover.limit >= mover.limit_conf || mover_held_total() + rsize > mover.limit_conf)
+		return NULL;
+	CUresult r = vmm_create(rsize, &h);
+	if (r != CUDA_SUCCESS) {
+		*err = r;
+		return NULL;
+	}
+	mover.stats.handles_created++;
+	mover.stats.past_driver_share++;
+	mover_note_held();
+	ebb_log_once(&serving.said_past_share, EBB_LOG_WARN, "nothing more can be moved, and what "
+	    "the job needs does not fit under EBB_LIMIT=%llu beside the driver's own %llu bytes "
+	    "for the process: ebb holds %llu bytes, within EBB_LIMIT, and the driver's memory "
+	    "takes the process over it (counted in the summary)",
+	    (unsigned long long)mover.limit_conf,
+	    (unsigned long long)(mover.limit_conf - mover.limit),
+	    (unsigned long long)mover_held_total());
+	return h;
+}
+
+/*
  * Make a physical handle of rsize bytes available within the limit, for
  * operation seq (whose buffers are not evicted; 0 for an allocation).
  * Over the limit, a pooled handle or a passed freed block of that size comes
@@ -280,7 +314,7 @@ mover_get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 		if (reclaim_block(1, 0))
 			continue;
 		*err = CUDA_ERROR_OUT_OF_MEMORY;
-		return NULL;
+		return past_driver_share(rsize, err);
 	}
 }
 
@@ -506,9 +540,8 @@ alloc_impl(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dp
 	if (mover_slab_serves(size))
 		return mover_slab_alloc(b, size, s, dptr);
 	size_t rsize = vmm_round(size);
-	if (rsize > mover.limit) {
-		mover_refuse(size, mover.limit < mover.limit_conf ? "larger than what EBB_LIMIT leaves "
-		    "beside the driver's own memory" : "larger than EBB_LIMIT");
+	if (rsize > mover.limit_conf) {
+		mover_refuse(size, "larger than EBB_LIMIT");
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	CUdeviceptr va;
