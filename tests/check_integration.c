@@ -841,8 +841,12 @@ END_TEST
 /*
  * Device memory the driver takes for the process beyond ebb's buffers (here
  * each function's code, loaded at its first launch as CUDA's lazy loading
- * does) counts against EBB_LIMIT: the device never holds more than the
- * limit, ebb says how much of it was the driver's, and the plan still runs.
+ * does) counts against EBB_LIMIT: the device holds no more than the limit
+ * and what the driver took since ebb last looked (ebb samples as what it
+ * holds grows and at each iteration start: here at most two functions'
+ * 2M, when the workers' offloads land late on a loaded machine), ebb says
+ * how much of it was the driver's, and the plan still runs. Without the
+ * count the device held 64M.
  */
 START_TEST(limit_counts_driver_memory)
 {
@@ -853,7 +857,7 @@ START_TEST(limit_counts_driver_memory)
 
 	run_plan("30", "FAKECUDA_LAZY_LOAD_BYTES=2M", path, &r, &t);
 	driver_line(r.out, &frees, &peak);
-	ck_assert_uint_le(peak, 56ULL << 20);
+	ck_assert_uint_le(peak, (56ULL + 4) << 20);
 	ck_assert_uint_ge(summary(&t, "device-beyond-held-bytes"), 4ULL << 20);
 	ck_assert_int_eq(count_substr(r.err, "EBB_LIMIT=58720256 counts them"), 1);
 	ck_assert_uint_eq(summary(&t, "plans"), 1);

@@ -55,19 +55,30 @@ struct xplan {
 	struct xplan *retired_next;
 };
 
+/* A recorded iteration: the one being recorded (cur), or one taken out for
+ * planning with the mover's state the plan depends on. */
+struct exec_recorded {
+	struct rec r;			/* the recording */
+	uint64_t *addr;			/* address of each buffer alive at its start */
+	uint32_t naddr;
+	uint32_t *tok;			/* each operation's token */
+	uint64_t *host, *self;		/* host issue times, the mover's host time */
+	uint8_t *sync;			/* the host waited for the device there */
+	double *gpu;			/* GPU times from CUPTI, by position (taken out only) */
+	uint64_t ngpu;
+	uint64_t fixed, limit;		/* the mover's fixed bytes, what ebb may hold (taken out
+					 * only) */
+	double off_s, res_s;		/* what a move has cost the host so far */
+};
+
 static const struct ebb_conf *conf;
 static struct buftab *tab;
 static struct exec_stats xs;
 
 /* the recording */
 static int recording;		/* open: operations, allocations and frees go into it */
-static struct rec rec;
-static uint64_t *rec_addr;	/* address of each buffer alive at the start */
-static uint32_t rec_naddr, rec_addr_cap;
-static uint32_t *rec_tok;	/* each operation's token */
-static uint64_t *rec_host;	/* when the host issued each operation */
-static uint64_t *rec_self;	/* the mover's host time by then (mover_self_ns) */
-static uint8_t *rec_sync;	/* the host waited for the device there */
+static struct exec_recorded cur;	/* the recording */
+static uint32_t cur_addr_cap;		/* room in cur.addr */
 
 /* GPU times arrive on CUPTI's thread */
 static pthread_mutex_t times_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -162,23 +173,27 @@ retire(struct xplan *x)
 	retired = x;
 }
 
+/* Free what r holds (not r). */
+static void
+recorded_fini(struct exec_recorded *r)
+{
+	rec_fini(&r->r);
+	free(r->addr);
+	free(r->tok);
+	free(r->host);
+	free(r->self);
+	free(r->sync);
+	free(r->gpu);
+}
+
 static void
 recording_free(void)
 {
 	recording = 0;
 	mover_time_self(0);
-	rec_fini(&rec);
-	free(rec_addr);
-	free(rec_tok);
-	free(rec_host);
-	free(rec_self);
-	free(rec_sync);
-	rec_addr = NULL;
-	rec_tok = NULL;
-	rec_host = NULL;
-	rec_self = NULL;
-	rec_sync = NULL;
-	rec_naddr = rec_addr_cap = 0;
+	recorded_fini(&cur);
+	memset(&cur, 0, sizeof cur);
+	cur_addr_cap = 0;
 	pthread_mutex_lock(&times_lock);
 	free(times);
 	times = NULL;
@@ -194,36 +209,36 @@ add_live(struct ebb_buf *b, void *ctx)
 	(void)ctx;
 	if (b->mv.managed != EBB_MANAGED_BIG)
 		return 0;
-	if (rec_naddr == rec_addr_cap) {
-		uint32_t cap = rec_addr_cap ? rec_addr_cap * 2 : 1024;
-		uint64_t *v = realloc(rec_addr, cap * sizeof *v);
+	if (cur.naddr == cur_addr_cap) {
+		uint32_t cap = cur_addr_cap ? cur_addr_cap * 2 : 1024;
+		uint64_t *v = realloc(cur.addr, cap * sizeof *v);
 		if (v == NULL) {
-			rec.oom = 1;
+			cur.r.oom = 1;
 			return 1;
 		}
-		rec_addr = v;
-		rec_addr_cap = cap;
+		cur.addr = v;
+		cur_addr_cap = cap;
 	}
 	/* rec_live gives the buffers alive at the start the first indices */
-	rec_addr[rec_naddr++] = b->addr;
-	rec_live(&rec, b->id, b->mv.rsize, movable(b));
+	cur.addr[cur.naddr++] = b->addr;
+	rec_live(&cur.r, b->id, b->mv.rsize, movable(b));
 	return 0;
 }
 
 int
 exec_record_begin(uint64_t s0, uint64_t period)
 {
-	if (period == 0 || period > (1u << 28) || rec_begin(&rec, s0, (uint32_t)period) < 0) {
+	if (period == 0 || period > (1u << 28) || rec_begin(&cur.r, s0, (uint32_t)period) < 0) {
 		ebb_log(EBB_LOG_WARN, "cannot record an iteration of %llu operations; ebb does not plan",
 		    (unsigned long long)period);
 		return -1;
 	}
-	rec_tok = calloc(period, sizeof *rec_tok);
-	rec_host = calloc(period + 1, sizeof *rec_host);
-	rec_self = calloc(period + 1, sizeof *rec_self);
-	rec_sync = calloc(period, 1);
+	cur.tok = calloc(period, sizeof *cur.tok);
+	cur.host = calloc(period + 1, sizeof *cur.host);
+	cur.self = calloc(period + 1, sizeof *cur.self);
+	cur.sync = calloc(period, 1);
 	double *t = calloc(period, sizeof *t);
-	if (rec_tok == NULL || rec_host == NULL || rec_self == NULL || rec_sync == NULL || t == NULL) {
+	if (cur.tok == NULL || cur.host == NULL || cur.self == NULL || cur.sync == NULL || t == NULL) {
 		free(t);
 		recording_free();
 		ebb_log(EBB_LOG_WARN, "no memory to record an iteration of %llu operations; ebb does "
@@ -247,8 +262,8 @@ exec_record_end(void)
 {
 	if (!recording)
 		return;
-	rec_host[rec.p.nops] = ebb_now_ns();
-	rec_self[rec.p.nops] = mover_self_ns();
+	cur.host[cur.r.p.nops] = ebb_now_ns();
+	cur.self[cur.r.p.nops] = mover_self_ns();
 	mover_time_self(0);
 	recording = 0;
 }
@@ -266,7 +281,7 @@ exec_alloc(struct ebb_buf *b, uint64_t next_seq, char *why, size_t len)
 		return 0;
 	b->plan_ord = 0;
 	if (recording) {
-		rec_alloc(&rec, b->id, b->mv.rsize, movable(b), next_seq);
+		rec_alloc(&cur.r, b->id, b->mv.rsize, movable(b), next_seq);
 		return 0;
 	}
 	if (running == NULL)
@@ -294,7 +309,7 @@ exec_free(struct ebb_buf *b, uint64_t last_seq)
 	if (b->mv.managed != EBB_MANAGED_BIG)
 		return;
 	if (recording)
-		rec_free(&rec, b->id, last_seq);
+		rec_free(&cur.r, b->id, last_seq);
 	if (running != NULL && b->plan_ord != 0 && b->plan_ord <= running->nord &&
 	    running->slot[b->plan_ord - 1] == b)
 		running->slot[b->plan_ord - 1] = NULL;
@@ -305,17 +320,17 @@ void
 exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, unsigned xfer,
     int sync)
 {
-	if (!recording || seq < rec.s0 || seq - rec.s0 >= rec.p.nops)
+	if (!recording || seq < cur.r.s0 || seq - cur.r.s0 >= cur.r.p.nops)
 		return;
-	uint64_t i = seq - rec.s0;
-	rec_tok[i] = token;
-	rec_host[i] = ebb_now_ns();
-	rec_self[i] = mover_self_ns();
-	rec_sync[i] = sync != 0;
-	rec_xfer(&rec, seq, xfer);
+	uint64_t i = seq - cur.r.s0;
+	cur.tok[i] = token;
+	cur.host[i] = ebb_now_ns();
+	cur.self[i] = mover_self_ns();
+	cur.sync[i] = sync != 0;
+	rec_xfer(&cur.r, seq, xfer);
 	for (size_t k = 0; k < n; k++)
 		if (bufs[k]->mv.managed == EBB_MANAGED_BIG)
-			rec_use(&rec, seq, bufs[k]->id);
+			rec_use(&cur.r, seq, bufs[k]->id);
 }
 
 void
@@ -562,20 +577,6 @@ durations(struct rec *r, const uint32_t *tok, const uint64_t *host, const double
 	return "host";
 }
 
-/* A recorded iteration taken out for planning, with the mover's state the
- * plan depends on. */
-struct exec_recorded {
-	struct rec r;			/* the recording */
-	uint64_t *addr;			/* address of each buffer alive at its start */
-	uint32_t naddr;
-	uint32_t *tok;			/* each operation's token */
-	uint64_t *host, *self;		/* host issue times, the mover's host time */
-	uint8_t *sync;			/* the host waited for the device there */
-	double *gpu;			/* GPU times from CUPTI, by position */
-	uint64_t ngpu;
-	uint64_t fixed, limit;		/* the mover's fixed bytes, EBB_LIMIT */
-	double off_s, res_s;		/* what a move has cost the host so far */
-};
 
 /* What exec_plan_make made: the plan (x), or why there is none, and what
  * the trace notes (plan_notes) and log lines (plan_logs) tell of it. */
@@ -735,13 +736,7 @@ recorded_free(struct exec_recorded *r)
 {
 	if (r == NULL)
 		return;
-	rec_fini(&r->r);
-	free(r->addr);
-	free(r->tok);
-	free(r->host);
-	free(r->self);
-	free(r->sync);
-	free(r->gpu);
+	recorded_fini(r);
 	free(r);
 }
 
@@ -754,20 +749,9 @@ exec_record_take(void)
 		recording_free();
 		return NULL;
 	}
-	r->r = rec;
-	memset(&rec, 0, sizeof rec);
-	r->addr = rec_addr;
-	r->naddr = rec_naddr;
-	r->tok = rec_tok;
-	r->host = rec_host;
-	r->self = rec_self;
-	r->sync = rec_sync;
-	rec_addr = NULL;
-	rec_tok = NULL;
-	rec_host = NULL;
-	rec_self = NULL;
-	rec_sync = NULL;
-	rec_naddr = rec_addr_cap = 0;
+	*r = cur;
+	memset(&cur, 0, sizeof cur);
+	cur_addr_cap = 0;
 	recording = 0;
 	r->fixed = mover_fixed_held();
 	r->limit = mover_limit();
