@@ -47,36 +47,14 @@ static struct {
 	CUptiResult (*GetStreamIdEx)(CUcontext, CUstream, uint8_t, uint32_t *);	/* optional */
 } cupti;
 
-/* ebb's own streams: their copies are not the job's operations (rec_lock) */
+/* One of ebb's own streams: their copies are not the job's operations. */
 #define MAX_IGNORED 8
-static struct {
+struct ignored_stream {
 	CUcontext ctx;
 	CUstream stream;
 	uint32_t id;
 	int known;
-} ignored[MAX_IGNORED];
-static int nignored;
-
-static void *cupti_lib;
-static char cupti_path[PATH_MAX];
-static atomic_int attached;
-static atomic_int paused;	/* attached before, its activities disabled (ebb_cupti_pause) */
-static ebb_cupti_sink sink_fn;
-static void *sink_ctx;
-static atomic_uint_fast64_t delivered;
-
-/* External correlation records come with API records, and the runtime's
- * records tie the activities of libcudart's calls to the driver calls in
- * them (match.h), so both kinds of API record are enabled too. */
-static const CUpti_ActivityKind kinds[] = {
-	CUPTI_ACTIVITY_KIND_DRIVER,
-	CUPTI_ACTIVITY_KIND_RUNTIME,
-	CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-	CUPTI_ACTIVITY_KIND_MEMCPY,
-	CUPTI_ACTIVITY_KIND_MEMSET,
 };
-#define NKINDS (sizeof kinds / sizeof kinds[0])
 
 /*
  * The records of one attachment, kept until ebb detaches and matches them
@@ -91,9 +69,35 @@ struct records {
 	size_t cext, capi, cact, cops;
 	uint64_t dropped;	/* records not kept: the cap was reached or memory ran out */
 };
-static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct records recs;
-static struct cm_stats last_stats;
+
+/* The tracer's state. */
+static struct tracer {
+	struct ignored_stream ignored[MAX_IGNORED];	/* ebb's own streams (rec_lock) */
+	int nignored;
+	void *cupti_lib;		/* libcupti, dlopened */
+	char cupti_path[PATH_MAX];	/* where it was found */
+	atomic_int attached;		/* CUPTI records the job's activities */
+	atomic_int paused;		/* attached before, its activities disabled (ebb_cupti_pause) */
+	ebb_cupti_sink sink_fn;		/* where matched times go (ebb_cupti_attach) */
+	void *sink_ctx;
+	atomic_uint_fast64_t delivered;	/* times handed to sink_fn */
+	pthread_mutex_t rec_lock;	/* guards ignored and recs */
+	struct records recs;		/* the records of this attachment */
+	struct cm_stats last_stats;	/* what the last match found */
+} tracer = { .rec_lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* External correlation records come with API records, and the runtime's
+ * records tie the activities of libcudart's calls to the driver calls in
+ * them (match.h), so both kinds of API record are enabled too. */
+static const CUpti_ActivityKind kinds[] = {
+	CUPTI_ACTIVITY_KIND_DRIVER,
+	CUPTI_ACTIVITY_KIND_RUNTIME,
+	CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+	CUPTI_ACTIVITY_KIND_MEMCPY,
+	CUPTI_ACTIVITY_KIND_MEMSET,
+};
+#define NKINDS (sizeof kinds / sizeof kinds[0])
 
 /* Records kept per attachment at most (about 32 bytes each). */
 #define RECORDS_MAX (16u << 20)
@@ -118,29 +122,29 @@ room(void **v, size_t n, size_t *cap, size_t size)
 static void
 records_clear(void)
 {
-	free(recs.ext);
-	free(recs.api);
-	free(recs.act);
-	free(recs.ops);
-	memset(&recs, 0, sizeof recs);
+	free(tracer.recs.ext);
+	free(tracer.recs.api);
+	free(tracer.recs.act);
+	free(tracer.recs.ops);
+	memset(&tracer.recs, 0, sizeof tracer.recs);
 }
 
 /* CUPTI's ids of the streams to ignore, where not known yet. Caller holds rec_lock. */
 static void
 resolve_ignored(void)
 {
-	for (int i = 0; i < nignored; i++)
-		if (!ignored[i].known && cupti.GetStreamIdEx != NULL &&
-		    cupti.GetStreamIdEx(ignored[i].ctx, ignored[i].stream, 0, &ignored[i].id) ==
+	for (int i = 0; i < tracer.nignored; i++)
+		if (!tracer.ignored[i].known && cupti.GetStreamIdEx != NULL &&
+		    cupti.GetStreamIdEx(tracer.ignored[i].ctx, tracer.ignored[i].stream, 0, &tracer.ignored[i].id) ==
 		    CUPTI_SUCCESS)
-			ignored[i].known = 1;
+			tracer.ignored[i].known = 1;
 }
 
 static int
 is_ignored(uint32_t stream)
 {
-	for (int i = 0; i < nignored; i++)
-		if (ignored[i].known && ignored[i].id == stream)
+	for (int i = 0; i < tracer.nignored; i++)
+		if (tracer.ignored[i].known && tracer.ignored[i].id == stream)
 			return 1;
 	return 0;
 }
@@ -148,27 +152,27 @@ is_ignored(uint32_t stream)
 void
 ebb_cupti_ignore_stream(CUcontext ctx, CUstream stream)
 {
-	pthread_mutex_lock(&rec_lock);
-	if (nignored < MAX_IGNORED) {
-		ignored[nignored].ctx = ctx;
-		ignored[nignored].stream = stream;
-		ignored[nignored].known = 0;
-		nignored++;
-		if (atomic_load(&attached))
+	pthread_mutex_lock(&tracer.rec_lock);
+	if (tracer.nignored < MAX_IGNORED) {
+		tracer.ignored[tracer.nignored].ctx = ctx;
+		tracer.ignored[tracer.nignored].stream = stream;
+		tracer.ignored[tracer.nignored].known = 0;
+		tracer.nignored++;
+		if (atomic_load(&tracer.attached))
 			resolve_ignored();
 	}
-	pthread_mutex_unlock(&rec_lock);
+	pthread_mutex_unlock(&tracer.rec_lock);
 }
 
 /* Keep a kernel, memcpy or memset record. Caller holds rec_lock. */
 static void
 keep_act(uint32_t corr, uint64_t start, uint64_t end)
 {
-	if (room((void **)&recs.act, recs.nact, &recs.cact, sizeof *recs.act) < 0) {
-		recs.dropped++;
+	if (room((void **)&tracer.recs.act, tracer.recs.nact, &tracer.recs.cact, sizeof *tracer.recs.act) < 0) {
+		tracer.recs.dropped++;
 		return;
 	}
-	recs.act[recs.nact++] = (struct cm_act){ corr, start, end };
+	tracer.recs.act[tracer.recs.nact++] = (struct cm_act){ corr, start, end };
 }
 
 /* Keep what one activity record says. Caller holds rec_lock. */
@@ -180,21 +184,21 @@ take_record(const CUpti_Activity *rec)
 		const CUpti_ActivityExternalCorrelation *e = (const void *)rec;
 		if (e->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
 			return;
-		if (room((void **)&recs.ext, recs.next, &recs.cext, sizeof *recs.ext) < 0) {
-			recs.dropped++;
+		if (room((void **)&tracer.recs.ext, tracer.recs.next, &tracer.recs.cext, sizeof *tracer.recs.ext) < 0) {
+			tracer.recs.dropped++;
 			return;
 		}
-		recs.ext[recs.next++] = (struct cm_ext){ e->correlationId, e->externalId };
+		tracer.recs.ext[tracer.recs.next++] = (struct cm_ext){ e->correlationId, e->externalId };
 		return;
 	}
 	case CUPTI_ACTIVITY_KIND_DRIVER:
 	case CUPTI_ACTIVITY_KIND_RUNTIME: {
 		const CUpti_ActivityAPI *a = (const void *)rec;
-		if (room((void **)&recs.api, recs.napi, &recs.capi, sizeof *recs.api) < 0) {
-			recs.dropped++;
+		if (room((void **)&tracer.recs.api, tracer.recs.napi, &tracer.recs.capi, sizeof *tracer.recs.api) < 0) {
+			tracer.recs.dropped++;
 			return;
 		}
-		recs.api[recs.napi++] = (struct cm_api){ a->correlationId, a->threadId,
+		tracer.recs.api[tracer.recs.napi++] = (struct cm_api){ a->correlationId, a->threadId,
 			rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME, a->start, a->end };
 		return;
 	}
@@ -227,9 +231,9 @@ static void
 deliver(uint64_t seq, uint64_t start, uint64_t end, void *ctx)
 {
 	(void)ctx;
-	atomic_fetch_add(&delivered, 1);
-	if (sink_fn != NULL)
-		sink_fn(seq, start, end, sink_ctx);
+	atomic_fetch_add(&tracer.delivered, 1);
+	if (tracer.sink_fn != NULL)
+		tracer.sink_fn(seq, start, end, tracer.sink_ctx);
 }
 
 static void CUPTIAPI
@@ -248,10 +252,10 @@ buffer_completed(CUcontext ctx, uint32_t streamId, uint8_t *buffer, size_t size,
 	(void)ctx;
 	(void)streamId;
 	(void)size;
-	pthread_mutex_lock(&rec_lock);
+	pthread_mutex_lock(&tracer.rec_lock);
 	while (cupti.ActivityGetNextRecord(buffer, validSize, &rec) == CUPTI_SUCCESS)
 		take_record(rec);
-	pthread_mutex_unlock(&rec_lock);
+	pthread_mutex_unlock(&tracer.rec_lock);
 	free(buffer);
 }
 
@@ -285,10 +289,10 @@ find_cudart(struct dl_phdr_info *info, size_t n, void *data)
 static void
 set_path(const char *p)
 {
-	size_t n = strnlen(p, sizeof cupti_path - 1);
+	size_t n = strnlen(p, sizeof tracer.cupti_path - 1);
 
-	memcpy(cupti_path, p, n);
-	cupti_path[n] = '\0';
+	memcpy(tracer.cupti_path, p, n);
+	tracer.cupti_path[n] = '\0';
 }
 
 /* Try one candidate; returns the handle or NULL. */
@@ -366,29 +370,29 @@ ebb_cupti_attach(const char *lib_path, ebb_cupti_sink sink, void *ctx)
 {
 	static int said, done;
 
-	if (atomic_load(&attached))
+	if (atomic_load(&tracer.attached))
 		return 0;
 	if (done)
 		return -1;	/* once per process: a profiler may hold CUPTI by now */
 	done = 1;
-	if (cupti_lib == NULL) {
+	if (tracer.cupti_lib == NULL) {
 		if (said)
 			return -1;
-		cupti_lib = load_cupti(lib_path);
-		if (cupti_lib == NULL) {
+		tracer.cupti_lib = load_cupti(lib_path);
+		if (tracer.cupti_lib == NULL) {
 			said = 1;
 			return -1;
 		}
-		if (resolve(cupti_lib) < 0) {
+		if (resolve(tracer.cupti_lib) < 0) {
 			ebb_log(EBB_LOG_WARN, "%s lacks the CUPTI activity API ebb needs; running without "
-			    "GPU times", cupti_path);
+			    "GPU times", tracer.cupti_path);
 			said = 1;
-			cupti_lib = NULL;
+			tracer.cupti_lib = NULL;
 			return -1;
 		}
 	}
-	sink_fn = sink;
-	sink_ctx = ctx;
+	tracer.sink_fn = sink;
+	tracer.sink_ctx = ctx;
 	CUptiResult r = cupti.ActivityRegisterCallbacks(buffer_requested, buffer_completed);
 	size_t enabled = 0;
 	if (r == CUPTI_SUCCESS) {
@@ -403,23 +407,23 @@ ebb_cupti_attach(const char *lib_path, ebb_cupti_sink sink, void *ctx)
 			cupti.ActivityDisable(kinds[--enabled]);
 		if (!said)
 			ebb_log(EBB_LOG_WARN, "CUPTI (%s) is not available to ebb: %s (another profiler "
-			    "may hold it); running without GPU times", cupti_path, result_string(r));
+			    "may hold it); running without GPU times", tracer.cupti_path, result_string(r));
 		said = 1;
 		return -1;
 	}
-	pthread_mutex_lock(&rec_lock);
+	pthread_mutex_lock(&tracer.rec_lock);
 	records_clear();
 	resolve_ignored();
-	pthread_mutex_unlock(&rec_lock);
-	atomic_store(&attached, 1);
-	ebb_log(EBB_LOG_INFO, "CUPTI attached (%s)", cupti_path);
+	pthread_mutex_unlock(&tracer.rec_lock);
+	atomic_store(&tracer.attached, 1);
+	ebb_log(EBB_LOG_INFO, "CUPTI attached (%s)", tracer.cupti_path);
 	return 0;
 }
 
 int
 ebb_cupti_attached(void)
 {
-	return atomic_load_explicit(&attached, memory_order_relaxed);
+	return atomic_load_explicit(&tracer.attached, memory_order_relaxed);
 }
 
 void
@@ -430,12 +434,12 @@ ebb_cupti_push(uint64_t seq)
 	if (!ebb_cupti_attached())
 		return;
 	if (cupti.GetTimestamp(&ts) == CUPTI_SUCCESS) {
-		pthread_mutex_lock(&rec_lock);
-		if (room((void **)&recs.ops, recs.nops, &recs.cops, sizeof *recs.ops) == 0)
-			recs.ops[recs.nops++] = (struct cm_op){ ts, seq };
+		pthread_mutex_lock(&tracer.rec_lock);
+		if (room((void **)&tracer.recs.ops, tracer.recs.nops, &tracer.recs.cops, sizeof *tracer.recs.ops) == 0)
+			tracer.recs.ops[tracer.recs.nops++] = (struct cm_op){ ts, seq };
 		else
-			recs.dropped++;
-		pthread_mutex_unlock(&rec_lock);
+			tracer.recs.dropped++;
+		pthread_mutex_unlock(&tracer.rec_lock);
 	}
 	cupti.ActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, seq);
 }
@@ -455,10 +459,10 @@ ebb_cupti_pop(void)
 static void
 match_kept(void)
 {
-	pthread_mutex_lock(&rec_lock);
-	struct records mine = recs;
-	memset(&recs, 0, sizeof recs);
-	pthread_mutex_unlock(&rec_lock);
+	pthread_mutex_lock(&tracer.rec_lock);
+	struct records mine = tracer.recs;
+	memset(&tracer.recs, 0, sizeof tracer.recs);
+	pthread_mutex_unlock(&tracer.rec_lock);
 	struct cm_stats now;
 	if (cupti_match(mine.ext, mine.next, mine.api, mine.napi, mine.act, mine.nact, mine.ops,
 	    mine.nops, deliver, NULL, &now) < 0)
@@ -469,10 +473,10 @@ match_kept(void)
 		    (unsigned long long)mine.dropped, RECORDS_MAX);
 	else {
 		/* over every flush and the detach */
-		last_stats.direct += now.direct;
-		last_stats.nested += now.nested;
-		last_stats.timed += now.timed;
-		last_stats.unmatched += now.unmatched;
+		tracer.last_stats.direct += now.direct;
+		tracer.last_stats.nested += now.nested;
+		tracer.last_stats.timed += now.timed;
+		tracer.last_stats.unmatched += now.unmatched;
 	}
 	free(mine.ext);
 	free(mine.api);
@@ -483,11 +487,11 @@ match_kept(void)
 uint64_t
 ebb_cupti_flush(void)
 {
-	if (!atomic_load(&attached))
-		return atomic_load(&delivered);
+	if (!atomic_load(&tracer.attached))
+		return atomic_load(&tracer.delivered);
 	cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	match_kept();
-	return atomic_load(&delivered);
+	return atomic_load(&tracer.delivered);
 }
 
 /* Stop recording: every record flushed, the activities disabled. */
@@ -503,24 +507,24 @@ stop_recording(void)
 uint64_t
 ebb_cupti_pause(void)
 {
-	if (!atomic_exchange(&attached, 0))
-		return atomic_load(&delivered);
+	if (!atomic_exchange(&tracer.attached, 0))
+		return atomic_load(&tracer.delivered);
 	stop_recording();
 	match_kept();
-	atomic_store(&paused, 1);
+	atomic_store(&tracer.paused, 1);
 	ebb_log(EBB_LOG_INFO, "CUPTI paused: %llu operations timed so far",
-	    (unsigned long long)atomic_load(&delivered));
-	return atomic_load(&delivered);
+	    (unsigned long long)atomic_load(&tracer.delivered));
+	return atomic_load(&tracer.delivered);
 }
 
 int
 ebb_cupti_resume(void)
 {
-	if (!atomic_load(&paused))
+	if (!atomic_load(&tracer.paused))
 		return -1;
-	pthread_mutex_lock(&rec_lock);
+	pthread_mutex_lock(&tracer.rec_lock);
 	records_clear();
-	pthread_mutex_unlock(&rec_lock);
+	pthread_mutex_unlock(&tracer.rec_lock);
 	size_t enabled = 0;
 	CUptiResult r = CUPTI_SUCCESS;
 	for (; enabled < NKINDS; enabled++)
@@ -533,8 +537,8 @@ ebb_cupti_resume(void)
 		    "again without GPU times", result_string(r));
 		return -1;
 	}
-	atomic_store(&paused, 0);
-	atomic_store(&attached, 1);
+	atomic_store(&tracer.paused, 0);
+	atomic_store(&tracer.attached, 1);
 	ebb_log(EBB_LOG_INFO, "CUPTI recording again");
 	return 0;
 }
@@ -542,16 +546,16 @@ ebb_cupti_resume(void)
 int
 ebb_cupti_paused(void)
 {
-	return atomic_load_explicit(&paused, memory_order_relaxed);
+	return atomic_load_explicit(&tracer.paused, memory_order_relaxed);
 }
 
 uint64_t
 ebb_cupti_detach(void)
 {
 	/* (paused: nothing recorded since the pause, which matched the rest) */
-	if (!atomic_exchange(&paused, 0)) {
-		if (!atomic_exchange(&attached, 0))
-			return atomic_load(&delivered);
+	if (!atomic_exchange(&tracer.paused, 0)) {
+		if (!atomic_exchange(&tracer.attached, 0))
+			return atomic_load(&tracer.delivered);
 		stop_recording();
 	}
 	CUptiResult r = cupti.Finalize();
@@ -560,10 +564,10 @@ ebb_cupti_detach(void)
 	match_kept();
 	ebb_log(EBB_LOG_INFO, "CUPTI detached: %llu operations timed (%llu directly, %llu and %llu "
 	    "through libcudart's calls), %llu activities of others",
-	    (unsigned long long)atomic_load(&delivered), (unsigned long long)last_stats.direct,
-	    (unsigned long long)last_stats.nested, (unsigned long long)last_stats.timed,
-	    (unsigned long long)last_stats.unmatched);
-	return atomic_load(&delivered);
+	    (unsigned long long)atomic_load(&tracer.delivered), (unsigned long long)tracer.last_stats.direct,
+	    (unsigned long long)tracer.last_stats.nested, (unsigned long long)tracer.last_stats.timed,
+	    (unsigned long long)tracer.last_stats.unmatched);
+	return atomic_load(&tracer.delivered);
 }
 
 uint64_t
@@ -579,14 +583,14 @@ ebb_cupti_timestamp(void)
 const char *
 ebb_cupti_path(void)
 {
-	return cupti_path;
+	return tracer.cupti_path;
 }
 
 void
 ebb_cupti_match_stats(uint64_t *direct, uint64_t *nested, uint64_t *stamped, uint64_t *unmatched)
 {
-	*direct = last_stats.direct;
-	*nested = last_stats.nested;
-	*stamped = last_stats.timed;
-	*unmatched = last_stats.unmatched;
+	*direct = tracer.last_stats.direct;
+	*nested = tracer.last_stats.nested;
+	*stamped = tracer.last_stats.timed;
+	*unmatched = tracer.last_stats.unmatched;
 }

@@ -17,13 +17,15 @@
 #include "trace.h"
 #include "trace_format.h"
 
-/* Lock order: after ebb_state_lock. Guards everything below. */
-static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
-static int trace_fd = -1;
-static char *tbuf;
-static size_t tcap, tlen;
-static int write_failed;
-static _Thread_local int holding;	/* this thread holds trace_lock mid-line */
+/* The writer's state. */
+static struct trace {
+	pthread_mutex_t lock;		/* guards the rest; taken after ebb_state_lock (locks.h) */
+	int fd;				/* the trace file; -1: no trace */
+	char *buf;			/* records not yet written */
+	size_t cap, len;		/* its size, and the bytes in it */
+	int write_failed;		/* a write failed (said once) */
+} trace = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 };
+static _Thread_local int holding;	/* this thread holds trace.lock mid-line */
 
 uint64_t
 ebb_now_ns(void)
@@ -43,17 +45,17 @@ ebb_now_ns(void)
 static void
 write_all(const char *p, size_t n)
 {
-	while (n > 0 && trace_fd >= 0) {
-		ssize_t w = write(trace_fd, p, n);
+	while (n > 0 && trace.fd >= 0) {
+		ssize_t w = write(trace.fd, p, n);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			if (!write_failed)
+			if (!trace.write_failed)
 				ebb_log(EBB_LOG_WARN, "writing the trace failed (%s); the trace stops here",
 				    strerror(errno));
-			write_failed = 1;
-			close(trace_fd);
-			trace_fd = -1;
+			trace.write_failed = 1;
+			close(trace.fd);
+			trace.fd = -1;
 			return;
 		}
 		p += w;
@@ -61,22 +63,22 @@ write_all(const char *p, size_t n)
 	}
 }
 
-/* Append to the buffer, writing it out when full. Caller holds trace_lock. */
+/* Append to the buffer, writing it out when full. Caller holds trace.lock. */
 static void
 append(const char *p, size_t n)
 {
-	if (trace_fd < 0)
+	if (trace.fd < 0)
 		return;
-	if (tlen + n > tcap) {
-		write_all(tbuf, tlen);
-		tlen = 0;
-		if (n > tcap) {
+	if (trace.len + n > trace.cap) {
+		write_all(trace.buf, trace.len);
+		trace.len = 0;
+		if (n > trace.cap) {
 			write_all(p, n);
 			return;
 		}
 	}
-	memcpy(tbuf + tlen, p, n);
-	tlen += n;
+	memcpy(trace.buf + trace.len, p, n);
+	trace.len += n;
 }
 
 /* Expand %p in path into out. Returns 0, or -1 if it does not fit. */
@@ -191,12 +193,12 @@ ebb_trace_open(const char *path, size_t bufsize, const char *mode_name)
 		free(b);
 		return -1;
 	}
-	pthread_mutex_lock(&trace_lock);
-	tbuf = b;
-	tcap = bufsize;
-	tlen = 0;
-	trace_fd = fd;
-	write_failed = 0;
+	pthread_mutex_lock(&trace.lock);
+	trace.buf = b;
+	trace.cap = bufsize;
+	trace.len = 0;
+	trace.fd = fd;
+	trace.write_failed = 0;
 	char head[256];
 	struct timespec rt;
 	clock_gettime(CLOCK_REALTIME, &rt);
@@ -204,7 +206,7 @@ ebb_trace_open(const char *path, size_t bufsize, const char *mode_name)
 	    EBB_TRACE_MAGIC, EBB_TRACE_VERSION, PACKAGE_VERSION, (int)getpid(), mode_name,
 	    (long long)rt.tv_sec, rt.tv_nsec);
 	append(head, (size_t)n);
-	pthread_mutex_unlock(&trace_lock);
+	pthread_mutex_unlock(&trace.lock);
 	ebb_log(EBB_LOG_INFO, "writing the trace to %s", file);
 	return 0;
 }
@@ -212,7 +214,7 @@ ebb_trace_open(const char *path, size_t bufsize, const char *mode_name)
 int
 ebb_trace_on(void)
 {
-	return __atomic_load_n(&trace_fd, __ATOMIC_RELAXED) >= 0;
+	return __atomic_load_n(&trace.fd, __ATOMIC_RELAXED) >= 0;
 }
 
 void
@@ -230,7 +232,7 @@ line_room(struct ebb_line *l, size_t n)
 	if (l->len + n <= sizeof l->buf)
 		return;
 	if (!holding) {
-		pthread_mutex_lock(&trace_lock);
+		pthread_mutex_lock(&trace.lock);
 		holding = 1;
 	}
 	append(l->buf, l->len);
@@ -315,59 +317,59 @@ ebb_line_end(struct ebb_line *l)
 	line_room(l, 1);
 	l->buf[l->len++] = '\n';
 	if (!holding)
-		pthread_mutex_lock(&trace_lock);
+		pthread_mutex_lock(&trace.lock);
 	append(l->buf, l->len);
 	holding = 0;
-	pthread_mutex_unlock(&trace_lock);
+	pthread_mutex_unlock(&trace.lock);
 	l->len = 0;
 }
 
 void
 ebb_trace_flush(void)
 {
-	pthread_mutex_lock(&trace_lock);
-	if (trace_fd >= 0 && tlen > 0) {
-		write_all(tbuf, tlen);
-		tlen = 0;
+	pthread_mutex_lock(&trace.lock);
+	if (trace.fd >= 0 && trace.len > 0) {
+		write_all(trace.buf, trace.len);
+		trace.len = 0;
 	}
-	pthread_mutex_unlock(&trace_lock);
+	pthread_mutex_unlock(&trace.lock);
 }
 
 void
 ebb_trace_close(void)
 {
-	pthread_mutex_lock(&trace_lock);
-	if (trace_fd >= 0) {
-		write_all(tbuf, tlen);
-		tlen = 0;
-		if (trace_fd >= 0)
-			close(trace_fd);
-		trace_fd = -1;
+	pthread_mutex_lock(&trace.lock);
+	if (trace.fd >= 0) {
+		write_all(trace.buf, trace.len);
+		trace.len = 0;
+		if (trace.fd >= 0)
+			close(trace.fd);
+		trace.fd = -1;
 	}
-	pthread_mutex_unlock(&trace_lock);
+	pthread_mutex_unlock(&trace.lock);
 }
 
 void
 ebb_trace_atfork_prepare(void)
 {
-	pthread_mutex_lock(&trace_lock);
+	pthread_mutex_lock(&trace.lock);
 }
 
 void
 ebb_trace_atfork_parent(void)
 {
-	pthread_mutex_unlock(&trace_lock);
+	pthread_mutex_unlock(&trace.lock);
 }
 
 void
 ebb_trace_atfork_child(void)
 {
 	/* The parent writes what it buffered; the child writes nothing. */
-	if (trace_fd >= 0)
-		close(trace_fd);
-	trace_fd = -1;
-	tlen = 0;
-	pthread_mutex_unlock(&trace_lock);
+	if (trace.fd >= 0)
+		close(trace.fd);
+	trace.fd = -1;
+	trace.len = 0;
+	pthread_mutex_unlock(&trace.lock);
 }
 
 void

@@ -33,10 +33,13 @@ struct ebb_stream {
 	struct ebb_stream *next;
 };
 
-static struct ebb_stream *all;
+/* The stream trackers' state (ebb_state_lock). */
+static struct streams {
+	struct ebb_stream *all;		/* every tracker, newest first */
+	CUevent *pool[2];		/* events kept for reuse: [1] timing ones, [0] the others */
+	size_t npool[2], cappool[2];	/* events in each, and room for */
+} streams;
 static _Thread_local struct ebb_stream *mine;	/* this thread's per-thread stream */
-static CUevent *pool[2];
-static size_t npool[2], cappool[2];
 
 int
 streams_relax(void)
@@ -64,8 +67,8 @@ streams_event_get(int timing)
 	CUevent ev = NULL;
 
 	timing = timing != 0;
-	if (npool[timing] > 0)
-		return pool[timing][--npool[timing]];
+	if (streams.npool[timing] > 0)
+		return streams.pool[timing][--streams.npool[timing]];
 	if (ebb_real.cuEventCreate == NULL ||
 	    ebb_real.cuEventCreate(&ev, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING) !=
 	    CUDA_SUCCESS)
@@ -79,17 +82,17 @@ streams_event_put(CUevent ev, int timing)
 	timing = timing != 0;
 	if (ev == NULL)
 		return;
-	if (npool[timing] == cappool[timing]) {
-		size_t cap = cappool[timing] ? cappool[timing] * 2 : 64;
-		CUevent *p = realloc(pool[timing], cap * sizeof *p);
+	if (streams.npool[timing] == streams.cappool[timing]) {
+		size_t cap = streams.cappool[timing] ? streams.cappool[timing] * 2 : 64;
+		CUevent *p = realloc(streams.pool[timing], cap * sizeof *p);
 		if (p == NULL) {
 			ebb_real.cuEventDestroy_v2(ev);
 			return;
 		}
-		pool[timing] = p;
-		cappool[timing] = cap;
+		streams.pool[timing] = p;
+		streams.cappool[timing] = cap;
 	}
-	pool[timing][npool[timing]++] = ev;
+	streams.pool[timing][streams.npool[timing]++] = ev;
 }
 
 struct ebb_stream *
@@ -108,7 +111,7 @@ streams_get(CUstream handle, int per_thread)
 	if (!pt && recent != NULL && recent->handle == handle)
 		return recent;
 	if (!pt)
-		for (struct ebb_stream *s = all; s != NULL; s = s->next)
+		for (struct ebb_stream *s = streams.all; s != NULL; s = s->next)
 			if (s->handle == handle && !s->per_thread)
 				return recent = s;
 	struct ebb_stream *s = calloc(1, sizeof *s);
@@ -116,8 +119,8 @@ streams_get(CUstream handle, int per_thread)
 		return NULL;
 	s->handle = pt ? EBB_STREAM_PER_THREAD : handle;
 	s->per_thread = pt;
-	s->next = all;
-	all = s;
+	s->next = streams.all;
+	streams.all = s;
 	if (pt)
 		mine = s;
 	else
@@ -306,7 +309,7 @@ streams_event_wait(CUevent ev)
 void
 streams_each(void (*fn)(struct ebb_stream *, void *), void *ctx)
 {
-	for (struct ebb_stream *s = all; s != NULL; s = s->next)
+	for (struct ebb_stream *s = streams.all; s != NULL; s = s->next)
 		fn(s, ctx);
 }
 
@@ -334,7 +337,7 @@ streams_capturing(struct ebb_stream *s)
 void
 streams_capture_ended(int others)
 {
-	for (struct ebb_stream *s = all; s != NULL; s = s->next) {
+	for (struct ebb_stream *s = streams.all; s != NULL; s = s->next) {
 		if (!s->capturing)
 			continue;
 		s->capturing = 0;

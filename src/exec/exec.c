@@ -71,34 +71,37 @@ struct exec_recorded {
 	double off_s, res_s;		/* what a move has cost the host so far */
 };
 
-static const struct ebb_conf *conf;
-static struct buftab *tab;
-static struct exec_stats xs;
-
-/* the recording */
-static int recording;		/* open: operations, allocations and frees go into it */
-static struct exec_recorded cur;	/* the recording */
-static uint32_t cur_addr_cap;		/* room in cur.addr */
-
-/* GPU times arrive on CUPTI's thread */
-static pthread_mutex_t times_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t times_s0, times_n;
-static double *times;
-
 /* mean GPU time of each token, from the timed recordings */
 struct tokdur {
 	uint32_t n;
 	double sum;
 };
-static struct tokdur *toks;
-static uint32_t ntoks, captoks;
-static struct idmap tokidx;	/* token -> index in toks */
 
-/* the plan */
-static struct xplan *ready, *running, *retired;
-static uint64_t run_s0;
-static uint32_t run_ord;
-static uint64_t run_done;	/* whole iterations the running plan has run */
+/* The executor's state, guarded by ebb_state_lock but for the GPU times. */
+static struct exec {
+	const struct ebb_conf *conf;	/* the configuration (exec_init) */
+	struct buftab *tab;		/* the engine's buffer table */
+	struct exec_stats xs;		/* what exec_stats reports */
+	/* the recording */
+	int recording;			/* open: operations, allocations and frees go into it */
+	struct exec_recorded cur;	/* the recording */
+	uint32_t cur_addr_cap;		/* room in cur.addr */
+	/* GPU times, arriving on whichever thread flushes CUPTI: times_lock */
+	pthread_mutex_t times_lock;
+	uint64_t times_s0, times_n;	/* the operations they are for: times_s0 on, times_n */
+	double *times;
+	/* the planner's alone (one plan at a time) */
+	struct tokdur *toks;		/* mean GPU time of each token */
+	uint32_t ntoks, captoks;
+	struct idmap tokidx;		/* token -> index in toks */
+	/* the plan */
+	struct xplan *ready, *running;	/* installed, and running */
+	struct xplan *retired;		/* stopped plans, freed at exit (exec_after_op may
+					 * still walk one) */
+	uint64_t run_s0;		/* the running plan's iteration started with this operation */
+	uint32_t run_ord;		/* allocations of that iteration so far */
+	uint64_t run_done;		/* whole iterations the running plan has run */
+} exec = { .times_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static double
 gib(uint64_t b)
@@ -115,8 +118,8 @@ movable(const struct ebb_buf *b)
 void
 exec_init(const struct ebb_conf *c, struct buftab *t)
 {
-	conf = c;
-	tab = t;
+	exec.conf = c;
+	exec.tab = t;
 }
 
 /* ---- per-token times ---- */
@@ -125,24 +128,24 @@ exec_init(const struct ebb_conf *c, struct buftab *t)
 static struct tokdur *
 tok_slot(uint32_t tok, int add)
 {
-	uint32_t i = idmap_get(&tokidx, tok);
+	uint32_t i = idmap_get(&exec.tokidx, tok);
 
 	if (i != IDMAP_NONE)
-		return &toks[i];
+		return &exec.toks[i];
 	if (!add)
 		return NULL;
-	if (ntoks == captoks) {
-		uint32_t cap = captoks ? captoks * 2 : 1024;
-		struct tokdur *v = realloc(toks, cap * sizeof *v);
+	if (exec.ntoks == exec.captoks) {
+		uint32_t cap = exec.captoks ? exec.captoks * 2 : 1024;
+		struct tokdur *v = realloc(exec.toks, cap * sizeof *v);
 		if (v == NULL)
 			return NULL;
-		toks = v;
-		captoks = cap;
+		exec.toks = v;
+		exec.captoks = cap;
 	}
-	if (idmap_put(&tokidx, tok, ntoks) < 0)
+	if (idmap_put(&exec.tokidx, tok, exec.ntoks) < 0)
 		return NULL;
-	toks[ntoks] = (struct tokdur){ 0, 0 };
-	return &toks[ntoks++];
+	exec.toks[exec.ntoks] = (struct tokdur){ 0, 0 };
+	return &exec.toks[exec.ntoks++];
 }
 
 /* ---- the plan's life ---- */
@@ -169,8 +172,8 @@ retire(struct xplan *x)
 {
 	if (x == NULL)
 		return;
-	x->retired_next = retired;
-	retired = x;
+	x->retired_next = exec.retired;
+	exec.retired = x;
 }
 
 /* Free what r holds (not r). */
@@ -189,16 +192,16 @@ recorded_fini(struct exec_recorded *r)
 static void
 recording_free(void)
 {
-	recording = 0;
+	exec.recording = 0;
 	mover_time_self(0);
-	recorded_fini(&cur);
-	memset(&cur, 0, sizeof cur);
-	cur_addr_cap = 0;
-	pthread_mutex_lock(&times_lock);
-	free(times);
-	times = NULL;
-	times_n = 0;
-	pthread_mutex_unlock(&times_lock);
+	recorded_fini(&exec.cur);
+	memset(&exec.cur, 0, sizeof exec.cur);
+	exec.cur_addr_cap = 0;
+	pthread_mutex_lock(&exec.times_lock);
+	free(exec.times);
+	exec.times = NULL;
+	exec.times_n = 0;
+	pthread_mutex_unlock(&exec.times_lock);
 }
 
 /* ---- recording ---- */
@@ -209,49 +212,49 @@ add_live(struct ebb_buf *b, void *ctx)
 	(void)ctx;
 	if (b->mv.managed != EBB_MANAGED_BIG)
 		return 0;
-	if (cur.naddr == cur_addr_cap) {
-		uint32_t cap = cur_addr_cap ? cur_addr_cap * 2 : 1024;
-		uint64_t *v = realloc(cur.addr, cap * sizeof *v);
+	if (exec.cur.naddr == exec.cur_addr_cap) {
+		uint32_t cap = exec.cur_addr_cap ? exec.cur_addr_cap * 2 : 1024;
+		uint64_t *v = realloc(exec.cur.addr, cap * sizeof *v);
 		if (v == NULL) {
-			cur.r.oom = 1;
+			exec.cur.r.oom = 1;
 			return 1;
 		}
-		cur.addr = v;
-		cur_addr_cap = cap;
+		exec.cur.addr = v;
+		exec.cur_addr_cap = cap;
 	}
 	/* rec_live gives the buffers alive at the start the first indices */
-	cur.addr[cur.naddr++] = b->addr;
-	rec_live(&cur.r, b->id, b->mv.rsize, movable(b));
+	exec.cur.addr[exec.cur.naddr++] = b->addr;
+	rec_live(&exec.cur.r, b->id, b->mv.rsize, movable(b));
 	return 0;
 }
 
 int
 exec_record_begin(uint64_t s0, uint64_t period)
 {
-	if (period == 0 || period > (1u << 28) || rec_begin(&cur.r, s0, (uint32_t)period) < 0) {
+	if (period == 0 || period > (1u << 28) || rec_begin(&exec.cur.r, s0, (uint32_t)period) < 0) {
 		ebb_log(EBB_LOG_WARN, "cannot record an iteration of %llu operations; ebb does not plan",
 		    (unsigned long long)period);
 		return -1;
 	}
-	cur.tok = calloc(period, sizeof *cur.tok);
-	cur.host = calloc(period + 1, sizeof *cur.host);
-	cur.self = calloc(period + 1, sizeof *cur.self);
-	cur.sync = calloc(period, 1);
+	exec.cur.tok = calloc(period, sizeof *exec.cur.tok);
+	exec.cur.host = calloc(period + 1, sizeof *exec.cur.host);
+	exec.cur.self = calloc(period + 1, sizeof *exec.cur.self);
+	exec.cur.sync = calloc(period, 1);
 	double *t = calloc(period, sizeof *t);
-	if (cur.tok == NULL || cur.host == NULL || cur.self == NULL || cur.sync == NULL || t == NULL) {
+	if (exec.cur.tok == NULL || exec.cur.host == NULL || exec.cur.self == NULL || exec.cur.sync == NULL || t == NULL) {
 		free(t);
 		recording_free();
 		ebb_log(EBB_LOG_WARN, "no memory to record an iteration of %llu operations; ebb does "
 		    "not plan", (unsigned long long)period);
 		return -1;
 	}
-	buftab_walk(tab, add_live, NULL);
-	pthread_mutex_lock(&times_lock);
-	times = t;
-	times_s0 = s0;
-	times_n = period;
-	pthread_mutex_unlock(&times_lock);
-	recording = 1;
+	buftab_walk(exec.tab, add_live, NULL);
+	pthread_mutex_lock(&exec.times_lock);
+	exec.times = t;
+	exec.times_s0 = s0;
+	exec.times_n = period;
+	pthread_mutex_unlock(&exec.times_lock);
+	exec.recording = 1;
 	mover_time_self(1);
 	ebb_trace_note_u64("plan-recording", s0);
 	return 0;
@@ -260,12 +263,12 @@ exec_record_begin(uint64_t s0, uint64_t period)
 void
 exec_record_end(void)
 {
-	if (!recording)
+	if (!exec.recording)
 		return;
-	cur.host[cur.r.p.nops] = ebb_now_ns();
-	cur.self[cur.r.p.nops] = mover_self_ns();
+	exec.cur.host[exec.cur.r.p.nops] = ebb_now_ns();
+	exec.cur.self[exec.cur.r.p.nops] = mover_self_ns();
 	mover_time_self(0);
-	recording = 0;
+	exec.recording = 0;
 }
 
 void
@@ -280,14 +283,14 @@ exec_alloc(struct ebb_buf *b, uint64_t next_seq, char *why, size_t len)
 	if (b->mv.managed != EBB_MANAGED_BIG)
 		return 0;
 	b->plan_ord = 0;
-	if (recording) {
-		rec_alloc(&cur.r, b->id, b->mv.rsize, movable(b), next_seq);
+	if (exec.recording) {
+		rec_alloc(&exec.cur.r, b->id, b->mv.rsize, movable(b), next_seq);
 		return 0;
 	}
-	if (running == NULL)
+	if (exec.running == NULL)
 		return 0;
-	struct xplan *x = running;
-	uint32_t o = run_ord++;
+	struct xplan *x = exec.running;
+	uint32_t o = exec.run_ord++;
 	if (o >= x->nord || x->ord_size[o] != b->mv.rsize) {
 		if (o >= x->nord)
 			snprintf(why, len, "allocation %u of the iteration; %u were learned", o,
@@ -308,11 +311,11 @@ exec_free(struct ebb_buf *b, uint64_t last_seq)
 {
 	if (b->mv.managed != EBB_MANAGED_BIG)
 		return;
-	if (recording)
-		rec_free(&cur.r, b->id, last_seq);
-	if (running != NULL && b->plan_ord != 0 && b->plan_ord <= running->nord &&
-	    running->slot[b->plan_ord - 1] == b)
-		running->slot[b->plan_ord - 1] = NULL;
+	if (exec.recording)
+		rec_free(&exec.cur.r, b->id, last_seq);
+	if (exec.running != NULL && b->plan_ord != 0 && b->plan_ord <= exec.running->nord &&
+	    exec.running->slot[b->plan_ord - 1] == b)
+		exec.running->slot[b->plan_ord - 1] = NULL;
 	b->plan_ord = 0;
 }
 
@@ -320,26 +323,26 @@ void
 exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, unsigned xfer,
     int sync)
 {
-	if (!recording || seq < cur.r.s0 || seq - cur.r.s0 >= cur.r.p.nops)
+	if (!exec.recording || seq < exec.cur.r.s0 || seq - exec.cur.r.s0 >= exec.cur.r.p.nops)
 		return;
-	uint64_t i = seq - cur.r.s0;
-	cur.tok[i] = token;
-	cur.host[i] = ebb_now_ns();
-	cur.self[i] = mover_self_ns();
-	cur.sync[i] = sync != 0;
-	rec_xfer(&cur.r, seq, xfer);
+	uint64_t i = seq - exec.cur.r.s0;
+	exec.cur.tok[i] = token;
+	exec.cur.host[i] = ebb_now_ns();
+	exec.cur.self[i] = mover_self_ns();
+	exec.cur.sync[i] = sync != 0;
+	rec_xfer(&exec.cur.r, seq, xfer);
 	for (size_t k = 0; k < n; k++)
 		if (bufs[k]->mv.managed == EBB_MANAGED_BIG)
-			rec_use(&cur.r, seq, bufs[k]->id);
+			rec_use(&exec.cur.r, seq, bufs[k]->id);
 }
 
 void
 exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end)
 {
-	pthread_mutex_lock(&times_lock);
-	if (times != NULL && seq >= times_s0 && seq - times_s0 < times_n && end > start)
-		times[seq - times_s0] += (double)(end - start) / 1e9;
-	pthread_mutex_unlock(&times_lock);
+	pthread_mutex_lock(&exec.times_lock);
+	if (exec.times != NULL && seq >= exec.times_s0 && seq - exec.times_s0 < exec.times_n && end > start)
+		exec.times[seq - exec.times_s0] += (double)(end - start) / 1e9;
+	pthread_mutex_unlock(&exec.times_lock);
 }
 
 /* ---- running ---- */
@@ -347,56 +350,56 @@ exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end)
 void
 exec_run_start(uint64_t next_seq)
 {
-	running = ready;
-	ready = NULL;
-	if (running == NULL)
+	exec.running = exec.ready;
+	exec.ready = NULL;
+	if (exec.running == NULL)
 		return;
 	mover_set_planned(1);
 	ebb_trace_note_u64("plan-started", next_seq);
-	run_done = 0;
-	run_s0 = 0;
+	exec.run_done = 0;
+	exec.run_s0 = 0;
 }
 
 int
 exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len)
 {
-	if (running == NULL)
+	if (exec.running == NULL)
 		return 0;
-	if (period != running->period) {
+	if (period != exec.running->period) {
 		snprintf(why, len, "the iteration's length changed");
 		return -1;
 	}
-	if (run_s0 != 0)
-		run_done++;
-	run_s0 = next_seq;
-	run_ord = 0;
-	memset(running->slot, 0, running->nord * sizeof *running->slot);
-	xs.iterations_run++;
+	if (exec.run_s0 != 0)
+		exec.run_done++;
+	exec.run_s0 = next_seq;
+	exec.run_ord = 0;
+	memset(exec.running->slot, 0, exec.running->nord * sizeof *exec.running->slot);
+	exec.xs.iterations_run++;
 	return 0;
 }
 
 void
 exec_run_stop(void)
 {
-	if (running == NULL && ready == NULL)
+	if (exec.running == NULL && exec.ready == NULL)
 		return;
-	retire(running);
-	retire(ready);
-	running = ready = NULL;
+	retire(exec.running);
+	retire(exec.ready);
+	exec.running = exec.ready = NULL;
 	mover_set_planned(0);
 }
 
 uint64_t
 exec_run_iterations(void)
 {
-	return running != NULL ? run_done : 0;
+	return exec.running != NULL ? exec.run_done : 0;
 }
 
 static struct ebb_buf *
 resolve(const struct xplan *x, const struct xbuf *xb)
 {
 	if (xb->persistent) {
-		struct ebb_buf *b = buftab_find(tab, xb->addr);
+		struct ebb_buf *b = buftab_find(exec.tab, xb->addr);
 		return b != NULL && b->addr == xb->addr && b->id == xb->id ? b : NULL;
 	}
 	struct ebb_buf *b = x->slot[xb->ord];
@@ -408,28 +411,28 @@ exec_after_op(uint64_t seq, struct ebb_stream *st)
 {
 	int moved = 0;
 
-	struct xplan *x = running;
+	struct xplan *x = exec.running;
 
 	if (x == NULL)
 		return 0;
-	if (seq < run_s0 || seq - run_s0 >= x->period)
+	if (seq < exec.run_s0 || seq - exec.run_s0 >= x->period)
 		return 0;
-	uint64_t pos = seq - run_s0;
+	uint64_t pos = seq - exec.run_s0;
 	if (st != NULL && x->gate_mark[pos])
 		streams_mark_now(st);
 	for (uint32_t k = x->first[pos]; k < x->first[pos + 1]; k++) {
 		/* a prefetch may have waited with the mutex released */
-		if (running != x)
+		if (exec.running != x)
 			return moved;
 		const struct xact *a = &x->act[k];
 		struct ebb_buf *b = resolve(x, &x->buf[a->buf]);
 		if (b == NULL) {
-			xs.actions_missed++;
+			exec.xs.actions_missed++;
 			continue;
 		}
 		moved = 1;
 		if (a->prefetch)
-			mover_prefetch(b, st, seq, a->gate < pos ? run_s0 + a->gate : 0);
+			mover_prefetch(b, st, seq, a->gate < pos ? exec.run_s0 + a->gate : 0);
 		else
 			mover_plan_offload(b, a->after_op ? st : NULL, seq);
 	}
@@ -723,11 +726,11 @@ plan_logs(const struct exec_made *rp)
 	if (pl->time_capped && !pl->met)
 		ebb_log(EBB_LOG_WARN, "the plan stops at %.2f GiB, above its target of %.2f GiB: "
 		    "its search reached EBB_PLAN_SECONDS=%g; above EBB_LIMIT the reactive mover "
-		    "does the rest", gib(pl->peak), gib(rp->target), conf->plan_seconds);
+		    "does the rest", gib(pl->peak), gib(rp->target), exec.conf->plan_seconds);
 	else if (pl->time_capped)
 		ebb_log(EBB_LOG_WARN, "the plan meets its target of %.2f GiB, but its search "
 		    "reached EBB_PLAN_SECONDS=%g before it was done: a longer one may find "
-		    "a faster plan", gib(rp->target), conf->plan_seconds);
+		    "a faster plan", gib(rp->target), exec.conf->plan_seconds);
 }
 
 /* Free a recording taken out (NULL: none). */
@@ -749,21 +752,21 @@ exec_record_take(void)
 		recording_free();
 		return NULL;
 	}
-	*r = cur;
-	memset(&cur, 0, sizeof cur);
-	cur_addr_cap = 0;
-	recording = 0;
+	*r = exec.cur;
+	memset(&exec.cur, 0, sizeof exec.cur);
+	exec.cur_addr_cap = 0;
+	exec.recording = 0;
 	r->fixed = mover_fixed_held();
 	r->limit = mover_limit();
 	mover_move_costs(&r->off_s, &r->res_s);
 	/* the GPU times are in (CUPTI was flushed): take them with the rest,
 	 * before a departure lets another recording start */
-	pthread_mutex_lock(&times_lock);
-	r->gpu = times;
-	r->ngpu = times_n;
-	times = NULL;
-	times_n = 0;
-	pthread_mutex_unlock(&times_lock);
+	pthread_mutex_lock(&exec.times_lock);
+	r->gpu = exec.times;
+	r->ngpu = exec.times_n;
+	exec.times = NULL;
+	exec.times_n = 0;
+	pthread_mutex_unlock(&exec.times_lock);
 	return r;
 }
 
@@ -790,15 +793,15 @@ exec_plan_make(struct exec_recorded *rc)
 	/* EBB_PLAN_MARGIN: what is held at a moment on the host's side runs a
 	 * little ahead of the device's */
 	uint64_t limit = rc->limit;
-	m->target = limit - (uint64_t)((double)limit * conf->plan_margin);
-	if (conf->target > 0 && (uint64_t)(conf->target * (double)learned) < m->target)
-		m->target = (uint64_t)(conf->target * (double)learned);
+	m->target = limit - (uint64_t)((double)limit * exec.conf->plan_margin);
+	if (exec.conf->target > 0 && (uint64_t)(exec.conf->target * (double)learned) < m->target)
+		m->target = (uint64_t)(exec.conf->target * (double)learned);
 	m->pp = (struct plan_params){
 		.target = m->target, .d2h_bps = m->d2h, .h2d_bps = m->h2d,
-		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = conf->min_offload_bytes,
+		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = exec.conf->min_offload_bytes,
 		/* under the bound, stalls rather than faults */
-		.allow_stall = 1, .no_waits = !conf->plan_waits,
-		.time_limit_s = conf->plan_seconds,
+		.allow_stall = 1, .no_waits = !exec.conf->plan_waits,
+		.time_limit_s = exec.conf->plan_seconds,
 		.host_offload_s = rc->off_s, .host_restore_s = rc->res_s,
 	};
 	uint64_t t0 = ebb_now_ns();
@@ -825,12 +828,12 @@ exec_plan_install(struct exec_made *m)
 		    "over EBB_LIMIT", m->why);
 		return -1;
 	}
-	retire(ready);
-	ready = m->x;
+	retire(exec.ready);
+	exec.ready = m->x;
 	m->x = NULL;
-	xs.plans++;
-	xs.planned_peak = m->pl.peak;
-	xs.predicted_step_ns = (uint64_t)(m->pl.step_s * 1e9);
+	exec.xs.plans++;
+	exec.xs.planned_peak = m->pl.peak;
+	exec.xs.predicted_step_ns = (uint64_t)(m->pl.step_s * 1e9);
 	plan_notes(m);
 	plan_logs(m);
 	return 0;
@@ -851,5 +854,5 @@ exec_made_free(struct exec_made *m)
 void
 exec_stats(struct exec_stats *out)
 {
-	*out = xs;
+	*out = exec.xs;
 }

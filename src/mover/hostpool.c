@@ -22,15 +22,29 @@ struct extent {
 	struct extent *next;	/* sorted by address */
 };
 
-static struct extent *free_list;
-static uint64_t cap_bytes, slab_bytes, pinned, used, pin_ns;
-static int refused;
+/* A slab of pinned host memory, to find which one a pointer lies in. */
+struct slab {
+	char *p;
+	size_t size;
+};
+
+/* The host pool's state (ebb_state_lock). */
+static struct hostpool {
+	struct extent *free_list;	/* free extents, by address */
+	uint64_t cap_bytes;		/* the most that may be pinned (EBB_HOST_LIMIT; 0: no cap) */
+	uint64_t slab_bytes;		/* how much is pinned at a time */
+	uint64_t pinned, used;		/* bytes pinned, and handed out */
+	uint64_t pin_ns;		/* time spent pinning */
+	int refused;			/* the system refused to pin more: not asked again */
+	struct slab *slabs;		/* the slabs pinned */
+	size_t nslabs;
+} hp;
 
 void
 hostpool_init(uint64_t limit, uint64_t slab)
 {
-	cap_bytes = limit;
-	slab_bytes = slab;
+	hp.cap_bytes = limit;
+	hp.slab_bytes = slab;
 }
 
 static size_t
@@ -48,7 +62,7 @@ align_up(size_t n)
 static void
 insert_free(char *p, size_t size, char *slab)
 {
-	struct extent **link = &free_list, *prev = NULL;
+	struct extent **link = &hp.free_list, *prev = NULL;
 
 	while (*link != NULL && (*link)->p < p) {
 		prev = *link;
@@ -79,20 +93,13 @@ insert_free(char *p, size_t size, char *slab)
 	*link = e;
 }
 
-/* The slabs, to find which one a pointer lies in. */
-struct slab {
-	char *p;
-	size_t size;
-};
-static struct slab *slabs;
-static size_t nslabs;
 
 static char *
 slab_of(const char *p)
 {
-	for (size_t i = 0; i < nslabs; i++)
-		if (p >= slabs[i].p && p < slabs[i].p + slabs[i].size)
-			return slabs[i].p;
+	for (size_t i = 0; i < hp.nslabs; i++)
+		if (p >= hp.slabs[i].p && p < hp.slabs[i].p + hp.slabs[i].size)
+			return hp.slabs[i].p;
 	return NULL;
 }
 
@@ -100,20 +107,20 @@ slab_of(const char *p)
 static int
 grow(size_t size)
 {
-	size_t want = size > slab_bytes ? size : slab_bytes;
+	size_t want = size > hp.slab_bytes ? size : hp.slab_bytes;
 
-	if (refused)
+	if (hp.refused)
 		return -1;	/* the system said no once: do not ask on every offload */
 	want = (want + (2u << 20) - 1) / (2u << 20) * (2u << 20);
-	if (cap_bytes != 0 && pinned + want > cap_bytes) {
-		if (pinned + size > cap_bytes)
+	if (hp.cap_bytes != 0 && hp.pinned + want > hp.cap_bytes) {
+		if (hp.pinned + size > hp.cap_bytes)
 			return -1;
-		want = cap_bytes - pinned;
+		want = hp.cap_bytes - hp.pinned;
 	}
-	struct slab *grown = realloc(slabs, (nslabs + 1) * sizeof *slabs);
+	struct slab *grown = realloc(hp.slabs, (hp.nslabs + 1) * sizeof *hp.slabs);
 	if (grown == NULL)
 		return -1;
-	slabs = grown;
+	hp.slabs = grown;
 	uint64_t t0 = ebb_now_ns();
 	/* Map and register (fast); where the system will not map that much, let
 	 * the driver allocate it pinned; then try just what is needed. */
@@ -123,7 +130,7 @@ grow(size_t size)
 	for (int attempt = 0; attempt < 2 && p == NULL; attempt++) {
 		if (attempt == 1) {
 			want = (size + (2u << 20) - 1) / (2u << 20) * (2u << 20);
-			if (cap_bytes != 0 && pinned + want > cap_bytes)
+			if (hp.cap_bytes != 0 && hp.pinned + want > hp.cap_bytes)
 				break;
 		}
 		void *m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -140,23 +147,23 @@ grow(size_t size)
 		    (r = ebb_real.cuMemHostAlloc(&p, want, CU_MEMHOSTALLOC_PORTABLE)) != CUDA_SUCCESS)
 			p = NULL;
 	}
-	pin_ns += ebb_now_ns() - t0;
+	hp.pin_ns += ebb_now_ns() - t0;
 	if (p == NULL) {
-		if (!refused)
+		if (!hp.refused)
 			ebb_log(EBB_LOG_WARN, "pinning %zu more bytes of host memory failed (mmap: %s; "
 			    "driver error %d; %llu bytes pinned so far); buffers that need more stay on "
 			    "the device", want, e ? strerror(e) : "ok", (int)r,
-			    (unsigned long long)pinned);
-		refused = 1;
+			    (unsigned long long)hp.pinned);
+		hp.refused = 1;
 		return -1;
 	}
-	slabs[nslabs].p = p;
-	slabs[nslabs].size = want;
-	nslabs++;
-	pinned += want;
+	hp.slabs[hp.nslabs].p = p;
+	hp.slabs[hp.nslabs].size = want;
+	hp.nslabs++;
+	hp.pinned += want;
 	insert_free(p, want, p);
 	ebb_log(EBB_LOG_INFO, "pinned %zu bytes of host memory (%llu in all)", want,
-	    (unsigned long long)pinned);
+	    (unsigned long long)hp.pinned);
 	return 0;
 }
 
@@ -165,7 +172,7 @@ hostpool_alloc(size_t size)
 {
 	size = align_up(size ? size : 1);
 	for (int attempt = 0; attempt < 2; attempt++) {
-		for (struct extent **link = &free_list; *link != NULL; link = &(*link)->next) {
+		for (struct extent **link = &hp.free_list; *link != NULL; link = &(*link)->next) {
 			struct extent *e = *link;
 			if (e->size < size)
 				continue;
@@ -176,7 +183,7 @@ hostpool_alloc(size_t size)
 				*link = e->next;
 				free(e);
 			}
-			used += size;
+			hp.used += size;
 			return p;
 		}
 		if (attempt == 0 && grow(size) < 0)
@@ -189,24 +196,24 @@ void
 hostpool_free(void *p, size_t size)
 {
 	size = align_up(size ? size : 1);
-	used -= size;
+	hp.used -= size;
 	insert_free(p, size, slab_of(p));
 }
 
 uint64_t
 hostpool_pinned(void)
 {
-	return pinned;
+	return hp.pinned;
 }
 
 uint64_t
 hostpool_pin_ns(void)
 {
-	return pin_ns;
+	return hp.pin_ns;
 }
 
 uint64_t
 hostpool_used(void)
 {
-	return used;
+	return hp.used;
 }

@@ -11,32 +11,34 @@
 #include "trace.h"
 #include "vmm.h"
 
-static CUdevice device;
-static size_t gran;
-static uint64_t held;
-static struct vmm_handle *pool;
-
 /* Reserved ranges not in use, by size (a short list per size is enough). */
 struct range {
 	CUdeviceptr va;
 	size_t size;
 	struct range *next;
 };
-static struct range *free_ranges;
 
-static struct vmm_stats vst;
+/* The VMM layer's state (ebb_state_lock). */
+static struct vmm {
+	CUdevice device;		/* the device handles are made on (vmm_init) */
+	size_t gran;			/* its allocation granularity */
+	uint64_t held;			/* bytes of the handles made and not released */
+	struct vmm_handle *pool;	/* handles kept unmapped for reuse */
+	struct range *free_ranges;	/* reserved ranges not in use */
+	struct vmm_stats vst;		/* the calls counted and timed (vmm_stats) */
+} vmm;
 
 static void
 count(enum vmm_call c, uint64_t t0)
 {
-	vst.calls[c]++;
-	vst.ns[c] += ebb_now_ns() - t0;
+	vmm.vst.calls[c]++;
+	vmm.vst.ns[c] += ebb_now_ns() - t0;
 }
 
 void
 vmm_stats(struct vmm_stats *out)
 {
-	*out = vst;
+	*out = vmm.vst;
 }
 
 static CUmemAllocationProp
@@ -47,7 +49,7 @@ prop_of(void)
 	memset(&p, 0, sizeof p);
 	p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	p.location.id = device;
+	p.location.id = vmm.device;
 	return p;
 }
 
@@ -56,7 +58,7 @@ vmm_init(CUdevice dev)
 {
 	int supported = 0;
 
-	device = dev;
+	vmm.device = dev;
 	if (ebb_real.cuDeviceGetAttribute == NULL || ebb_real.cuMemCreate == NULL ||
 	    ebb_real.cuDeviceGetAttribute(&supported,
 	    CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) != CUDA_SUCCESS ||
@@ -66,8 +68,8 @@ vmm_init(CUdevice dev)
 		return -1;
 	}
 	CUmemAllocationProp p = prop_of();
-	if (ebb_real.cuMemGetAllocationGranularity(&gran, &p,
-	    CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS || gran == 0) {
+	if (ebb_real.cuMemGetAllocationGranularity(&vmm.gran, &p,
+	    CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS || vmm.gran == 0) {
 		ebb_log(EBB_LOG_WARN, "cuMemGetAllocationGranularity failed; ebb moves nothing");
 		return -1;
 	}
@@ -77,19 +79,19 @@ vmm_init(CUdevice dev)
 size_t
 vmm_granularity(void)
 {
-	return gran;
+	return vmm.gran;
 }
 
 size_t
 vmm_round(size_t size)
 {
-	return (size + gran - 1) / gran * gran;
+	return (size + vmm.gran - 1) / vmm.gran * vmm.gran;
 }
 
 CUresult
 vmm_reserve(size_t rsize, CUdeviceptr *va)
 {
-	for (struct range **r = &free_ranges; *r != NULL; r = &(*r)->next)
+	for (struct range **r = &vmm.free_ranges; *r != NULL; r = &(*r)->next)
 		if ((*r)->size == rsize) {
 			struct range *x = *r;
 			*r = x->next;
@@ -98,7 +100,7 @@ vmm_reserve(size_t rsize, CUdeviceptr *va)
 			return CUDA_SUCCESS;
 		}
 	uint64_t t0 = ebb_now_ns();
-	CUresult r = ebb_real.cuMemAddressReserve(va, rsize, gran, 0, 0);
+	CUresult r = ebb_real.cuMemAddressReserve(va, rsize, vmm.gran, 0, 0);
 	count(VMM_RESERVE, t0);
 	return r;
 }
@@ -114,14 +116,14 @@ vmm_unreserve(CUdeviceptr va, size_t rsize)
 	}
 	x->va = va;
 	x->size = rsize;
-	x->next = free_ranges;
-	free_ranges = x;
+	x->next = vmm.free_ranges;
+	vmm.free_ranges = x;
 }
 
 struct vmm_handle *
 vmm_pool_take(size_t rsize)
 {
-	for (struct vmm_handle **h = &pool; *h != NULL; h = &(*h)->next)
+	for (struct vmm_handle **h = &vmm.pool; *h != NULL; h = &(*h)->next)
 		if ((*h)->size == rsize) {
 			struct vmm_handle *x = *h;
 			*h = x->next;
@@ -134,10 +136,10 @@ vmm_pool_take(size_t rsize)
 struct vmm_handle *
 vmm_pool_any(void)
 {
-	struct vmm_handle *x = pool;
+	struct vmm_handle *x = vmm.pool;
 
 	if (x != NULL) {
-		pool = x->next;
+		vmm.pool = x->next;
 		x->next = NULL;
 	}
 	return x;
@@ -148,8 +150,8 @@ vmm_pool_put(struct vmm_handle *h)
 {
 	if (h->stuck)
 		return;	/* mapped where it could not be unmapped: never used again */
-	h->next = pool;
-	pool = h;
+	h->next = vmm.pool;
+	vmm.pool = h;
 }
 
 CUresult
@@ -167,7 +169,7 @@ vmm_create(size_t rsize, struct vmm_handle **out)
 		return r;
 	}
 	h->size = rsize;
-	held += rsize;
+	vmm.held += rsize;
 	*out = h;
 	return CUDA_SUCCESS;
 }
@@ -178,7 +180,7 @@ vmm_release(struct vmm_handle *h)
 	uint64_t t0 = ebb_now_ns();
 	ebb_real.cuMemRelease(h->h);
 	count(VMM_RELEASE, t0);
-	held -= h->size;
+	vmm.held -= h->size;
 	free(h);
 }
 
@@ -192,7 +194,7 @@ vmm_map(CUdeviceptr va, struct vmm_handle *h)
 	CUmemAccessDesc a;
 	memset(&a, 0, sizeof a);
 	a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	a.location.id = device;
+	a.location.id = vmm.device;
 	a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	r = ebb_real.cuMemSetAccess(va, h->size, &a, 1);
 	if (r != CUDA_SUCCESS && ebb_real.cuMemUnmap(va, h->size) != CUDA_SUCCESS)
@@ -218,5 +220,5 @@ vmm_unmap(CUdeviceptr va, size_t rsize)
 uint64_t
 vmm_held(void)
 {
-	return held;
+	return vmm.held;
 }
