@@ -326,14 +326,18 @@ mover_refuse(size_t size, const char *why)
 {
 	uint64_t movable = mover_lru_bytes();
 
+	char driver[96] = "";
+
 	mover.stats.refusals++;
 	int level = serving.said_refused ? EBB_LOG_NOTE : EBB_LOG_WARN;
 	serving.said_refused = 1;
+	if (mover.limit < mover.limit_conf)
+		snprintf(driver, sizeof driver, " (%llu of it the driver's own for the process)",
+		    (unsigned long long)(mover.limit_conf - mover.limit));
 	ebb_log(level, "out of memory for %zu bytes under "
-	    "EBB_LIMIT=%llu (%llu of it the driver's own for the process): %llu bytes held, "
+	    "EBB_LIMIT=%llu%s: %llu bytes held, "
 	    "%llu of them in movable resident buffers, %llu offloads in flight (%s%s)", size,
-	    (unsigned long long)mover.limit_conf,
-	    (unsigned long long)(mover.limit_conf - mover.limit), (unsigned long long)mover_held_total(),
+	    (unsigned long long)mover.limit_conf, driver, (unsigned long long)mover_held_total(),
 	    (unsigned long long)movable, (unsigned long long)mover_copy_inflight(), why,
 	    serving.host_short ? "; pinned host memory ran out" : "");
 	mover_trace_move('J', 0, NULL, size, why);
@@ -482,15 +486,25 @@ mover_note_unmanaged(int64_t bytes)
 	mover_note_held();
 	/* the driver's allocations are not refused: they can take the job over
 	 * the limit (those of a stream capture, PyTorch's graph pools) */
-	if (bytes > 0 && mover.on && mover_held_total() > mover.limit) {
+	if (bytes <= 0 || !mover.on)
+		return;
+	if (mover_held_total() > mover.limit_conf) {
 		mover.stats.over_limit++;
 		ebb_log_once(&serving.said_over_limit, EBB_LOG_WARN, "allocations the driver served "
 		    "(%llu bytes: made during a stream capture, or not served by ebb) take what the "
-		    "job holds to %llu bytes, over the %llu that EBB_LIMIT=%llu leaves beside the "
-		    "driver's own memory for the process; ebb cannot move them (further such are "
-		    "counted in the summary)", (unsigned long long)serving.other_held,
-		    (unsigned long long)mover_held_total(), (unsigned long long)mover.limit,
-		    (unsigned long long)mover.limit_conf);
+		    "job holds to %llu bytes, over EBB_LIMIT=%llu; ebb cannot move them (further such "
+		    "are counted in the summary)", (unsigned long long)serving.other_held,
+		    (unsigned long long)mover_held_total(), (unsigned long long)mover.limit_conf);
+	} else if (mover_held_total() > mover.limit) {
+		/* within EBB_LIMIT, past what the driver's own memory leaves ebb */
+		mover.stats.past_driver_share++;
+		ebb_log_once(&serving.said_past_share, EBB_LOG_WARN, "allocations the driver served "
+		    "(%llu bytes: made during a stream capture, or not served by ebb) take what the "
+		    "job holds to %llu bytes, within EBB_LIMIT=%llu, and with the driver's own %llu "
+		    "bytes for the process over it (counted in the summary)",
+		    (unsigned long long)serving.other_held, (unsigned long long)mover_held_total(),
+		    (unsigned long long)mover.limit_conf,
+		    (unsigned long long)(mover.limit_conf - mover.limit));
 	}
 }
 

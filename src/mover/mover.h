@@ -70,8 +70,9 @@ struct mover_stats {
 	uint64_t host_pinned;
 	uint64_t host_pin_ns;		/* spent pinning it (out of the offloads' costs) */
 	uint64_t handles_created;
-	uint64_t past_driver_share;	/* handles made, nothing more movable, within EBB_LIMIT
-					 * but past what the driver's own memory left ebb */
+	uint64_t past_driver_share;	/* allocations within EBB_LIMIT but past what the
+					 * driver's own memory left ebb: handles made when
+					 * nothing more could move, and the driver's own */
 	/* the host's time in ebb's moves (the job's thread, or the worker holding
 	 * ebb_state_lock, which the job's thread then waits for) */
 	uint64_t self_ns;		/* in the mover's entry points, waits included,

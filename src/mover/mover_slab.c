@@ -81,13 +81,18 @@ mover_slab_held(void)
 	return slabs.held;
 }
 
-/* A new slab within the limit (making room as for a handle of its size).
- * Returns CUDA_SUCCESS, or the error of cuMemAlloc or of making room. */
+/* A new slab within the limit (making room as for a handle of its size;
+ * where that room was made past the driver's share of EBB_LIMIT, the slab
+ * takes it there too). Returns CUDA_SUCCESS, or the error of cuMemAlloc or
+ * of making room. */
 static CUresult
 new_slab(CUdeviceptr *out)
 {
+	int past = 0;	/* the room was made past what the driver's memory leaves */
+
 	for (int tries = 0;; tries++) {
-		if (mover_held_total() + SLAB_BYTES <= mover.limit) {
+		if (mover_held_total() + SLAB_BYTES <= mover.limit ||
+		    (past && mover_held_total() + SLAB_BYTES <= mover.limit_conf)) {
 			CUresult r = ebb_real.cuMemAlloc_v2(out, SLAB_BYTES);
 			if (r == CUDA_SUCCESS) {
 				slabs.held += SLAB_BYTES;
@@ -101,6 +106,7 @@ new_slab(CUdeviceptr *out)
 		struct vmm_handle *h = mover_get_handle(vmm_round(SLAB_BYTES), 0, 0, &err);
 		if (h == NULL)
 			return err;
+		past = mover_held_total() > mover.limit;
 		vmm_release(h);	/* its room is the slab's */
 	}
 }
