@@ -17,15 +17,17 @@
 static int
 in_self(const void *pc)
 {
-	static const void *self_base;
+	static void *self_base;	/* threads that race here store the same value */
 	Dl_info info;
+	void *base = __atomic_load_n(&self_base, __ATOMIC_RELAXED);
 
-	if (self_base == NULL) {
+	if (base == NULL) {
 		if (dladdr((void *)in_self, &info) == 0)
 			return 0;
-		self_base = info.dli_fbase;
+		base = info.dli_fbase;
+		__atomic_store_n(&self_base, base, __ATOMIC_RELAXED);
 	}
-	return dladdr(pc, &info) != 0 && info.dli_fbase == self_base;
+	return dladdr(pc, &info) != 0 && info.dli_fbase == base;
 }
 
 uint64_t

@@ -60,32 +60,38 @@ static dlsym_fn libc_dlsym;
 EBB_HIDDEN __attribute__((used)) void *(*ebb_libc_dlsym_fn)(void *, const char *);
 
 /*
- * ASan's runtime looks up what it intercepts through dlsym while it starts,
- * before its shadow memory exists: the override's path to glibc's dlsym is
- * not instrumented.
+ * The sanitizers' runtimes look up what they intercept through dlsym while
+ * they start, before ASan's shadow memory or TSan's thread state exists:
+ * the override's path to glibc's dlsym is not instrumented.
  */
-#define EBB_NO_ASAN __attribute__((no_sanitize_address))
+#define EBB_NO_SANITIZE __attribute__((no_sanitize_address, no_sanitize_thread))
 
-/* Find glibc's dlsym without going through our own override. */
-EBB_NO_ASAN static void
+/* Find glibc's dlsym without going through our own override, once found.
+ * No pthread_once: a sanitizer's runtime calls dlsym while it starts, and
+ * its pthread_once interceptor cannot run then. Threads that race here
+ * find the same function and store the same pointer. */
+EBB_NO_SANITIZE static void
 find_libc_dlsym(void)
 {
 	static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", NULL };
+	dlsym_fn f = NULL;
 
-	for (int i = 0; versions[i] && libc_dlsym == NULL; i++)
-		libc_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
-	ebb_libc_dlsym_fn = libc_dlsym;
-	if (libc_dlsym == NULL)
+	if (__atomic_load_n(&libc_dlsym, __ATOMIC_ACQUIRE) != NULL)
+		return;
+	for (int i = 0; versions[i] && f == NULL; i++)
+		f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+	__atomic_store_n(&ebb_libc_dlsym_fn, f, __ATOMIC_RELEASE);
+	__atomic_store_n(&libc_dlsym, f, __ATOMIC_RELEASE);
+	if (f == NULL)
 		ebb_log(EBB_LOG_ERROR, "cannot find the C library's dlsym; ebb cannot forward dlsym calls");
 }
 
 void *
 ebb_real_dlsym(void *handle, const char *name)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, find_libc_dlsym);
-	return libc_dlsym ? libc_dlsym(handle, name) : NULL;
+	find_libc_dlsym();
+	dlsym_fn f = __atomic_load_n(&libc_dlsym, __ATOMIC_ACQUIRE);
+	return f != NULL ? f(handle, name) : NULL;
 }
 
 /* ---- resolution of the driver ---- */
@@ -322,12 +328,10 @@ real_for_next(const char *name)
 
 EBB_HIDDEN void *ebb_dlsym_pick(void *handle, const char *name, const void *caller);
 
-EBB_HIDDEN EBB_NO_ASAN __attribute__((used)) void *
+EBB_HIDDEN EBB_NO_SANITIZE __attribute__((used)) void *
 ebb_dlsym_pick(void *handle, const char *name, const void *caller)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, find_libc_dlsym);
+	find_libc_dlsym();
 	/* The names first: ebb_inside is reached through __tls_get_addr, which
 	 * ASan intercepts and cannot forward before it has started. */
 	if (name == NULL || !((name[0] == 'c' && name[1] == 'u') ||
