@@ -64,35 +64,25 @@ op_copy2d(struct ebb_op *op, const CUDA_MEMCPY2D *p, CUstream s, int sync)
 	    p->srcDevice, p->srcXInBytes, p->srcY, 0, p->srcPitch, 0));
 }
 
-static void
-op_copy3d(struct ebb_op *op, const CUDA_MEMCPY3D *p, CUstream s, int sync)
-{
-	op->kind = EBB_OP_COPY;
-	op->stream = s;
-	op->sync = (uint8_t)sync;
-	if (p == NULL)
-		return;
-	op->bytes = p->WidthInBytes * p->Height * p->Depth;
-	op_sides(op, p->dstMemoryType, copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes,
-	    p->dstY, p->dstZ, p->dstPitch, p->dstHeight), p->srcMemoryType,
-	    copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ,
-	    p->srcPitch, p->srcHeight));
-}
-
-static void
-op_copy3dpeer(struct ebb_op *op, const CUDA_MEMCPY3D_PEER *p, CUstream s, int sync)
-{
-	op->kind = EBB_OP_COPY;
-	op->stream = s;
-	op->sync = (uint8_t)sync;
-	if (p == NULL)
-		return;
-	op->bytes = p->WidthInBytes * p->Height * p->Depth;
-	op_sides(op, p->dstMemoryType, copy_side(p->dstMemoryType, p->dstDevice, p->dstXInBytes,
-	    p->dstY, p->dstZ, p->dstPitch, p->dstHeight), p->srcMemoryType,
-	    copy_side(p->srcMemoryType, p->srcDevice, p->srcXInBytes, p->srcY, p->srcZ,
-	    p->srcPitch, p->srcHeight));
-}
+/* op_copy3d and op_copy3dpeer: a 3D copy's op from its descriptor (the two
+ * descriptor types name the fields alike). */
+#define OP_COPY3D_FN(name, type)						\
+	static void							\
+	name(struct ebb_op *op, const type *p, CUstream s, int sync)	\
+	{								\
+		op->kind = EBB_OP_COPY;					\
+		op->stream = s;						\
+		op->sync = (uint8_t)sync;				\
+		if (p == NULL)						\
+			return;						\
+		op->bytes = p->WidthInBytes * p->Height * p->Depth;	\
+		op_sides(op, p->dstMemoryType, copy_side(p->dstMemoryType, p->dstDevice, \
+		    p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch, p->dstHeight), \
+		    p->srcMemoryType, copy_side(p->srcMemoryType, p->srcDevice, \
+		    p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch, p->srcHeight)); \
+	}
+OP_COPY3D_FN(op_copy3d, CUDA_MEMCPY3D)
+OP_COPY3D_FN(op_copy3dpeer, CUDA_MEMCPY3D_PEER)
 
 static void
 op_copybatch(struct ebb_op *op, const CUdeviceptr *dsts, const CUdeviceptr *srcs,

@@ -180,6 +180,20 @@ evict_one(uint64_t seq, size_t rsize)
 	return 0;
 }
 
+/* A new physical handle of rsize bytes, counted as held. Returns
+ * CUDA_SUCCESS or the driver's error. */
+static CUresult
+make_handle(size_t rsize, struct vmm_handle **h)
+{
+	CUresult r = vmm_create(rsize, h);
+
+	if (r == CUDA_SUCCESS) {
+		mover.stats.handles_created++;
+		mover_note_held();
+	}
+	return r;
+}
+
 /*
  * A handle of rsize bytes within the limit if one is to be had without
  * waiting or moving anything: a pooled one, a new one (unless *device_full),
@@ -190,19 +204,21 @@ evict_one(uint64_t seq, size_t rsize)
 struct vmm_handle *
 mover_try_handle(size_t rsize, int *device_full, CUresult *err)
 {
+	int sampled = 0;
+
 	for (;;) {
 		struct vmm_handle *h = vmm_pool_take(rsize);
 		if (h != NULL)
 			return h;
-		if (!*device_full)
+		/* what ebb holds may grow: the driver's own memory first, once */
+		if (!*device_full && !sampled && mover_held_total() + rsize <= mover.limit_conf) {
 			mover_sample_device();
+			sampled = 1;
+		}
 		if (!*device_full && mover_held_total() + rsize <= mover.limit) {
-			CUresult r = vmm_create(rsize, &h);
-			if (r == CUDA_SUCCESS) {
-				mover.stats.handles_created++;
-				mover_note_held();
+			CUresult r = make_handle(rsize, &h);
+			if (r == CUDA_SUCCESS)
 				return h;
-			}
 			if (r != CUDA_ERROR_OUT_OF_MEMORY) {
 				*err = r;
 				return NULL;
@@ -229,14 +245,12 @@ past_driver_share(size_t rsize, CUresult *err)
 
 	if (mover.limit >= mover.limit_conf || mover_held_total() + rsize > mover.limit_conf)
 		return NULL;
-	CUresult r = vmm_create(rsize, &h);
+	CUresult r = make_handle(rsize, &h);
 	if (r != CUDA_SUCCESS) {
 		*err = r;
 		return NULL;
 	}
-	mover.stats.handles_created++;
 	mover.stats.past_driver_share++;
-	mover_note_held();
 	ebb_log_once(&serving.said_past_share, EBB_LOG_WARN, "nothing more can be moved, and what "
 	    "the job needs does not fit under EBB_LIMIT=%llu beside the driver's own %llu bytes "
 	    "for the process: ebb holds %llu bytes, within EBB_LIMIT, and the driver's memory "
