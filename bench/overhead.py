@@ -4,13 +4,14 @@
 usage: bench/overhead.py [--jobs J,...] [--modes M,...] [--repeats R]
                          [--steps N] [--warmup W] [--out FILE.jsonl]
 
-Runs each job of tests/gpu/zoo/jobs (names as tests/gpu/zoo.py gives them:
-resnet152 is the launch-bound CNN, hf_gpt2_eager and hf_mistral are
-transformers) R times in each mode, the modes interleaved run by run
+Runs each job of tests/gpu/zoo/jobs (names as tests/gpu/zoo.py gives them,
+and resnet50_b16 and resnet152_b32, ResNets at batches small enough that
+the host's time per operation sets the step time) R times in each mode, the modes interleaved run by run
 (none, observe, ...; none, observe, ...) so that the machine's drift falls
 on every mode alike. Modes:
 
   none            the job alone, PyTorch's default caching allocator
+  off             ebb run --mode off: libebb.so preloaded, interposing nothing
   observe         ebb run --mode observe (no trace: what ebb's interposition,
                   learning and CUPTI cost)
   observe-trace   the same with --trace (each operation also written)
@@ -39,21 +40,28 @@ TOP = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(TOP, "tests", "gpu"))
 import zoo  # noqa: E402  (the jobs' table)
 
+# jobs beside the zoo's: ResNets at small batches, where the host's time per
+# operation, not the GPU, sets the step time
+JOBS = dict(zoo.JOBS)
+JOBS["resnet50_b16"] = ("resnet.py", ["--batch", "16"])
+JOBS["resnet152_b32"] = ("resnet.py", ["--model", "resnet152", "--batch", "32"])
+
 MODES = {
-    "none": (False, [], {}),
-    "observe": (True, [], {}),
-    "observe-trace": (True, ["--trace", "/tmp/ebb-overhead.%p.trace"], {}),
-    "observe-nocupti": (True, [], {"EBB_CUPTI": "0"}),
+    "none": (None, [], {}),
+    "off": ("off", [], {}),
+    "observe": ("observe", [], {}),
+    "observe-trace": ("observe", ["--trace", "/tmp/ebb-overhead.%p.trace"], {}),
+    "observe-nocupti": ("observe", [], {"EBB_CUPTI": "0"}),
 }
 
 
 def run_once(ebb, py, job, mode, steps, warmup, timeout):
-    script, args = zoo.JOBS[job]
-    under, opts, env_add = MODES[mode]
+    script, args = JOBS[job]
+    ebb_mode, opts, env_add = MODES[mode]
     argv = [py, os.path.join(zoo.JOBDIR, script), *args, "--steps", str(steps),
             "--warmup", str(warmup)]
-    if under:
-        argv = [ebb, "run", "--mode", "observe", *opts, "--", *argv]
+    if ebb_mode is not None:
+        argv = [ebb, "run", "--mode", ebb_mode, *opts, "--", *argv]
     env = dict(os.environ, **env_add)
     t0 = time.time()
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
@@ -83,8 +91,8 @@ def main():
     jobs = a.jobs.split(",")
     modes = a.modes.split(",")
     for j in jobs:
-        if j not in zoo.JOBS:
-            ap.error(f"unknown job {j}: one of {', '.join(zoo.JOBS)}")
+        if j not in JOBS:
+            ap.error(f"unknown job {j}: one of {', '.join(JOBS)}")
     for m in modes:
         if m not in MODES:
             ap.error(f"unknown mode {m}: one of {', '.join(MODES)}")

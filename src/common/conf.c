@@ -48,6 +48,8 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	  "Path of libcupti to load (default: one already loaded, then the CUDA toolkit's, then the one beside libcudart).", 0, 0 },
 	{ "EBB_SITE_DEPTH", EBB_CONF_UINT, F(site_depth), 0, 32, NULL, "8",
 	  "Stack frames hashed into the call-site fingerprint of allocations made while learning (0: none).", 0, 0 },
+	{ "EBB_SELF_TIME", EBB_CONF_BOOL, F(self_time), 0, 1, NULL, "0",
+	  "Time ebb's own host work in each operation, allocation, free and synchronisation (two clock reads each) and report it at exit.", 0, 0 },
 	{ "EBB_PLAN", EBB_CONF_BOOL, F(plan), 0, 1, NULL, "1",
 	  "In offload mode, learn when each buffer is used in the iteration and move buffers ahead of their use by a plan (0: only when over EBB_LIMIT, least recently used first).", 0, 0 },
 	{ "EBB_PLAN_WAITS", EBB_CONF_BOOL, F(plan_waits), 0, 1, NULL, "1",

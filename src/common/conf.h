@@ -43,6 +43,7 @@ struct ebb_conf {
 	int cupti;			/* EBB_CUPTI */
 	char cupti_lib[EBB_CONF_PATH_MAX];	/* EBB_CUPTI_LIB */
 	uint64_t site_depth;		/* EBB_SITE_DEPTH */
+	int self_time;			/* EBB_SELF_TIME */
 	uint64_t trace_buffer;		/* EBB_TRACE_BUFFER */
 	uint64_t limit;			/* EBB_LIMIT: 0 = what the device has */
 	uint64_t min_offload_bytes;	/* EBB_MIN_OFFLOAD_BYTES */

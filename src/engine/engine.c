@@ -259,8 +259,8 @@ engine_leave(int mode)
 
 /* Serve an allocation in offload mode (engine.h): CUDA_SUCCESS, the mover's
  * error, or EBB_NOT_SERVED for the driver to allocate. */
-CUresult
-ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread,
+static CUresult
+serve_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread,
     enum ebb_alloc_kind kind)
 {
 	if (engine.conf->mode != EBB_MODE_OFFLOAD || dptr == NULL)
@@ -269,7 +269,13 @@ ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread
 	uint64_t now = ebb_now_ns();
 
 	int mode = engine_enter();
-	if (mover_init(engine.conf) < 0 || !mover_on()) {
+	static int set_up;	/* under ebb_state_lock */
+	uint64_t setup0 = set_up ? 0 : self_begin();
+	int init = mover_init(engine.conf);
+	set_up = 1;
+	if (setup0 != 0)
+		__atomic_fetch_add(&engine.self.setup_ns, self_clock() - setup0, __ATOMIC_RELAXED);
+	if (init < 0 || !mover_on()) {
 		engine_leave(mode);
 		return EBB_NOT_SERVED;
 	}
@@ -300,6 +306,20 @@ ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread
 	return CUDA_SUCCESS;
 }
 
+CUresult
+ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread,
+    enum ebb_alloc_kind kind)
+{
+	uint64_t t0 = self_begin();
+	uint64_t setup = t0 ? __atomic_load_n(&engine.self.setup_ns, __ATOMIC_RELAXED) : 0;
+	CUresult r = serve_alloc(dptr, size, stream, per_thread, kind);
+	if (t0 != 0)
+		setup = __atomic_load_n(&engine.self.setup_ns, __ATOMIC_RELAXED) - setup;
+	/* not served: ebb_engine_on_alloc counts it */
+	self_end_less(SELF_ALLOC, t0, r != EBB_NOT_SERVED, setup);
+	return r;
+}
+
 /* The job asks the driver about p: map its buffer again if it is away. */
 void
 ebb_engine_on_pointer_query(CUdeviceptr p)
@@ -316,8 +336,8 @@ ebb_engine_on_pointer_query(CUdeviceptr p)
 
 /* Table an allocation the driver made; one ebb cannot track (out of
  * memory) is said and left out. */
-void
-ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
+static void
+table_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
     enum ebb_alloc_kind kind)
 {
 	uint64_t site = site_now();
@@ -336,6 +356,15 @@ ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
 	if (engine.conf->mode == EBB_MODE_OFFLOAD)
 		mover_note_unmanaged((int64_t)size);
 	pthread_mutex_unlock(&ebb_state_lock);
+}
+
+void
+ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_thread,
+    enum ebb_alloc_kind kind)
+{
+	uint64_t t0 = self_begin();
+	table_alloc(p, size, stream, per_thread, kind);
+	self_end(SELF_ALLOC, t0, 1);
 }
 
 /* When memory freed now may be used again: after the free's stream (async),
@@ -364,8 +393,8 @@ free_tag(const struct ebb_buf *b, struct ebb_stream *s, int async, struct ebb_ta
 
 /* A free, before the driver sees it. Returns 1 when ebb served the buffer
  * and freed it, 0 when the driver must free it. */
-int
-ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
+static int
+note_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 {
 	if (p == 0)
 		return 0;
@@ -394,6 +423,15 @@ ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 	if (!kept)
 		ebb_buf_put(b);
 	engine_leave(mode);
+	return served;
+}
+
+int
+ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
+{
+	uint64_t t0 = self_begin();
+	int served = note_free(p, stream, per_thread, async);
+	self_end(SELF_FREE, t0, 1);
 	return served;
 }
 
@@ -491,8 +529,8 @@ op_token(const struct ebb_op *op, const struct ebb_kinfo *k)
 /* An operation is about to reach the driver (engine.h). Returns
  * CUDA_SUCCESS, or the error that restoring its buffers ended in: then the
  * operation must not reach the driver. */
-CUresult
-ebb_engine_op_begin(struct ebb_op *op)
+static CUresult
+op_begin(struct ebb_op *op)
 {
 	static int first_op = 1;
 	struct ebb_kinfo *k = NULL;
@@ -624,10 +662,19 @@ ebb_engine_op_begin(struct ebb_op *op)
 	return err;
 }
 
+CUresult
+ebb_engine_op_begin(struct ebb_op *op)
+{
+	uint64_t t0 = self_begin();
+	CUresult r = op_begin(op);
+	self_end(SELF_OP, t0, 1);
+	return r;
+}
+
 /* The operation returned error: stream progress, the plan's moves after it,
  * and an X record for an error. */
-void
-ebb_engine_op_end(struct ebb_op *op, int error)
+static void
+op_end(struct ebb_op *op, int error)
 {
 	int moved = 0;
 
@@ -647,10 +694,18 @@ ebb_engine_op_end(struct ebb_op *op, int error)
 		ebb_trace_write_failure(op->seq, error);
 }
 
+void
+ebb_engine_op_end(struct ebb_op *op, int error)
+{
+	uint64_t t0 = self_begin();
+	op_end(op, error);
+	self_end(SELF_OP, t0, 0);
+}
+
 /* The host synchronised with a context, a stream or an event: a Y record,
  * and an operation for learning and the plan. */
-void
-ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
+static void
+note_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 {
 	int mode = engine_enter();
 	uint64_t seq = ++engine.seq_counter;
@@ -669,6 +724,14 @@ ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 	life_cupti_act(action);
 	if (plan_due)
 		life_plan_now();
+}
+
+void
+ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
+{
+	uint64_t t0 = self_begin();
+	note_sync(kind, handle, per_thread);
+	self_end(SELF_SYNC, t0, 1);
 }
 
 /* A step of a stream capture (engine.h): count the capturing streams, tell

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "buftab.h"
 #include "engine.h"
@@ -64,6 +65,22 @@ enum {
 
 /* The engine's state (defined in engine.c), guarded by ebb_state_lock except
  * where a field says otherwise. */
+/* Kinds of call whose host time EBB_SELF_TIME sums. */
+enum self_kind {
+	SELF_OP,	/* a launch, copy, memset, NCCL call or graph launch */
+	SELF_ALLOC,
+	SELF_FREE,
+	SELF_SYNC,
+	SELF_KINDS
+};
+
+struct self_time {
+	uint64_t ns[SELF_KINDS];	/* host time in ebb */
+	uint64_t calls[SELF_KINDS];	/* calls timed */
+	uint64_t setup_ns;		/* the mover's setup (its bandwidth calibration), once:
+					 * reported apart, not in the allocation it came in */
+};
+
 struct engine {
 	const struct ebb_conf *conf;	/* the configuration (ebb_engine_init); NULL before */
 	struct buftab tab;		/* the buffers the job has allocated */
@@ -91,8 +108,46 @@ struct engine {
 					 * this operation if no departure comes first */
 	uint64_t created_at_learned;	/* handles the mover had created when learning ended */
 	int shut_down;			/* shut down, or a forked child: ebb does no more */
+	struct self_time self;		/* EBB_SELF_TIME: ebb's own host time */
 };
 extern struct engine engine;
+
+/*
+ * EBB_SELF_TIME: the host time spent in ebb's part of each call (the real
+ * driver call left out), summed by kind with relaxed atomics, as any thread
+ * may add. self_begin returns 0 when it is off; self_end adds the time since
+ * t0 and, where counted, one call; self_end_less leaves less ns out of it.
+ */
+static inline uint64_t
+self_clock(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t
+self_begin(void)
+{
+	return engine.conf != NULL && engine.conf->self_time ? self_clock() : 0;
+}
+
+static inline void
+self_end_less(enum self_kind kind, uint64_t t0, int counted, uint64_t less)
+{
+	if (t0 == 0)
+		return;
+	uint64_t ns = self_clock() - t0;
+	__atomic_fetch_add(&engine.self.ns[kind], ns > less ? ns - less : 0, __ATOMIC_RELAXED);
+	if (counted)
+		__atomic_fetch_add(&engine.self.calls[kind], 1, __ATOMIC_RELAXED);
+}
+
+static inline void
+self_end(enum self_kind kind, uint64_t t0, int counted)
+{
+	self_end_less(kind, t0, counted, 0);
+}
 
 /* Held while CUPTI is attached, paused, resumed or detached (life.c); the
  * lock order is in locks.h. */

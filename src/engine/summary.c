@@ -77,6 +77,18 @@ report_unheld(const char *why)
 	close(fd);
 }
 
+static const char *const self_names[SELF_KINDS] = {
+	[SELF_OP] = "op", [SELF_ALLOC] = "alloc", [SELF_FREE] = "free", [SELF_SYNC] = "sync",
+};
+
+/* EBB_SELF_TIME's sums of kind: host ns and calls. */
+static void
+self_sums(enum self_kind kind, uint64_t *ns, uint64_t *calls)
+{
+	*ns = __atomic_load_n(&engine.self.ns[kind], __ATOMIC_RELAXED);
+	*calls = __atomic_load_n(&engine.self.calls[kind], __ATOMIC_RELAXED);
+}
+
 /* Write the summary's Z records: the engine's counters, and in offload
  * mode the mover's, the plan's and the VMM calls'. The caller checks that
  * the trace is on. */
@@ -101,6 +113,17 @@ summary_records(const struct engine_totals *t)
 	summary_record("peak-bytes", st->bytes_peak);
 	summary_record("iterations", st->iterations);
 	summary_record("period", st->period);
+	for (int k = 0; engine.conf->self_time && k < SELF_KINDS; k++) {
+		uint64_t ns, calls;
+		char key[32];
+		self_sums(k, &ns, &calls);
+		snprintf(key, sizeof key, "self-%s-calls", self_names[k]);
+		summary_record(key, calls);
+		snprintf(key, sizeof key, "self-%s-ns", self_names[k]);
+		summary_record(key, ns);
+	}
+	if (engine.conf->self_time)
+		summary_record("self-setup-ns", __atomic_load_n(&engine.self.setup_ns, __ATOMIC_RELAXED));
 	if (engine.conf->mode == EBB_MODE_OFFLOAD) {
 		summary_record("offloads", ms->offloads);
 		summary_record("restores", ms->restores);
@@ -172,6 +195,22 @@ summary_lines(const struct engine_totals *t)
 	    (unsigned long long)st->allocs, (unsigned long long)st->buffers_live,
 	    human(st->bytes_peak, peak, sizeof peak), (unsigned long long)st->iterations,
 	    (unsigned long long)st->period);
+	if (engine.conf->self_time) {
+		uint64_t ns[SELF_KINDS], calls[SELF_KINDS];
+		for (int k = 0; k < SELF_KINDS; k++)
+			self_sums(k, &ns[k], &calls[k]);
+#define PER(k) (calls[k] ? (double)ns[k] / (double)calls[k] : 0.0)
+		ebb_log(EBB_LOG_NOTE, "host time in ebb (EBB_SELF_TIME): %.3f s in all; %llu operations, "
+		    "%.0f ns each; %llu allocations, %.0f ns each; %llu frees, %.0f ns each; %llu "
+		    "synchronisations, %.0f ns each; the mover's setup %.3f s apart",
+		    (double)(ns[SELF_OP] + ns[SELF_ALLOC] + ns[SELF_FREE] + ns[SELF_SYNC]) / 1e9,
+		    (unsigned long long)calls[SELF_OP], PER(SELF_OP),
+		    (unsigned long long)calls[SELF_ALLOC], PER(SELF_ALLOC),
+		    (unsigned long long)calls[SELF_FREE], PER(SELF_FREE),
+		    (unsigned long long)calls[SELF_SYNC], PER(SELF_SYNC),
+		    (double)__atomic_load_n(&engine.self.setup_ns, __ATOMIC_RELAXED) / 1e9);
+#undef PER
+	}
 	if (engine.conf->mode == EBB_MODE_OFFLOAD) {
 		char d2h_s[32], h2d_s[32], held_s[32], host_s[32];
 		ebb_log(EBB_LOG_NOTE, "offload: %llu buffers to the host (%s), %llu back (%s; %llu "

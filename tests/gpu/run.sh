@@ -28,6 +28,13 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep
 	exit 77
 fi
 [ -x "$EBB" ] || { echo "tests/gpu/run.sh: $EBB missing: build first"; exit 1; }
+# libebb.so needs libunwind.so.8; an image without it gets the copy carried in
+# BUILD/gpu-libs (as the other device scripts do)
+if ldd "$BUILD/src/.libs/libebb.so" | grep -q "libunwind.so.8 => not found" &&
+    [ -e "$BUILD/gpu-libs/libunwind.so.8" ]; then
+	export LD_LIBRARY_PATH=$BUILD/gpu-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	echo "using the carried libunwind.so.8 ($BUILD/gpu-libs)"
+fi
 
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
