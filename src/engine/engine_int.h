@@ -74,9 +74,10 @@ enum self_kind {
 	SELF_KINDS
 };
 
+/* [0]: while learning (engine.learned is 0), [1]: after */
 struct self_time {
-	uint64_t ns[SELF_KINDS];	/* host time in ebb */
-	uint64_t calls[SELF_KINDS];	/* calls timed */
+	uint64_t ns[2][SELF_KINDS];	/* host time in ebb */
+	uint64_t calls[2][SELF_KINDS];	/* calls timed */
 	uint64_t setup_ns;		/* the mover's setup (its bandwidth calibration), once:
 					 * reported apart, not in the allocation it came in */
 };
@@ -138,9 +139,11 @@ self_end_less(enum self_kind kind, uint64_t t0, int counted, uint64_t less)
 	if (t0 == 0)
 		return;
 	uint64_t ns = self_clock() - t0;
-	__atomic_fetch_add(&engine.self.ns[kind], ns > less ? ns - less : 0, __ATOMIC_RELAXED);
+	int after = __atomic_load_n(&engine.learned, __ATOMIC_RELAXED) != 0;
+	__atomic_fetch_add(&engine.self.ns[after][kind], ns > less ? ns - less : 0,
+	    __ATOMIC_RELAXED);
 	if (counted)
-		__atomic_fetch_add(&engine.self.calls[kind], 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&engine.self.calls[after][kind], 1, __ATOMIC_RELAXED);
 }
 
 static inline void

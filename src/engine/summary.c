@@ -81,12 +81,34 @@ static const char *const self_names[SELF_KINDS] = {
 	[SELF_OP] = "op", [SELF_ALLOC] = "alloc", [SELF_FREE] = "free", [SELF_SYNC] = "sync",
 };
 
-/* EBB_SELF_TIME's sums of kind: host ns and calls. */
+/* EBB_SELF_TIME's sums of kind, while learning (after 0) or after it:
+ * host ns and calls. */
 static void
-self_sums(enum self_kind kind, uint64_t *ns, uint64_t *calls)
+self_sums(int after, enum self_kind kind, uint64_t *ns, uint64_t *calls)
 {
-	*ns = __atomic_load_n(&engine.self.ns[kind], __ATOMIC_RELAXED);
-	*calls = __atomic_load_n(&engine.self.calls[kind], __ATOMIC_RELAXED);
+	*ns = __atomic_load_n(&engine.self.ns[after][kind], __ATOMIC_RELAXED);
+	*calls = __atomic_load_n(&engine.self.calls[after][kind], __ATOMIC_RELAXED);
+}
+
+/* One exit line of EBB_SELF_TIME's sums, while learning or after it. */
+static void
+self_line(int after)
+{
+	uint64_t ns[SELF_KINDS], calls[SELF_KINDS], all = 0;
+
+	for (int k = 0; k < SELF_KINDS; k++) {
+		self_sums(after, k, &ns[k], &calls[k]);
+		all += ns[k];
+	}
+#define PER(k) (calls[k] ? (double)ns[k] / (double)calls[k] : 0.0)
+	ebb_log(EBB_LOG_NOTE, "host time in ebb (EBB_SELF_TIME) %s: %.3f s; %llu operations, "
+	    "%.0f ns each; %llu allocations, %.0f ns each; %llu frees, %.0f ns each; %llu "
+	    "synchronisations, %.0f ns each", after ? "after learning" : "while learning",
+	    (double)all / 1e9, (unsigned long long)calls[SELF_OP], PER(SELF_OP),
+	    (unsigned long long)calls[SELF_ALLOC], PER(SELF_ALLOC),
+	    (unsigned long long)calls[SELF_FREE], PER(SELF_FREE),
+	    (unsigned long long)calls[SELF_SYNC], PER(SELF_SYNC));
+#undef PER
 }
 
 /* Write the summary's Z records: the engine's counters, and in offload
@@ -113,15 +135,17 @@ summary_records(const struct engine_totals *t)
 	summary_record("peak-bytes", st->bytes_peak);
 	summary_record("iterations", st->iterations);
 	summary_record("period", st->period);
-	for (int k = 0; engine.conf->self_time && k < SELF_KINDS; k++) {
-		uint64_t ns, calls;
-		char key[32];
-		self_sums(k, &ns, &calls);
-		snprintf(key, sizeof key, "self-%s-calls", self_names[k]);
-		summary_record(key, calls);
-		snprintf(key, sizeof key, "self-%s-ns", self_names[k]);
-		summary_record(key, ns);
-	}
+	for (int a = 0; engine.conf->self_time && a < 2; a++)
+		for (int k = 0; k < SELF_KINDS; k++) {
+			uint64_t ns, calls;
+			char key[48];
+			const char *when = a ? "after" : "learning";
+			self_sums(a, k, &ns, &calls);
+			snprintf(key, sizeof key, "self-%s-%s-calls", when, self_names[k]);
+			summary_record(key, calls);
+			snprintf(key, sizeof key, "self-%s-%s-ns", when, self_names[k]);
+			summary_record(key, ns);
+		}
 	if (engine.conf->self_time)
 		summary_record("self-setup-ns", __atomic_load_n(&engine.self.setup_ns, __ATOMIC_RELAXED));
 	if (engine.conf->mode == EBB_MODE_OFFLOAD) {
@@ -196,20 +220,10 @@ summary_lines(const struct engine_totals *t)
 	    human(st->bytes_peak, peak, sizeof peak), (unsigned long long)st->iterations,
 	    (unsigned long long)st->period);
 	if (engine.conf->self_time) {
-		uint64_t ns[SELF_KINDS], calls[SELF_KINDS];
-		for (int k = 0; k < SELF_KINDS; k++)
-			self_sums(k, &ns[k], &calls[k]);
-#define PER(k) (calls[k] ? (double)ns[k] / (double)calls[k] : 0.0)
-		ebb_log(EBB_LOG_NOTE, "host time in ebb (EBB_SELF_TIME): %.3f s in all; %llu operations, "
-		    "%.0f ns each; %llu allocations, %.0f ns each; %llu frees, %.0f ns each; %llu "
-		    "synchronisations, %.0f ns each; the mover's setup %.3f s apart",
-		    (double)(ns[SELF_OP] + ns[SELF_ALLOC] + ns[SELF_FREE] + ns[SELF_SYNC]) / 1e9,
-		    (unsigned long long)calls[SELF_OP], PER(SELF_OP),
-		    (unsigned long long)calls[SELF_ALLOC], PER(SELF_ALLOC),
-		    (unsigned long long)calls[SELF_FREE], PER(SELF_FREE),
-		    (unsigned long long)calls[SELF_SYNC], PER(SELF_SYNC),
-		    (double)__atomic_load_n(&engine.self.setup_ns, __ATOMIC_RELAXED) / 1e9);
-#undef PER
+		self_line(0);
+		self_line(1);
+		ebb_log(EBB_LOG_NOTE, "host time in ebb (EBB_SELF_TIME): the mover's setup %.3f s, "
+		    "apart", (double)__atomic_load_n(&engine.self.setup_ns, __ATOMIC_RELAXED) / 1e9);
 	}
 	if (engine.conf->mode == EBB_MODE_OFFLOAD) {
 		char d2h_s[32], h2d_s[32], held_s[32], host_s[32];
