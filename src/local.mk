@@ -22,7 +22,13 @@ src_libebbcommon_la_SOURCES = \
 	src/common/trace_read.c src/common/trace_read.h \
 	src/common/trace_format.h src/common/cuda_compat.h src/common/realdl.h \
 	src/common/planrun.c src/common/planrun.h
-src_libebbcommon_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
+# Thread-locals in the initial-exec model: read at a fixed offset from the
+# thread pointer, not through __tls_get_addr (five calls on every launch in
+# the general-dynamic model a shared object gets by default). libebb.so is
+# preloaded, so its thread-locals are in the static TLS block; a dlopen of
+# it takes them from glibc's reserve for such libraries (a few dozen bytes).
+EBB_TLS_CFLAGS = -ftls-model=initial-exec
+src_libebbcommon_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(EBB_TLS_CFLAGS)
 src_libebbcommon_la_LIBADD = $(PTHREAD_LIBS)
 
 # Everything of libebb.so, as a convenience library the unit tests link too.
@@ -46,7 +52,7 @@ src_libebbcore_la_SOURCES = \
 	src/hooks/hooks.c \
 	src/hooks/nccl.c
 src_libebbcore_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-src_libebbcore_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(UNWIND_CFLAGS)
+src_libebbcore_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden $(EBB_TLS_CFLAGS) $(UNWIND_CFLAGS)
 src_libebbcore_la_LIBADD = src/libebbcommon.la cupti/libtracer.la policy/libpolicy.la \
 	$(UNWIND_LIBS) $(PTHREAD_LIBS) $(LIBS)
 
