@@ -1076,6 +1076,23 @@ START_TEST(offload_threads)
 }
 END_TEST
 
+/* Two threads on one stream: a buffer whose use is on its way to the driver
+ * stays where it is while later operations of the stream reach the driver
+ * first (the fake queues each launch 300 ms late); had it moved, the launch
+ * would fault on its unmapped memory. */
+START_TEST(shared_stream)
+{
+	char *argv[] = { workload_path(0), "shared-stream", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=12M",
+		"FAKECUDA_LAUNCH_QUEUE_DELAY_US=300000", NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, NULL, &r);
+	expect_ok(&r);
+	run_free(&r);
+}
+END_TEST
+
 /* A buffer larger than the limit: the driver's out-of-memory error, no crash. */
 START_TEST(offload_larger_than_limit)
 {
@@ -1304,6 +1321,7 @@ main(void)
 	tcase_add_test(tc, offload_data_survives_2);
 	tcase_add_test(tc, offload_data_survives_3);
 	tcase_add_test(tc, offload_threads);
+	tcase_add_test(tc, shared_stream);
 	tcase_add_test(tc, plan_moves_ahead_of_use);
 	tcase_add_test(tc, limit_counts_driver_memory);
 	tcase_add_test(tc, plan_below_its_bound_waits);

@@ -33,6 +33,7 @@ struct fk_config {
     uint64_t mem_bytes;       /* FAKECUDA_MEM_BYTES */
     unsigned kernel_delay_us; /* FAKECUDA_KERNEL_DELAY_US */
     unsigned copy_delay_us;   /* FAKECUDA_COPY_DELAY_US */
+    unsigned launch_queue_delay_us; /* FAKECUDA_LAUNCH_QUEUE_DELAY_US */
     int no_vmm;               /* FAKECUDA_NO_VMM */
     int verbose;              /* FAKECUDA_VERBOSE */
     uint64_t lazy_load_bytes; /* FAKECUDA_LAZY_LOAD_BYTES */

@@ -475,6 +475,8 @@ static CUresult launch(const char *what, CUfunction f, unsigned gx, unsigned gy,
         free(op);
         return rc;
     }
+    if (fk_cfg.launch_queue_delay_us)
+        fk_sleep_us(fk_cfg.launch_queue_delay_us); /* the calling thread, before it queues */
     return fk_submit(h, ptds, op, 0);
 }
 

@@ -1016,6 +1016,71 @@ scenario_offload_threads(int nthreads)
 }
 
 /*
+ * Two threads on one stream, under a limit of three 4 MiB buffers x, z and
+ * v. Run with FAKECUDA_LAUNCH_QUEUE_DELAY_US=300000: a launch then reaches
+ * the driver's queue 300 ms after ebb has seen it. A second thread fills x
+ * by kernel on the shared stream s; while that launch is on its way, the
+ * main thread sets z on s many times (operations later than the launch that
+ * reach the driver first), synchronises s, and allocates w, for which one
+ * buffer must go to the host. v, queued behind a long kernel on a stream of
+ * its own, is the one that may go: x's use has not reached the driver, and
+ * neither has an operation before z's. Every value must survive.
+ */
+struct shared_arg {
+	CUdeviceptr x;
+	CUstream s;
+};
+
+static void *
+shared_thread(void *p)
+{
+	struct shared_arg *a = p;
+	CK(cu.CtxSetCurrent(ctx));
+	launch_fill(a->x, 9, ((size_t)4 << 20) / 4, a->s);
+	return NULL;
+}
+
+static int
+scenario_shared_stream(void)
+{
+	const size_t n = (size_t)4 << 20;
+	CUstream s, s2;
+	CUdeviceptr x, z, v, w;
+	pthread_t t;
+
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cu.StreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+	CK(cu.MemAlloc(&x, n));
+	CK(cu.MemAlloc(&v, n));
+	CK(cu.MemAlloc(&z, n));
+	CK(cu.MemsetD8Async(x, 1, n, s));
+	CK(cu.MemsetD8Async(v, 2, n, s));
+	CK(cu.MemsetD8Async(z, 3, n, s));
+	CK(cu.StreamSynchronize(s));
+	launch_sleep(1000000, s2);	/* v stays in use for a second */
+	CK(cu.MemsetD8Async(v, 7, n, s2));
+	struct shared_arg a = { x, s };
+	pthread_create(&t, NULL, shared_thread, &a);
+	sleep_ms(50);		/* its launch is on its way to the driver */
+	for (int i = 0; i < 40; i++)
+		CK(cu.MemsetD8Async(z, (unsigned char)(4 + i % 2), n, s));
+	CK(cu.StreamSynchronize(s));
+	CK(cu.MemAlloc(&w, n));
+	CK(cu.MemsetD8Async(w, 6, n, s));
+	pthread_join(t, NULL);
+	check_bytes(x, 9, n, s, "x", 0);
+	check_bytes(z, 0x05050505u, n, s, "z", 0);
+	check_bytes(w, 0x06060606u, n, s, "w", 0);
+	check_bytes(v, 0x07070707u, n, s2, "v", 0);
+	CK(cu.MemFree(x));
+	CK(cu.MemFree(z));
+	CK(cu.MemFree(v));
+	CK(cu.MemFree(w));
+	CK(cu.CtxSynchronize());
+	return 0;
+}
+
+/*
  * A training loop in miniature: weights that stay, a forward pass that keeps
  * an activation of one of four sizes per layer, a backward pass that uses
  * them in reverse order and frees them, a sync. Prints the driver's
@@ -1318,6 +1383,8 @@ main(int argc, char **argv)
 		r = scenario_unresolved();
 	else if (strcmp(what, "offload") == 0)
 		r = scenario_offload(arg > 0 ? arg : 400);
+	else if (strcmp(what, "shared-stream") == 0)
+		r = scenario_shared_stream();
 	else if (strcmp(what, "offload-threads") == 0)
 		r = scenario_offload_threads(arg > 0 ? arg : 4);
 	else if (strcmp(what, "plan") == 0)
