@@ -24,6 +24,7 @@ struct ebb_stream {
 	CUstream handle;	/* as given to the driver; EBB_STREAM_* for defaults */
 	int per_thread;		/* the calling thread's per-thread default stream */
 	uint64_t last;		/* last operation that reached the driver */
+	struct streams_begun *begun;	/* operations on their way to the driver */
 	uint64_t done;		/* every operation up to this one has completed */
 	uint64_t marked;	/* seq covered by the newest marker */
 	unsigned since;		/* operations since the newest marker */
@@ -140,8 +141,27 @@ streams_last(const struct ebb_stream *s)
 	return s->last;
 }
 
+uint64_t
+streams_submitted(const struct ebb_stream *s)
+{
+	uint64_t upto = s->last;
 
-/* Record a marker covering s->last. Returns 0 or a CUresult. */
+	for (const struct streams_begun *b = s->begun; b != NULL; b = b->next)
+		if (b->seq <= upto)
+			upto = b->seq - 1;
+	return upto;
+}
+
+void
+streams_begin(struct ebb_stream *s, struct streams_begun *b, uint64_t seq)
+{
+	b->seq = seq;
+	b->next = s->begun;
+	s->begun = b;
+}
+
+/* Record a marker covering the operations of s that have reached the driver
+ * (streams_submitted). Returns 0 or a CUresult. */
 static CUresult
 mark(struct ebb_stream *s)
 {
@@ -169,9 +189,10 @@ mark(struct ebb_stream *s)
 		streams_event_put(ev, 0);
 		return r;
 	}
-	s->ring[(s->head + s->count) % s->cap] = (struct marker){ s->last, ev };
+	uint64_t upto = streams_submitted(s);
+	s->ring[(s->head + s->count) % s->cap] = (struct marker){ upto, ev };
 	s->count++;
-	s->marked = s->last;
+	s->marked = upto;
 	s->since = 0;
 	return CUDA_SUCCESS;
 }
@@ -179,6 +200,11 @@ mark(struct ebb_stream *s)
 void
 streams_after(struct ebb_stream *s, uint64_t seq, int markers)
 {
+	for (struct streams_begun **b = &s->begun; *b != NULL; b = &(*b)->next)
+		if ((*b)->seq == seq) {
+			*b = (*b)->next;
+			break;
+		}
 	if (seq > s->last)
 		s->last = seq;
 	if (markers && (s->per_thread || ++s->since >= MARK_EVERY))
@@ -255,13 +281,13 @@ streams_orderable(struct ebb_stream *s, uint64_t seq)
 {
 	if (streams_done(s, seq) || pending(s, seq) != NULL)
 		return 1;
-	return !s->capturing && (!s->per_thread || s == mine);
+	return seq <= streams_submitted(s) && !s->capturing && (!s->per_thread || s == mine);
 }
 
 void
 streams_mark_now(struct ebb_stream *s)
 {
-	if (s->marked < s->last)
+	if (s->marked < streams_submitted(s))
 		mark(s);
 }
 

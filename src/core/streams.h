@@ -37,7 +37,25 @@ struct ebb_stream *streams_get(CUstream handle, int per_thread);
 CUstream streams_handle(const struct ebb_stream *s);
 
 /*
- * Operation seq on s has reached the driver: from now on a marker may cover
+ * An operation between its start and its driver call, on its stream's list
+ * from streams_begin to streams_after; the caller keeps it until then.
+ */
+struct streams_begun {
+	uint64_t seq;
+	struct streams_begun *next;
+};
+
+/*
+ * Operation seq on s has started and is on its way to the driver (b is its
+ * entry on s's list). While it is, no marker covers it nor any later
+ * operation of s: threads that share a stream reach the driver in any order,
+ * so a marker recorded after a later operation may precede this one.
+ */
+void streams_begin(struct ebb_stream *s, struct streams_begun *b, uint64_t seq);
+
+/*
+ * Operation seq on s has reached the driver (it leaves s's list of those on
+ * their way, if streams_begin put it there): from now on a marker may cover
  * it (one recorded between an operation's start and its driver call would
  * claim it done before it ran). Records a marker when one is due and
  * markers are wanted (offload mode).
@@ -54,12 +72,13 @@ int streams_done(struct ebb_stream *s, uint64_t seq);
 CUresult streams_wait(struct ebb_stream *s, uint64_t seq, CUstream waiter);
 
 /* Whether streams_wait(s, seq, ...) can order a wait now: seq is done or a
- * marker covers it, or one can be recorded (s is not capturing, and is not
+ * marker covers it, or one can be recorded that covers it (every operation
+ * of s up to seq has reached the driver, s is not capturing, and is not
  * another thread's per-thread stream). */
 int streams_orderable(struct ebb_stream *s, uint64_t seq);
 
-/* Record a marker after the last operation on s that reached the driver,
- * unless the newest marker is there already. */
+/* Record a marker after the operations of s that have reached the driver,
+ * unless the newest marker covers them already. */
 void streams_mark_now(struct ebb_stream *s);
 
 /* Record a marker now unless one already covers seq (a marker covers the
@@ -113,6 +132,11 @@ void streams_each(void (*fn)(struct ebb_stream *, void *), void *ctx);
 
 /* The last operation on s that has reached the driver. */
 uint64_t streams_last(const struct ebb_stream *s);
+
+/* The last operation on s up to which every operation of s has reached the
+ * driver (streams_last, less those still on their way): what a marker
+ * recorded now covers. */
+uint64_t streams_submitted(const struct ebb_stream *s);
 
 /* An event from ebb's pool (timing disabled unless timing), and back. */
 CUevent streams_event_get(int timing);

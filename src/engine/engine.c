@@ -550,6 +550,9 @@ op_begin(struct ebb_op *op)
 	op->tracker = st;
 	uintptr_t stream = stream_hex(st);
 	int offload = engine.conf->mode == EBB_MODE_OFFLOAD;
+	/* on its way to the driver until op_end: no marker covers it before */
+	if (offload && st != NULL)
+		streams_begin(st, &op->begun, op->seq);
 	/* captured into a graph: what it uses must stay where it is */
 	int captured = engine.capturing && st != NULL && streams_capturing(st);
 	if (op->kind == EBB_OP_LAUNCH) {

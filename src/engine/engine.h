@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "cuda_compat.h"
+#include "streams.h"
 
 enum ebb_alloc_kind {
 	EBB_ALLOC_SYNC = 0,	/* cuMemAlloc */
@@ -90,6 +91,7 @@ struct ebb_op {
 	/* filled by ebb_engine_op_begin */
 	uint64_t seq;
 	struct ebb_stream *tracker;	/* streams.h */
+	struct streams_begun begun;	/* offload mode: on tracker's list until op_end */
 	uint8_t timed;		/* a CUPTI correlation id was pushed */
 };
 

@@ -79,15 +79,29 @@ mover_lru_bytes(void)
 	return movable;
 }
 
-/* Whether an operation using b is on its way to the driver (its use noted,
- * not yet submitted): then nothing may move b. */
+/* streams_each's callback for mover_lru_in_flight: whether a stream has an
+ * operation on its way to the driver. */
+static void
+stream_in_flight(struct ebb_stream *s, void *p)
+{
+	if (streams_submitted(s) < streams_last(s))
+		*(int *)p = 1;
+}
+
+/* Whether an operation using b may be on its way to the driver (its use
+ * noted, it or an earlier operation of its stream not yet submitted): then
+ * nothing may move b, as no marker can cover that use yet. A buffer used
+ * on more streams than it keeps waits for every stream's last operation. */
 int
 mover_lru_in_flight(const struct ebb_buf *b)
 {
 	for (uint8_t i = 0; i < b->nstreams; i++)
-		if (b->last[i].seq > streams_last((struct ebb_stream *)b->last[i].stream))
+		if (b->last[i].seq > streams_submitted((struct ebb_stream *)b->last[i].stream))
 			return 1;
-	return 0;
+	int any = 0;
+	if (b->streams_overflow)
+		streams_each(stream_in_flight, &any);
+	return any;
 }
 
 /* Whether every queued use of b has completed. */
