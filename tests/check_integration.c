@@ -1042,6 +1042,65 @@ START_TEST(plan_departs_and_relearns)
 }
 END_TEST
 
+/*
+ * EBB_SELF_TIME: every operation, allocation, free and synchronisation is
+ * timed once, while learning or after it, in observe and in offload mode;
+ * without it there are no self- records.
+ */
+static uint64_t
+self_calls(const struct trace *t, const char *kind)
+{
+	char a[48], b[48];
+
+	snprintf(a, sizeof a, "self-learning-%s-calls", kind);
+	snprintf(b, sizeof b, "self-after-%s-calls", kind);
+	ck_assert_uint_ne(summary(t, a), UINT64_MAX);
+	ck_assert_uint_ne(summary(t, b), UINT64_MAX);
+	return summary(t, a) + summary(t, b);
+}
+
+START_TEST(self_time_counts_every_call)
+{
+	const char *path = tmp_file("self-time");
+	char *argv[] = { workload_path(0), "loop", "30", NULL };
+	const char *observe[] = { "EBB_SELF_TIME=1", NULL };
+	const char *offload[] = { "EBB_SELF_TIME=1", "EBB_MODE=offload", "EBB_LIMIT=1G", NULL };
+	const char *const *envs[] = { observe, offload };
+	struct run_result r;
+	struct trace t;
+
+	for (int i = 0; i < 2; i++) {
+		run_ebb(argv, envs[i], path, &r);
+		expect_ok(&r);
+		ck_assert_int_eq(count_substr(r.err, "host time in ebb (EBB_SELF_TIME) while learning"), 1);
+		ck_assert_int_eq(count_substr(r.err, "host time in ebb (EBB_SELF_TIME) after learning"), 1);
+		trace_load(path, &t);
+		uint64_t ops = summary(&t, "launches") + summary(&t, "copies") + summary(&t, "memsets") +
+		    summary(&t, "nccl-calls") + summary(&t, "graph-launches");
+		ck_assert_uint_eq(self_calls(&t, "op"), ops);
+		ck_assert_uint_eq(self_calls(&t, "alloc"), summary(&t, "allocations"));
+		ck_assert_uint_eq(self_calls(&t, "free"), summary(&t, "frees") +
+		    summary(&t, "frees-untracked"));
+		ck_assert_uint_eq(self_calls(&t, "sync"), count_type(&t, 'Y'));
+		/* the loop is learned within its 30 iterations: operations come on both sides */
+		ck_assert_uint_gt(summary(&t, "self-after-op-calls"), 0);
+		ck_assert_uint_gt(summary(&t, "self-learning-op-calls"), 0);
+		ck_assert_uint_gt(summary(&t, "self-after-op-ns"), 0);
+		ck_assert_uint_ne(summary(&t, "self-setup-ns"), UINT64_MAX);
+		trace_free(&t);
+		run_free(&r);
+	}
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	ck_assert_int_eq(count_substr(r.err, "EBB_SELF_TIME"), 0);
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "self-after-op-calls"), UINT64_MAX);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /* EBB_PLAN=0: the mover alone, least recently used first; no plan. */
 START_TEST(plan_off)
 {
@@ -1300,6 +1359,7 @@ main(void)
 	tcase_add_test(tc, ptsz_streams);
 	tcase_add_test(tc, mode_off_passes_through);
 	tcase_add_test(tc, iterations_found);
+	tcase_add_test(tc, self_time_counts_every_call);
 	tcase_add_test(tc, iteration_kernel_marks);
 	tcase_add_test(tc, threads);
 	tcase_add_test(tc, fork_child);
