@@ -628,7 +628,15 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 			continue;
 		}
 		if (b->mv.state == EBB_OFFLOADING) {
-			/* still mapped and intact: keep it, drop the copy when it lands */
+			/*
+			 * Still mapped and intact: keep it, drop the copy when it
+			 * lands. The use is not ordered after the copy (it would wait
+			 * behind the whole offload queue), so the copy may read the
+			 * buffer while the use writes it; what it read is never used,
+			 * and the buffer does not move again, nor is its memory reused,
+			 * before the copy has landed (the victim choice passes over a
+			 * cancelled buffer; a free waits for its copy).
+			 */
 			b->mv.state = EBB_RESIDENT;
 			b->mv.cancelled = 1;
 			mover_lru_append(b);
