@@ -4,16 +4,20 @@
  * libcuda.so.1, every entry point through cuGetProcAddress_v2), so that it
  * measures a preloaded libebb.so on the path PyTorch's calls take.
  *
- *   hostcost [--launches N] [--allocs N]
+ *   hostcost [--launches N] [--allocs N] [--live N]
  *
  * Prints one JSON object: the median over blocks of host nanoseconds per
  * cuLaunchKernel of an empty kernel with one pointer parameter (blocks of
  * 128 launches, the stream drained between blocks and not timed, so the
  * launch queue never fills), per cuMemAllocAsync + cuMemFreeAsync pair on
  * one stream at 64 KiB and at 8 MiB, and per cuMemAlloc + cuMemFree pair at
- * 8 MiB. Run it without ebb and under `ebb run --mode observe` and
+ * 8 MiB. --live N (default 0) allocates N buffers of 4 KiB first and has
+ * the launches pass them in turn, 64 of them spread over the N, as a job's
+ * launches pass its tensors (ebb looks each pointer up among all the live
+ * buffers). Run it without ebb and under `ebb run --mode observe` and
  * `ebb run --limit SIZE`; the differences are ebb's costs. On the fake
- * driver of tests/fakecuda (no PTX) it launches the fake's sleep_us kernel.
+ * driver of tests/fakecuda (no PTX) it launches the fake's sleep_us kernel,
+ * and with --live its copy_bytes kernel (two pointers, no bytes).
  * Build: cc -O2 -I$CUDA_HOME/include bench/hostcost.c -o hostcost -ldl
  */
 #define _GNU_SOURCE
@@ -114,17 +118,21 @@ median(double *v, int n)
 int
 main(int argc, char **argv)
 {
-	int launches = 20480, allocs = 10240;
+	int launches = 20480, allocs = 10240, live = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--launches") == 0 && i + 1 < argc)
 			launches = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--allocs") == 0 && i + 1 < argc)
 			allocs = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--live") == 0 && i + 1 < argc)
+			live = atoi(argv[++i]);
 		else
-			FAIL("usage: hostcost [--launches N] [--allocs N]");
+			FAIL("usage: hostcost [--launches N] [--allocs N] [--live N]");
 	}
 	if (launches < BLOCK || allocs < BLOCK)
 		FAIL("--launches and --allocs must be at least %d", BLOCK);
+	if (live < 0 || live > 1000000)
+		FAIL("--live must be 0 to 1000000");
 	resolve();
 	CUdevice dev;
 	CUcontext ctx;
@@ -141,28 +149,53 @@ main(int argc, char **argv)
 		CK(cu.ModuleGetFunction(&f, mod, "noop"));
 	} else {
 		CK(cu.ModuleLoad(&mod, "fakecuda"));	/* tests/fakecuda: no PTX */
-		CK(cu.ModuleGetFunction(&f, mod, "sleep_us"));
+		CK(cu.ModuleGetFunction(&f, mod, live > 0 ? "copy_bytes" : "sleep_us"));
 		fake = 1;
 	}
-	CUdeviceptr buf;
-	CK(cu.MemAlloc(&buf, (size_t)1 << 20));
+	/* the live buffers, and the 64 the launches pass, spread over them */
+	enum { WORKING = 64 };
+	CUdeviceptr *bufs = live > 0 ? malloc((size_t)live * sizeof *bufs) : NULL;
+	CUdeviceptr work[WORKING];
+	if (live > 0 && bufs == NULL)
+		FAIL("malloc");
+	for (int i = 0; i < live; i++)
+		CK(cu.MemAlloc(&bufs[i], 4096));
+	for (int i = 0; live > 0 && i < WORKING; i++)
+		work[i] = bufs[(size_t)i * (size_t)live / WORKING];
+	CUdeviceptr dst = 0, src = 0;
+	uint64_t zero_n = 0;
+	void *args_copy[] = { &dst, &src, &zero_n };
+	CUdeviceptr buf, buf0;
+	CK(cu.MemAlloc(&buf0, (size_t)1 << 20));
+	buf = buf0;
 	unsigned zero = 0;
 	void *args_noop[] = { &buf };
 	void *args_fake[] = { &zero };
-	void **args = fake ? args_fake : args_noop;
+	void **args = live > 0 && fake ? args_copy : fake ? args_fake : args_noop;
+	int w = 0;	/* the next of work[] a launch passes */
+#define NEXT_ARGS() do { \
+		if (live > 0) { \
+			dst = work[w]; src = work[(w + 1) % WORKING]; buf = dst; \
+			w = (w + 1) % WORKING; \
+		} \
+	} while (0)
 
 	int nb = launches / BLOCK;
 	double *t = malloc((size_t)(nb > allocs / BLOCK ? nb : allocs / BLOCK + 1) * sizeof *t);
 	if (t == NULL)
 		FAIL("malloc");
 	/* a warm-up block of each, untimed */
-	for (int i = 0; i < BLOCK; i++)
+	for (int i = 0; i < BLOCK; i++) {
+		NEXT_ARGS();
 		CK(cu.LaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
+	}
 	CK(cu.StreamSynchronize(s));
 	for (int b = 0; b < nb; b++) {
 		double t0 = now_ns();
-		for (int i = 0; i < BLOCK; i++)
+		for (int i = 0; i < BLOCK; i++) {
+			NEXT_ARGS();
 			CK(cu.LaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, args, NULL));
+		}
 		t[b] = (now_ns() - t0) / BLOCK;
 		CK(cu.StreamSynchronize(s));
 	}
@@ -197,9 +230,12 @@ main(int argc, char **argv)
 			t[b] = (now_ns() - t0) / BLOCK;
 	}
 	double sync_ns = median(t, ns);
-	CK(cu.MemFree(buf));
-	printf("{\"launch_ns\": %.0f, \"alloc_free_async_64k_ns\": %.0f, \"alloc_free_async_8m_ns\": "
+	CK(cu.MemFree(buf0));
+	for (int i = 0; i < live; i++)
+		CK(cu.MemFree(bufs[i]));
+	free(bufs);
+	printf("{\"live\": %d, \"launch_ns\": %.0f, \"alloc_free_async_64k_ns\": %.0f, \"alloc_free_async_8m_ns\": "
 	    "%.0f, \"alloc_free_sync_8m_ns\": %.0f, \"launches\": %d, \"allocs\": %d, \"fake\": %d}\n",
-	    launch_ns, async_ns[0], async_ns[1], sync_ns, nb * BLOCK, na * BLOCK, fake);
+	    live, launch_ns, async_ns[0], async_ns[1], sync_ns, nb * BLOCK, na * BLOCK, fake);
 	return 0;
 }

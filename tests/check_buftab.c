@@ -77,6 +77,10 @@ START_TEST(random_against_model)
 		for (int k = 0; k < 4; k++) {
 			uint64_t a = 0x7f0000000000ULL + (uint64_t)(rand_r(&seed) % 26000000);
 			ck_assert_ptr_eq(buftab_find(&t, a), model_find(a));
+			/* again, and near it: answered from the region's hint */
+			ck_assert_ptr_eq(buftab_find(&t, a), model_find(a));
+			uint64_t near = a + (uint64_t)(rand_r(&seed) % 16384) - 8192;
+			ck_assert_ptr_eq(buftab_find(&t, near), model_find(near));
 		}
 		ck_assert_uint_eq(t.count, (uint64_t)nmodel);
 	}

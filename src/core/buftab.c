@@ -38,9 +38,36 @@ ebb_buf_put(struct ebb_buf *b)
 	free_bufs = b;
 }
 
+/* The hint slot of addr's 64 KiB region. */
+static size_t
+hint_slot(uint64_t addr)
+{
+	return (size_t)(((addr >> 16) * 0x9e3779b97f4a7c15ULL) >> 54) & (BUFTAB_HINTS - 1);
+}
+
+/* Clear the hints that name b: those of the regions its range covers. */
+static void
+hints_drop(struct buftab *t, const struct ebb_buf *b)
+{
+	uint64_t first = b->addr >> 16, last = (b->addr + (b->size ? b->size : 1) - 1) >> 16;
+
+	if (last - first >= BUFTAB_HINTS) {
+		for (size_t i = 0; i < BUFTAB_HINTS; i++)
+			if (t->hint[i] == b)
+				t->hint[i] = NULL;
+		return;
+	}
+	for (uint64_t r = first; r <= last; r++) {
+		size_t i = hint_slot(r << 16);
+		if (t->hint[i] == b)
+			t->hint[i] = NULL;
+	}
+}
+
 void
 buftab_init(struct buftab *t)
 {
+	memset(t->hint, 0, sizeof t->hint);
 	t->root = NULL;
 	t->count = 0;
 	t->bytes = 0;
@@ -168,6 +195,7 @@ buftab_remove(struct buftab *t, uint64_t addr)
 		return NULL;
 	*link = merge(n->left, n->right);
 	n->left = n->right = NULL;
+	hints_drop(t, n);
 	t->count--;
 	t->bytes -= n->size;
 	if (t->count == 0) {
@@ -178,13 +206,19 @@ buftab_remove(struct buftab *t, uint64_t addr)
 }
 
 struct ebb_buf *
-buftab_find(const struct buftab *t, uint64_t addr)
+buftab_find(struct buftab *t, uint64_t addr)
 {
 	if (addr < t->lo || addr >= t->hi)
 		return NULL;
+	size_t slot = hint_slot(addr);
+	struct ebb_buf *h = t->hint[slot];
+	if (h != NULL && addr - h->addr < h->size)
+		return h;
 	struct ebb_buf *f = floor_node(t->root, addr);
-	if (f != NULL && addr - f->addr < f->size)
+	if (f != NULL && addr - f->addr < f->size) {
+		t->hint[slot] = f;
 		return f;
+	}
 	return NULL;
 }
 

@@ -85,11 +85,23 @@ enum {
 	EBB_PIN_FAILED = 16	/* an offload of it failed */
 };
 
+/* Hint slots of a table: a direct-mapped cache of lookups, by 64 KiB region. */
+#define BUFTAB_HINTS 1024
+
 struct buftab {
 	struct ebb_buf *root;
 	uint64_t count;
 	uint64_t bytes;
 	uint64_t lo, hi;	/* no buffer starts below lo or ends above hi */
+	/*
+	 * The buffer a lookup in each region found last: a launch's pointers
+	 * are mostly those of the launches before it, and a walk down the
+	 * treap visits tens of nodes, each a likely cache miss, where the
+	 * table holds tens of thousands of buffers. A hint is used when its
+	 * buffer holds the address (buffers in a table do not overlap, so it
+	 * is the one); removing a buffer clears the hints that name it.
+	 */
+	struct ebb_buf *hint[BUFTAB_HINTS];
 };
 
 void buftab_init(struct buftab *t);
@@ -104,7 +116,7 @@ int buftab_insert(struct buftab *t, struct ebb_buf *b);
 struct ebb_buf *buftab_remove(struct buftab *t, uint64_t addr);
 
 /* The buffer holding addr (start <= addr < start + size), or NULL. */
-struct ebb_buf *buftab_find(const struct buftab *t, uint64_t addr);
+struct ebb_buf *buftab_find(struct buftab *t, uint64_t addr);
 
 /* The first buffer overlapping [addr, addr + size), or NULL. */
 struct ebb_buf *buftab_overlap(const struct buftab *t, uint64_t addr, uint64_t size);
