@@ -22,11 +22,24 @@ top=$(cd "$(dirname "$0")" && pwd)
 cmd=${1:-}
 jobs=$(nproc 2>/dev/null || echo 2)
 
+# Whether what package p gives is here: its program on PATH, or its library
+# known to pkg-config, as a machine without dpkg (or with them installed
+# another way) has them; else dpkg's word.
+have_pkg() {
+	case $1 in
+	libtool) command -v libtoolize >/dev/null 2>&1 && return 0 ;;
+	check) pkg-config --exists check 2>/dev/null && return 0 ;;
+	libunwind-dev) pkg-config --exists libunwind 2>/dev/null && return 0 ;;
+	*) command -v "$1" >/dev/null 2>&1 && return 0 ;;
+	esac
+	dpkg -s "$1" >/dev/null 2>&1
+}
+
 need_pkgs() {
 	pkgs="autoconf automake libtool pkg-config make gcc check libunwind-dev"
 	missing=
 	for p in $pkgs; do
-		dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+		have_pkg "$p" || missing="$missing $p"
 	done
 	[ -z "$missing" ] && return 0
 	echo "dev.sh: installing$missing"
