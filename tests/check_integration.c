@@ -1082,10 +1082,13 @@ START_TEST(self_time_counts_every_call)
 		ck_assert_uint_eq(self_calls(&t, "free"), summary(&t, "frees") +
 		    summary(&t, "frees-untracked"));
 		ck_assert_uint_eq(self_calls(&t, "sync"), count_type(&t, 'Y'));
-		/* the loop is learned within its 30 iterations: operations come on both sides */
-		ck_assert_uint_gt(summary(&t, "self-after-op-calls"), 0);
 		ck_assert_uint_gt(summary(&t, "self-learning-op-calls"), 0);
-		ck_assert_uint_gt(summary(&t, "self-after-op-ns"), 0);
+		/* observe mode learns the loop within its 30 iterations: operations
+		 * come after it too (offload mode waits for the planner's thread) */
+		if (i == 0) {
+			ck_assert_uint_gt(summary(&t, "self-after-op-calls"), 0);
+			ck_assert_uint_gt(summary(&t, "self-after-op-ns"), 0);
+		}
 		ck_assert_uint_ne(summary(&t, "self-setup-ns"), UINT64_MAX);
 		trace_free(&t);
 		run_free(&r);
