@@ -111,4 +111,55 @@ struct fakecuda_gather_ptrs_params {
     uint8_t value;
 };
 
+/*
+ * Kernels whose replay a test can predict (launching a recorded kernel again
+ * to remake its output): their random numbers, and what they write beside it.
+ * The random numbers are those of fakecuda_rand_f32(seed, i), in [0, 1).
+ */
+
+/* rand_f32: dst[i] = fakecuda_rand_f32(seed, offset + i) for i < n: random numbers from
+ * parameters only, as a dropout kernel given its seed and offset by value; a replay with
+ * the same parameters gives the same numbers. */
+struct fakecuda_rand_f32_params {
+    float *dst;
+    uint64_t n;
+    uint64_t seed;
+    uint64_t offset;
+};
+
+/* rand_state_f32: dst[i] = fakecuda_rand_f32(seed, *state + i) for i < n, then
+ * *state += n: the offset is read from device memory and advanced, as a generator
+ * whose state lives on the device; a replay gives other numbers unless *state is
+ * what it was, and it writes state too. */
+struct fakecuda_rand_state_f32_params {
+    float *dst;
+    uint64_t *state;
+    uint64_t n;
+    uint64_t seed;
+};
+
+/* square_sum_f32: scratch[i] = src[i] * src[i] for i < n, then *dst = their sum (in
+ * order, in float): scratch is written before it is read, so what it held before does
+ * not matter; it holds the squares after. */
+struct fakecuda_square_sum_f32_params {
+    float *dst;
+    const float *src;
+    float *scratch;
+    uint64_t n;
+};
+
+/* The random number of rand_f32 and rand_state_f32 at (seed, i): a mix of both bits,
+ * 24 of them as a float in [0, 1). */
+static inline float fakecuda_rand_f32(uint64_t seed, uint64_t i)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ULL + i;
+
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return (float)(x >> 40) / 16777216.0f;
+}
+
 #endif /* EBB_FAKECUDA_H */

@@ -109,6 +109,42 @@ static void k_gather_ptrs(const void *params)
         *(uint8_t *)a.table[i] = a.value;
 }
 
+/* dst[i] = rand(seed, offset + i). */
+static void k_rand_f32(const void *params)
+{
+    struct fakecuda_rand_f32_params a;
+
+    memcpy(&a, params, sizeof a);
+    for (uint64_t i = 0; i < a.n; i++)
+        a.dst[i] = fakecuda_rand_f32(a.seed, a.offset + i);
+}
+
+/* dst[i] = rand(seed, *state + i), then *state += n. */
+static void k_rand_state_f32(const void *params)
+{
+    struct fakecuda_rand_state_f32_params a;
+
+    memcpy(&a, params, sizeof a);
+    uint64_t off = *a.state;
+    for (uint64_t i = 0; i < a.n; i++)
+        a.dst[i] = fakecuda_rand_f32(a.seed, off + i);
+    *a.state = off + a.n;
+}
+
+/* scratch[i] = src[i]^2, *dst = their sum. */
+static void k_square_sum_f32(const void *params)
+{
+    struct fakecuda_square_sum_f32_params a;
+    float sum = 0.0f;
+
+    memcpy(&a, params, sizeof a);
+    for (uint64_t i = 0; i < a.n; i++)
+        a.scratch[i] = a.src[i] * a.src[i];
+    for (uint64_t i = 0; i < a.n; i++)
+        sum += a.scratch[i];
+    *a.dst = sum;
+}
+
 /* Offset and size of member m of struct fakecuda_<k>_params. */
 #define PARAM(k, m)                                                   \
     {                                                                 \
@@ -128,6 +164,16 @@ static const struct param p_struct_ptrs[] = { PARAM(struct_ptrs, p), PARAM(struc
 static const struct param p_sleep_us[] = { PARAM(sleep_us, us) };
 static const struct param p_gather_ptrs[] = { PARAM(gather_ptrs, table), PARAM(gather_ptrs, count),
                                               PARAM(gather_ptrs, value) };
+static const struct param p_rand_f32[] = { PARAM(rand_f32, dst), PARAM(rand_f32, n),
+                                           PARAM(rand_f32, seed), PARAM(rand_f32, offset) };
+static const struct param p_rand_state_f32[] = { PARAM(rand_state_f32, dst),
+                                                 PARAM(rand_state_f32, state),
+                                                 PARAM(rand_state_f32, n),
+                                                 PARAM(rand_state_f32, seed) };
+static const struct param p_square_sum_f32[] = { PARAM(square_sum_f32, dst),
+                                                 PARAM(square_sum_f32, src),
+                                                 PARAM(square_sum_f32, scratch),
+                                                 PARAM(square_sum_f32, n) };
 
 /* One kernel table entry. */
 #define KERNEL(k)                                                                           \
@@ -137,7 +183,8 @@ static const struct param p_gather_ptrs[] = { PARAM(gather_ptrs, table), PARAM(g
 
 static const struct kdesc kernels[] = {
     KERNEL(fill_u32), KERNEL(copy_bytes), KERNEL(axpy_f32), KERNEL(sum_u32),
-    KERNEL(struct_ptrs), KERNEL(sleep_us), KERNEL(gather_ptrs),
+    KERNEL(struct_ptrs), KERNEL(sleep_us), KERNEL(gather_ptrs), KERNEL(rand_f32),
+    KERNEL(rand_state_f32), KERNEL(square_sum_f32),
 };
 
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };

@@ -161,6 +161,7 @@ static char lib_dir[PATH_MAX];   /* where the fake libraries are ("" : the loade
 static int failures;
 static CUcontext ctx;            /* the primary context, current in the main thread */
 static CUfunction fn_fill, fn_copy, fn_axpy, fn_sum, fn_pair, fn_sleep, fn_gather;
+static CUfunction fn_rand, fn_rand_state, fn_square_sum;
 
 /*
  * A decoy of a driver entry point exported by this program (linked with -export-dynamic),
@@ -321,6 +322,9 @@ static void init_driver(void)
     OK(D.cuModuleGetFunction(&fn_pair, mod, "struct_ptrs"));
     OK(D.cuModuleGetFunction(&fn_sleep, mod, "sleep_us"));
     OK(D.cuModuleGetFunction(&fn_gather, mod, "gather_ptrs"));
+    OK(D.cuModuleGetFunction(&fn_rand, mod, "rand_f32"));
+    OK(D.cuModuleGetFunction(&fn_rand_state, mod, "rand_state_f32"));
+    OK(D.cuModuleGetFunction(&fn_square_sum, mod, "square_sum_f32"));
 }
 
 /* Launches fill_u32(dst, value, n) on stream s. */
@@ -1042,6 +1046,88 @@ static void log_callback(CUstream s, CUresult status, void *arg)
 }
 
 /* Legacy-stream ordering against blocking and non-blocking streams; stream queries. */
+/* The kernels a replay test predicts: random numbers from parameters repeat, those from
+ * device state do not until the state is put back, and scratch written first does not
+ * matter. */
+static void test_replay_kernels(void)
+{
+    enum { N = 512 };
+    CUdeviceptr d1, d2, state, src, scratch, out;
+    CUfunction fr = fn_rand, fs = fn_rand_state, fq = fn_square_sum;
+    CUstream s;
+    float *a, *b, *sq;
+    uint64_t *st;
+
+    OK(D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(D.cuMemAlloc(&d1, N * 4));
+    OK(D.cuMemAlloc(&d2, N * 4));
+    OK(D.cuMemAlloc(&state, 8));
+    OK(D.cuMemAlloc(&src, N * 4));
+    OK(D.cuMemAlloc(&scratch, N * 4));
+    OK(D.cuMemAlloc(&out, 4));
+    a = hp(d1);
+    b = hp(d2);
+    st = hp(state);
+    sq = hp(scratch);
+    {
+        struct fakecuda_rand_f32_params p = { a, N, 7, 100 };
+        void *args[] = { &p.dst, &p.n, &p.seed, &p.offset };
+
+        OK(D.cuLaunchKernel(fr, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        p.dst = b;
+        OK(D.cuLaunchKernel(fr, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        OK(D.cuStreamSynchronize(s));
+        CHECK(memcmp(a, b, N * 4) == 0);
+        CHECK(a[0] >= 0.0f && a[0] < 1.0f && a[0] != a[1]);
+        CHECK(a[5] == fakecuda_rand_f32(7, 105));
+        p.offset = 101;
+        OK(D.cuLaunchKernel(fr, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        OK(D.cuStreamSynchronize(s));
+        CHECK(b[0] == a[1] && memcmp(a, b, N * 4) != 0);
+    }
+    {
+        struct fakecuda_rand_state_f32_params p = { a, hp(state), N, 9 };
+        void *args[] = { &p.dst, &p.state, &p.n, &p.seed };
+
+        *st = 40;
+        OK(D.cuLaunchKernel(fs, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        p.dst = b;
+        OK(D.cuLaunchKernel(fs, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        OK(D.cuStreamSynchronize(s));
+        CHECK(*st == 40 + 2 * N && memcmp(a, b, N * 4) != 0);
+        CHECK(a[0] == fakecuda_rand_f32(9, 40) && b[0] == fakecuda_rand_f32(9, 40 + N));
+        *st = 40;	/* the state put back: the same numbers again */
+        OK(D.cuLaunchKernel(fs, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        OK(D.cuStreamSynchronize(s));
+        CHECK(memcmp(a, b, N * 4) == 0 && *st == 40 + N);
+    }
+    {
+        struct fakecuda_square_sum_f32_params p = { hp(out), hp(src), sq, N };
+        void *args[] = { &p.dst, &p.src, &p.scratch, &p.n };
+        float *in = hp(src), first;
+
+        for (int i = 0; i < N; i++) {
+            in[i] = (float)(i % 7) - 3.0f;
+            sq[i] = 0.0f;
+        }
+        OK(D.cuLaunchKernel(fq, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        OK(D.cuStreamSynchronize(s));
+        first = *(float *)hp(out);
+        for (int i = 0; i < N; i++)
+            sq[i] = 1e30f;	/* what scratch held before does not matter */
+        OK(D.cuLaunchKernel(fq, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        OK(D.cuStreamSynchronize(s));
+        CHECK(*(float *)hp(out) == first && first > 0.0f && sq[4] == 1.0f && sq[0] == 9.0f);
+    }
+    OK(D.cuMemFree(d1));
+    OK(D.cuMemFree(d2));
+    OK(D.cuMemFree(state));
+    OK(D.cuMemFree(src));
+    OK(D.cuMemFree(scratch));
+    OK(D.cuMemFree(out));
+    OK(D.cuStreamDestroy(s));
+}
+
 static void test_stream_order(void)
 {
     CUdeviceptr x, y, z;
@@ -2089,6 +2175,7 @@ int main(int argc, char **argv)
     test_memsets();
     test_kernel_handles();
     test_kernel_launches();
+    test_replay_kernels();
     test_stream_order();
     test_events();
     test_vmm();
