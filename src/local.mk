@@ -37,7 +37,7 @@ src_libebbcore_la_SOURCES = \
 	src/core/ebb.h src/core/real.h src/core/syms.def \
 	src/core/buftab.c src/core/buftab.h src/core/locks.h \
 	src/core/streams.c src/core/streams.h \
-	src/core/kparam.c src/core/kparam.h \
+	src/core/kparam.c src/core/kparam.h src/core/launch.h \
 	src/core/callsite.c src/core/callsite.h \
 	src/mover/vmm.c src/mover/vmm.h \
 	src/mover/hostpool.c src/mover/hostpool.h \

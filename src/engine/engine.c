@@ -490,7 +490,7 @@ resolve_op(struct ebb_op *op, const struct ebb_kinfo *k, unsigned *xfer)
 	s->seq = op->seq;
 	*xfer = 0;
 	if (op->kind == EBB_OP_LAUNCH)
-		r = kparam_scan(k, op->params, op->extra, resolve_word, s);
+		r = kparam_scan(k, op->launch.params, op->launch.extra, resolve_word, s);
 	if (op->kind == EBB_OP_COPY) {
 		int dst = resolve_addr(op->copy_dst, s), src = resolve_addr(op->copy_src, s);
 		if (op->copy_sides)
@@ -556,10 +556,10 @@ op_begin(struct ebb_op *op)
 	/* captured into a graph: what it uses must stay where it is */
 	int captured = engine.capturing && st != NULL && streams_capturing(st);
 	if (op->kind == EBB_OP_LAUNCH) {
-		k = kparam_get(&engine.kcache, (uintptr_t)op->func);
+		k = kparam_get(&engine.kcache, (uintptr_t)op->launch.func);
 		if (k == NULL) {
 			ebb_inside = 1;
-			k = kparam_add(&engine.kcache, (uintptr_t)op->func);
+			k = kparam_add(&engine.kcache, (uintptr_t)op->launch.func);
 			ebb_inside = 0;
 			if (k != NULL && engine.conf->iter_kernel[0] != '\0' &&
 			    strstr(k->name, engine.conf->iter_kernel))

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "cuda_compat.h"
+#include "launch.h"
 #include "streams.h"
 
 enum ebb_alloc_kind {
@@ -82,10 +83,8 @@ struct ebb_op {
 	unsigned nptr;
 	const CUdeviceptr *spill[2];
 	size_t nspill;
-	/* EBB_OP_LAUNCH */
-	CUfunction func;
-	void **params;
-	void **extra;
+	/* EBB_OP_LAUNCH: the launch, as launch.h describes it */
+	struct ebb_launch launch;
 	/* EBB_OP_GRAPH */
 	CUgraphExec graph;
 	/* filled by ebb_engine_op_begin */

@@ -321,7 +321,10 @@ cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 		HOOK_PROLOGUE(elf, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, \
 		    blockDimZ, sharedMemBytes, hStream, kernelParams, extra)); \
 		struct ebb_op op = { .kind = EBB_OP_LAUNCH, .stream = hStream, \
-			.per_thread = pt, .func = f, .params = kernelParams, .extra = extra }; \
+			.per_thread = pt, .launch = { .func = f, .params = kernelParams, \
+			.extra = extra, .grid = { gridDimX, gridDimY, gridDimZ },	\
+			.block = { blockDimX, blockDimY, blockDimZ },		\
+			.shmem = sharedMemBytes, .entry = EBB_LAUNCH_PLAIN } }; \
 		CUresult r = ebb_engine_op_begin(&op);			\
 		if (r == CUDA_SUCCESS)					\
 			r = ebb_real.elf(f, gridDimX, gridDimY, gridDimZ, blockDimX, \
@@ -332,6 +335,23 @@ cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 LAUNCH(cuLaunchKernel, 0)
 LAUNCH(cuLaunchKernel_ptsz, 1)
 
+/* A cuLaunchKernelEx launch's geometry, shared memory and attributes, from
+ * its config (the attributes stay the caller's: copied only while an
+ * iteration is recorded). */
+static inline void
+launch_config(struct ebb_launch *l, const CUlaunchConfig *c)
+{
+	l->grid[0] = c->gridDimX;
+	l->grid[1] = c->gridDimY;
+	l->grid[2] = c->gridDimZ;
+	l->block[0] = c->blockDimX;
+	l->block[1] = c->blockDimY;
+	l->block[2] = c->blockDimZ;
+	l->shmem = c->sharedMemBytes;
+	l->attrs = c->attrs;
+	l->nattrs = c->attrs != NULL ? c->numAttrs : 0;
+}
+
 #define LAUNCH_EX(elf, pt)						\
 	EBB_EXPORT CUresult						\
 	elf(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra) \
@@ -339,7 +359,10 @@ LAUNCH(cuLaunchKernel_ptsz, 1)
 		HOOK_PROLOGUE(elf, (config, f, kernelParams, extra));	\
 		struct ebb_op op = { .kind = EBB_OP_LAUNCH,		\
 			.stream = config ? config->hStream : NULL, .per_thread = pt, \
-			.func = f, .params = kernelParams, .extra = extra }; \
+			.launch = { .func = f, .params = kernelParams, .extra = extra, \
+			.entry = EBB_LAUNCH_EX } };				\
+		if (config != NULL)					\
+			launch_config(&op.launch, config);		\
 		CUresult r = ebb_engine_op_begin(&op);			\
 		if (r == CUDA_SUCCESS)					\
 			r = ebb_real.elf(config, f, kernelParams, extra); \
@@ -359,7 +382,10 @@ LAUNCH_EX(cuLaunchKernelEx_ptsz, 1)
 		HOOK_PROLOGUE(elf, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, \
 		    blockDimZ, sharedMemBytes, hStream, kernelParams));	\
 		struct ebb_op op = { .kind = EBB_OP_LAUNCH, .stream = hStream, \
-			.per_thread = pt, .func = f, .params = kernelParams }; \
+			.per_thread = pt, .launch = { .func = f, .params = kernelParams, \
+			.grid = { gridDimX, gridDimY, gridDimZ },		\
+			.block = { blockDimX, blockDimY, blockDimZ },		\
+			.shmem = sharedMemBytes, .entry = EBB_LAUNCH_COOP } }; \
 		CUresult r = ebb_engine_op_begin(&op);			\
 		if (r == CUDA_SUCCESS)					\
 			r = ebb_real.elf(f, gridDimX, gridDimY, gridDimZ, blockDimX, \
