@@ -64,6 +64,8 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	  "Device-to-host copy bandwidth the planner assumes, in GB/s (0: measured when offloading starts).", 0, 100000 },
 	{ "EBB_H2D_GBPS", EBB_CONF_REAL, F(h2d_gbps), 0, 0, NULL, "0",
 	  "Host-to-device copy bandwidth the planner assumes, in GB/s (0: measured when offloading starts).", 0, 100000 },
+	{ "EBB_LAUNCH_RECORD_BYTES", EBB_CONF_SIZE, F(launch_record_bytes), 0, 1ULL << 40, NULL, "256M",
+	  "Memory for the launch records of a recorded iteration in offload mode (what it takes to launch each again: function, geometry, stream, attributes, parameter bytes); the launches past it are not recorded (0: none is).", 0, 0 },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0 }
 };
 

@@ -54,6 +54,7 @@ struct ebb_conf {
 	double target;			/* EBB_TARGET: 0 = EBB_LIMIT alone */
 	double plan_margin;		/* EBB_PLAN_MARGIN: fraction of EBB_LIMIT */
 	double d2h_gbps, h2d_gbps;	/* EBB_D2H_GBPS, EBB_H2D_GBPS: 0 = measure */
+	uint64_t launch_record_bytes;	/* EBB_LAUNCH_RECORD_BYTES */
 };
 
 struct ebb_conf_var {

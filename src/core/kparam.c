@@ -206,9 +206,8 @@ kparam_add(struct kparam_cache *c, uintptr_t handle)
 	return k;
 }
 
-/* The packed argument buffer of a launch's `extra`, if it has one. */
-static int
-extra_buffer(void **extra, const unsigned char **buf, size_t *size)
+int
+kparam_extra(void **extra, const unsigned char **buf, size_t *size)
 {
 	*buf = NULL;
 	*size = 0;
@@ -246,7 +245,7 @@ kparam_scan(const struct ebb_kinfo *k, void **params, void **extra,
 	if (extra != NULL) {
 		const unsigned char *buf;
 		size_t size;
-		if (extra_buffer(extra, &buf, &size) < 0)
+		if (kparam_extra(extra, &buf, &size) < 0)
 			return -1;
 		for (size_t o = 0; o + 8 <= size; o += 8) {
 			memcpy(&w, buf + o, 8);

@@ -52,4 +52,12 @@ struct ebb_kinfo *kparam_add(struct kparam_cache *c, uintptr_t handle);
 int kparam_scan(const struct ebb_kinfo *k, void **params, void **extra,
     void (*fn)(uint64_t word, void *ctx), void *ctx);
 
+/*
+ * The packed argument buffer of a launch's `extra` list: *buf from
+ * CU_LAUNCH_PARAM_BUFFER_POINTER and *size from CU_LAUNCH_PARAM_BUFFER_SIZE
+ * (0 when the list gives none). Returns 0, or -1 when the list has no
+ * buffer or is not well formed.
+ */
+int kparam_extra(void **extra, const unsigned char **buf, size_t *size);
+
 #endif

@@ -645,6 +645,9 @@ op_begin(struct ebb_op *op)
 	}
 	uint32_t token = op_token(op, k);
 	exec_op(op->seq, token, s->v, s->n, xfer, op->sync);
+	/* its launch record, only while the iteration is recorded */
+	if (op->kind == EBB_OP_LAUNCH && engine.life == LIFE_RECORDING)
+		exec_launch(op->seq, &op->launch, k, op->stream, op->per_thread, st, captured);
 	int action = life_step(op->seq, token, op->sync ? ITER_SYNC_OP : ITER_NOSYNC, k);
 	int timed = life_timing() && action >= 0;
 	int plan_due = life_plan_due() && engine.capturing == 0;	/* its sync would end a capture */

@@ -170,6 +170,11 @@ summary_records(const struct engine_totals *t)
 		summary_record("plan-iterations", xs->iterations_run);
 		summary_record("plan-departures", t->departures);
 		summary_record("plan-actions-missed", xs->actions_missed);
+		summary_record("launch-records", xs->launch_records);
+		summary_record("launch-records-unreplayable", xs->launch_records_unreplayable);
+		summary_record("launch-records-unrecorded", xs->launch_records_unrecorded);
+		summary_record("launch-record-param-bytes", xs->launch_record_param_bytes);
+		summary_record("launch-record-bytes", xs->launch_record_bytes);
 		summary_record("planned-offloads", ms->planned_offloads);
 		summary_record("prefetches", ms->prefetches);
 		summary_record("prefetches-skipped", ms->prefetches_skipped);
@@ -253,5 +258,14 @@ summary_lines(const struct engine_totals *t)
 			    (double)xs->predicted_step_ns / 1e9,
 			    (double)ms->wait_room_ns / 1e9, (double)ms->wait_gate_ns / 1e9,
 			    (double)ms->wait_landing_ns / 1e9);
+		if (engine.plan_on || xs->launch_records + xs->launch_records_unrecorded > 0)
+			ebb_log(EBB_LOG_NOTE, "launch records of the last iteration recorded: %llu "
+			    "(%llu not replayable), %llu launches not recorded past "
+			    "EBB_LAUNCH_RECORD_BYTES; %s held, %s of them parameters",
+			    (unsigned long long)xs->launch_records,
+			    (unsigned long long)xs->launch_records_unreplayable,
+			    (unsigned long long)xs->launch_records_unrecorded,
+			    human(xs->launch_record_bytes, held_s, sizeof held_s),
+			    human(xs->launch_record_param_bytes, host_s, sizeof host_s));
 	}
 }

@@ -14,6 +14,7 @@
 #include "exec.h"
 #include "idmap.h"
 #include "log.h"
+#include "lrec.h"
 #include "mover.h"
 #include "plan.h"
 #include "planrun.h"
@@ -69,6 +70,7 @@ struct exec_recorded {
 	uint64_t fixed, limit;		/* the mover's fixed bytes, what ebb may hold (taken out
 					 * only) */
 	double off_s, res_s;		/* what a move has cost the host so far */
+	struct lrec_set launches;	/* each launch's record, by position */
 };
 
 /* mean GPU time of each token, from the timed recordings */
@@ -181,6 +183,7 @@ static void
 recorded_fini(struct exec_recorded *r)
 {
 	rec_fini(&r->r);
+	lrec_set_fini(&r->launches);
 	free(r->addr);
 	free(r->tok);
 	free(r->host);
@@ -228,6 +231,22 @@ add_live(struct ebb_buf *b, void *ctx)
 	return 0;
 }
 
+/* Say, once a process, that launches of the recorded iteration are not
+ * recorded from position pos of its n operations on
+ * (EBB_LAUNCH_RECORD_BYTES). */
+static void
+say_unrecorded(uint32_t pos, uint32_t n)
+{
+	static int said;
+
+	if (exec.conf->launch_record_bytes == 0)
+		return;		/* none wanted */
+	ebb_log_once(&said, EBB_LOG_NOTE, "launch records: EBB_LAUNCH_RECORD_BYTES=%llu is "
+	    "reached at position %u of the recorded iteration's %u operations; its later launches "
+	    "are not recorded, and cannot be replayed", (unsigned long long)exec.conf->launch_record_bytes,
+	    pos, n);
+}
+
 int
 exec_record_begin(uint64_t s0, uint64_t period)
 {
@@ -248,6 +267,12 @@ exec_record_begin(uint64_t s0, uint64_t period)
 		    "not plan", (unsigned long long)period);
 		return -1;
 	}
+	int lr = lrec_set_init(&exec.cur.launches, (uint32_t)period, exec.conf->launch_record_bytes);
+	if (lr == -1)
+		say_unrecorded(0, (uint32_t)period);
+	else if (lr < 0)
+		ebb_log(EBB_LOG_WARN, "no memory for the launch records of an iteration of %llu "
+		    "operations; its launches are not recorded", (unsigned long long)period);
 	buftab_walk(exec.tab, add_live, NULL);
 	pthread_mutex_lock(&exec.times_lock);
 	exec.times = t;
@@ -269,6 +294,12 @@ exec_record_end(void)
 	exec.cur.self[exec.cur.r.p.nops] = mover_self_ns();
 	mover_time_self(0);
 	exec.recording = 0;
+	const struct lrec_stats *ls = &exec.cur.launches.st;
+	exec.xs.launch_records = ls->records;
+	exec.xs.launch_records_unreplayable = ls->unreplayable;
+	exec.xs.launch_records_unrecorded = ls->unrecorded;
+	exec.xs.launch_record_param_bytes = ls->param_bytes;
+	exec.xs.launch_record_bytes = ls->bytes;
 }
 
 void
@@ -334,6 +365,40 @@ exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, uns
 	for (size_t k = 0; k < n; k++)
 		if (bufs[k]->mv.managed == EBB_MANAGED_BIG)
 			rec_use(&exec.cur.r, seq, bufs[k]->id);
+}
+
+/* At EBB_VERBOSE=3: the launch record of position pos, one line. */
+static void
+say_launch(uint32_t pos, const struct lrec *r)
+{
+	static const char *const states[] = {
+		[LREC_REPLAYABLE] = "replayable", [LREC_UNREPLAYABLE] = "not replayable",
+		[LREC_UNRECORDED] = "not recorded",
+	};
+
+	if (r == NULL)
+		return;
+	ebb_log(EBB_LOG_DEBUG, "launch record %u: function %#llx grid %ux%ux%u block %ux%ux%u "
+	    "shared %u stream %#llx%s, %u attributes, %u parameter bytes%s (%s)", pos,
+	    (unsigned long long)r->func, r->grid[0], r->grid[1], r->grid[2], r->block[0],
+	    r->block[1], r->block[2], r->shmem, (unsigned long long)(uintptr_t)r->stream,
+	    r->per_thread ? " (per-thread)" : "", r->nattrs, r->nbytes,
+	    r->packed ? " packed" : "", states[r->state]);
+}
+
+void
+exec_launch(uint64_t seq, const struct ebb_launch *l, const struct ebb_kinfo *k,
+    CUstream stream, int per_thread, struct ebb_stream *tracker, int captured)
+{
+	if (!exec.recording || seq < exec.cur.r.s0 || seq - exec.cur.r.s0 >= exec.cur.r.p.nops)
+		return;
+	uint32_t i = (uint32_t)(seq - exec.cur.r.s0);
+	struct lrec_set *ls = &exec.cur.launches;
+	if (lrec_add(ls, i, l, k, stream, per_thread, tracker, captured) == LREC_UNRECORDED &&
+	    ls->at != NULL)
+		say_unrecorded(i, ls->n);
+	if (ebb_log_level() >= EBB_LOG_DEBUG)
+		say_launch(i, lrec_at(ls, i));
 }
 
 void
@@ -768,6 +833,12 @@ exec_record_take(void)
 	exec.times_n = 0;
 	pthread_mutex_unlock(&exec.times_lock);
 	return r;
+}
+
+const struct lrec *
+exec_recorded_launch(const struct exec_recorded *r, uint64_t i)
+{
+	return i < r->launches.n ? lrec_at(&r->launches, (uint32_t)i) : NULL;
 }
 
 struct exec_made *

@@ -31,6 +31,9 @@
 #include "streams.h"
 
 struct ebb_conf;
+struct ebb_kinfo;
+struct ebb_launch;
+struct lrec;
 
 /* A recorded iteration taken out for planning (exec_record_take). */
 struct exec_recorded;
@@ -69,6 +72,13 @@ void exec_free(struct ebb_buf *b, uint64_t last_seq);
 void exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n,
     unsigned xfer, int sync);
 
+/* Operation seq is the launch l (k: its kernel's layout, NULL when none is
+ * known; stream and per_thread as the call named it, tracker ebb's tracker
+ * of it; captured: a stream capture takes it into a graph): while an
+ * iteration is recorded, its launch record (lrec.h) is made. */
+void exec_launch(uint64_t seq, const struct ebb_launch *l, const struct ebb_kinfo *k,
+    CUstream stream, int per_thread, struct ebb_stream *tracker, int captured);
+
 /* GPU times of operation seq (CUPTI clock, ns). Any thread; takes its own
  * lock. */
 void exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end);
@@ -79,6 +89,11 @@ void exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end);
  * on (its fixed bytes, EBB_LIMIT, what a move costs the host). Returns it,
  * or NULL when there is none or no memory (the recording is dropped). */
 struct exec_recorded *exec_record_take(void);
+
+/* The launch record of position i of the recorded iteration r (lrec.h), or
+ * NULL when no launch is recorded there. A launch past
+ * EBB_LAUNCH_RECORD_BYTES has a record of state LREC_UNRECORDED. */
+const struct lrec *exec_recorded_launch(const struct exec_recorded *r, uint64_t i);
 
 /* Plan r, which it frees. Called without ebb_state_lock, one call at a
  * time (the per-token times are the planner's). Returns the result (NULL:
@@ -121,6 +136,12 @@ struct exec_stats {
 	uint64_t actions_missed;	/* a planned buffer was not there */
 	uint64_t planned_peak;	/* bytes, of the last plan */
 	uint64_t predicted_step_ns;
+	/* the launch records of the last iteration recorded (lrec.h) */
+	uint64_t launch_records;	/* launches recorded, replayable or not */
+	uint64_t launch_records_unreplayable;	/* of them, not replayable */
+	uint64_t launch_records_unrecorded;	/* launches past EBB_LAUNCH_RECORD_BYTES */
+	uint64_t launch_record_param_bytes;	/* parameter bytes they copied */
+	uint64_t launch_record_bytes;	/* memory they held */
 };
 
 void exec_stats(struct exec_stats *out);

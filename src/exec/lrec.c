@@ -1,0 +1,278 @@
+/*
+ * lrec.c: launch records (see lrec.h): the arena of one recording, the
+ * copy of each launch's arguments, and the launch again from a record.
+ */
+#include "config.h"
+
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kparam.h"
+#include "lrec.h"
+#include "real.h"
+
+/* The first chunk's bytes, and the most a chunk grows to (each new one
+ * doubles the last), within the set's bound. */
+#define CHUNK_MIN (64u << 10)
+#define CHUNK_MAX (16u << 20)
+
+/* lrec_launch's kernelParams array for this many parameters is on the
+ * stack; more take the heap. */
+#define ARGS_ON_STACK 64
+
+/* Records are placed at this alignment. */
+#define ALIGN alignof(max_align_t)
+
+/* Memory for records; data[] holds size bytes, used of them taken. */
+struct lrec_chunk {
+	struct lrec_chunk *next;	/* the chunk before it */
+	size_t size, used;
+	alignas(max_align_t) unsigned char data[];
+};
+
+/* What every launch past the bound points to. */
+static const struct lrec unrecorded = { .state = LREC_UNRECORDED };
+
+static size_t
+align_up(size_t n)
+{
+	return (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+}
+
+int
+lrec_set_init(struct lrec_set *s, uint32_t n, uint64_t bound)
+{
+	memset(s, 0, sizeof *s);
+	s->bound = bound;
+	size_t index = (size_t)n * sizeof *s->at;
+	if (n == 0 || index > bound)
+		return -1;
+	s->at = calloc(n, sizeof *s->at);
+	if (s->at == NULL)
+		return -2;
+	s->n = n;
+	s->st.bytes = index;
+	return 0;
+}
+
+/* bytes (aligned) from the newest chunk, or from a new one when it has not
+ * that much left and the bound allows one. Returns NULL past the bound or
+ * out of memory. */
+static void *
+take(struct lrec_set *s, size_t bytes)
+{
+	struct lrec_chunk *c = s->chunks;
+
+	bytes = align_up(bytes);
+	if (c != NULL && c->size - c->used >= bytes) {
+		void *p = c->data + c->used;
+		c->used += bytes;
+		return p;
+	}
+	size_t want = c != NULL ? (c->size < CHUNK_MAX ? 2 * c->size : CHUNK_MAX) : CHUNK_MIN;
+	if (want < bytes)
+		want = bytes;
+	uint64_t room = s->bound > s->st.bytes ? s->bound - s->st.bytes : 0;
+	if (room < sizeof *c + bytes)
+		return NULL;
+	if (want > room - sizeof *c)
+		want = (size_t)(room - sizeof *c) & ~(size_t)(ALIGN - 1);
+	c = malloc(sizeof *c + want);
+	if (c == NULL)
+		return NULL;
+	c->next = s->chunks;
+	c->size = want;
+	c->used = bytes;
+	s->chunks = c;
+	s->st.bytes += sizeof *c + want;
+	return c->data;
+}
+
+/* The size of k's argument buffer: the end of its last-placed parameter. */
+static uint32_t
+args_size(const struct ebb_kinfo *k)
+{
+	uint32_t end = 0;
+
+	for (uint32_t i = 0; i < k->nparams; i++)
+		if (k->offset[i] + k->size[i] > end)
+			end = k->offset[i] + k->size[i];
+	return end;
+}
+
+/*
+ * Where the arguments of l come from and how many bytes they are: the
+ * packed buffer of `extra` (*packed set), or the parameters of kernelParams
+ * placed by k's layout. Returns 0, or -1 when they cannot be copied in full.
+ */
+static int
+args_of(const struct ebb_launch *l, const struct ebb_kinfo *k, const unsigned char **packed,
+    size_t *nbytes)
+{
+	*packed = NULL;
+	*nbytes = 0;
+	if (l->params != NULL) {
+		if (k == NULL || !k->layout_known)
+			return -1;
+		for (uint32_t i = 0; i < k->nparams; i++)
+			if (l->params[i] == NULL)
+				return -1;
+		*nbytes = args_size(k);
+		return 0;
+	}
+	if (l->extra != NULL) {
+		size_t size;
+		if (kparam_extra(l->extra, packed, &size) < 0 || size == 0 || size > UINT32_MAX)
+			return -1;
+		*nbytes = size;
+		return 0;
+	}
+	/* no arguments: complete only for a kernel known to take none */
+	return k != NULL && k->layout_known && k->nparams == 0 ? 0 : -1;
+}
+
+int
+lrec_add(struct lrec_set *s, uint32_t pos, const struct ebb_launch *l,
+    const struct ebb_kinfo *k, CUstream stream, int per_thread, struct ebb_stream *tracker,
+    int captured)
+{
+	const unsigned char *packed;
+	size_t nbytes;
+
+	if (s->at == NULL || pos >= s->n) {
+		s->st.unrecorded++;
+		return LREC_UNRECORDED;
+	}
+	int complete = args_of(l, k, &packed, &nbytes) == 0;
+	if (!complete)
+		nbytes = 0;
+	size_t attrs = (size_t)l->nattrs * sizeof *l->attrs;
+	size_t head = align_up(sizeof(struct lrec)), at_params = head + align_up(attrs);
+	unsigned char *p = take(s, at_params + nbytes);
+	if (p == NULL) {
+		s->at[pos] = &unrecorded;
+		s->st.unrecorded++;
+		return LREC_UNRECORDED;
+	}
+	struct lrec *r = (struct lrec *)(void *)p;
+	*r = (struct lrec){
+		.func = (uintptr_t)l->func, .stream = stream, .tracker = tracker,
+		.k = k != NULL && k->layout_known ? k : NULL,
+		.nattrs = l->nattrs, .nbytes = (uint32_t)nbytes, .shmem = l->shmem,
+		.entry = l->entry, .per_thread = per_thread != 0, .packed = l->params == NULL &&
+		    l->extra != NULL,
+		.state = complete && !captured ? LREC_REPLAYABLE : LREC_UNREPLAYABLE,
+	};
+	memcpy(r->grid, l->grid, sizeof r->grid);
+	memcpy(r->block, l->block, sizeof r->block);
+	if (attrs > 0) {
+		memcpy(p + head, l->attrs, attrs);
+		r->attrs = (const CUlaunchAttribute *)(const void *)(p + head);
+	}
+	unsigned char *args = p + at_params;
+	if (nbytes > 0) {
+		if (packed != NULL) {
+			memcpy(args, packed, nbytes);
+		} else {
+			/* the gaps between parameters hold zeros, as nothing reads them */
+			memset(args, 0, nbytes);
+			for (uint32_t i = 0; i < k->nparams; i++)
+				memcpy(args + k->offset[i], l->params[i], k->size[i]);
+		}
+		r->params = args;
+	}
+	s->at[pos] = r;
+	s->st.records++;
+	s->st.unreplayable += r->state != LREC_REPLAYABLE;
+	s->st.param_bytes += nbytes;
+	return r->state;
+}
+
+const struct lrec *
+lrec_at(const struct lrec_set *s, uint32_t pos)
+{
+	return s->at != NULL && pos < s->n ? s->at[pos] : NULL;
+}
+
+void
+lrec_set_fini(struct lrec_set *s)
+{
+	struct lrec_chunk *c = s->chunks;
+
+	while (c != NULL) {
+		struct lrec_chunk *next = c->next;
+		free(c);
+		c = next;
+	}
+	free(s->at);
+	memset(s, 0, sizeof *s);
+}
+
+/* The launch of r with kernelParams args or the packed extra list, through
+ * its own entry point. */
+static CUresult
+launch_through(const struct lrec *r, void **args, void **extra)
+{
+	CUfunction f = (CUfunction)r->func;
+	const uint32_t *g = r->grid, *b = r->block;
+
+	switch (r->entry) {
+	case EBB_LAUNCH_EX: {
+		CUlaunchConfig c = {
+			.gridDimX = g[0], .gridDimY = g[1], .gridDimZ = g[2],
+			.blockDimX = b[0], .blockDimY = b[1], .blockDimZ = b[2],
+			.sharedMemBytes = r->shmem, .hStream = r->stream,
+			.attrs = (CUlaunchAttribute *)(uintptr_t)r->attrs, .numAttrs = r->nattrs,
+		};
+		CUresult (*fn)(const CUlaunchConfig *, CUfunction, void **, void **) =
+		    r->per_thread ? ebb_real.cuLaunchKernelEx_ptsz : ebb_real.cuLaunchKernelEx;
+		return fn != NULL ? fn(&c, f, args, extra) : CUDA_ERROR_NOT_SUPPORTED;
+	}
+	case EBB_LAUNCH_COOP: {
+		CUresult (*fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+		    unsigned, unsigned, CUstream, void **) = r->per_thread ?
+		    ebb_real.cuLaunchCooperativeKernel_ptsz : ebb_real.cuLaunchCooperativeKernel;
+		if (extra != NULL)
+			return CUDA_ERROR_INVALID_VALUE;	/* not recorded so */
+		return fn != NULL ? fn(f, g[0], g[1], g[2], b[0], b[1], b[2], r->shmem, r->stream,
+		    args) : CUDA_ERROR_NOT_SUPPORTED;
+	}
+	default: {
+		CUresult (*fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+		    unsigned, unsigned, CUstream, void **, void **) = r->per_thread ?
+		    ebb_real.cuLaunchKernel_ptsz : ebb_real.cuLaunchKernel;
+		return fn != NULL ? fn(f, g[0], g[1], g[2], b[0], b[1], b[2], r->shmem, r->stream,
+		    args, extra) : CUDA_ERROR_NOT_SUPPORTED;
+	}
+	}
+}
+
+CUresult
+lrec_launch(const struct lrec *r, const unsigned char *params)
+{
+	if (r == NULL || r->state != LREC_REPLAYABLE)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (params == NULL)
+		params = r->params;
+	if (r->packed) {
+		size_t size = r->nbytes;
+		void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)(uintptr_t)params,
+			CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END };
+		return launch_through(r, NULL, extra);
+	}
+	uint32_t n = r->k != NULL ? r->k->nparams : 0;
+	if (n == 0)
+		return launch_through(r, NULL, NULL);
+	void *stack[ARGS_ON_STACK];
+	void **args = n <= ARGS_ON_STACK ? stack : malloc(n * sizeof *args);
+	if (args == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (uint32_t i = 0; i < n; i++)
+		args[i] = (void *)(uintptr_t)(params + r->k->offset[i]);
+	CUresult res = launch_through(r, args, NULL);
+	if (args != stack)
+		free(args);
+	return res;
+}

@@ -1,0 +1,115 @@
+/*
+ * lrec.h: launch records. For each launch of a recorded iteration, what it
+ * takes to launch it again exactly: the function, grid, block, dynamic
+ * shared memory, stream, cuLaunchKernelEx's attributes and a copy of the
+ * parameter bytes, laid out as the kernel's argument buffer (each parameter
+ * at its offset from kparam.h's layout, or the `extra` list's packed buffer
+ * as it was).
+ *
+ * A recording keeps its records in one arena (struct lrec_set): an index by
+ * position in the iteration and the records themselves, in chunks that
+ * never move, so a record stays valid until lrec_set_fini. The arena holds
+ * at most its bound of bytes (EBB_LAUNCH_RECORD_BYTES); the launches past
+ * it are marked not recorded. A launch whose arguments cannot be copied in
+ * full (its layout unknown, a parameter missing, an `extra` list without a
+ * buffer or its size) or that a stream capture takes into a graph is
+ * recorded and marked not replayable.
+ *
+ * Not thread-safe: the executor records under ebb_state_lock, and a set
+ * taken out for planning is only read.
+ */
+#ifndef EBB_LREC_H
+#define EBB_LREC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_compat.h"
+#include "kparam.h"
+#include "launch.h"
+
+struct ebb_stream;
+
+enum lrec_state {
+	LREC_REPLAYABLE = 0,	/* complete: lrec_launch can launch it again */
+	LREC_UNREPLAYABLE,	/* recorded, its arguments not known in full */
+	LREC_UNRECORDED		/* past the bound: nothing else is kept of it */
+};
+
+/* One launch, as it can be launched again. */
+struct lrec {
+	uintptr_t func;			/* CUfunction or CUkernel, as the launch passed it */
+	CUstream stream;		/* as the caller passed it (0 with per_thread: the
+					 * launching thread's default stream, which the
+					 * tracker names for any other thread) */
+	struct ebb_stream *tracker;	/* ebb's tracker of that stream (streams.h); NULL: none */
+	const struct ebb_kinfo *k;	/* the kernel's layout; NULL: none known */
+	const CUlaunchAttribute *attrs;	/* copies of cuLaunchKernelEx's attributes */
+	const unsigned char *params;	/* the parameter bytes, nbytes of them */
+	uint32_t nattrs;		/* attributes at attrs */
+	uint32_t nbytes;		/* bytes at params */
+	uint32_t grid[3], block[3];	/* dimensions, x y z */
+	uint32_t shmem;			/* dynamic shared memory bytes */
+	uint8_t entry;			/* enum ebb_launch_entry */
+	uint8_t per_thread;		/* came through a _ptsz entry (stream 0 is the thread's) */
+	uint8_t packed;			/* the arguments came packed in `extra` */
+	uint8_t state;			/* enum lrec_state */
+};
+
+/* What a set holds, for the summary. */
+struct lrec_stats {
+	uint64_t records;	/* launches recorded, replayable or not */
+	uint64_t unreplayable;	/* of them, those marked not replayable */
+	uint64_t unrecorded;	/* launches past the bound */
+	uint64_t param_bytes;	/* parameter bytes copied */
+	uint64_t bytes;		/* memory the set holds: its index, its chunks */
+};
+
+struct lrec_chunk;
+
+/* The launch records of one recording. */
+struct lrec_set {
+	const struct lrec **at;		/* the record of each position; NULL: no launch there */
+	uint32_t n;			/* positions */
+	struct lrec_chunk *chunks;	/* the records' memory, newest chunk first */
+	uint64_t bound;			/* bytes the set may hold */
+	struct lrec_stats st;
+};
+
+/*
+ * Set s up for an iteration of n positions, holding at most bound bytes.
+ * Returns 0, or -1 when its index does not fit in bound, -2 when there is no
+ * memory for it: every launch added is then counted as not recorded (s is
+ * still usable).
+ */
+int lrec_set_init(struct lrec_set *s, uint32_t n, uint64_t bound);
+
+/*
+ * Record the launch l at position pos (k: its kernel's layout, NULL when
+ * none is known; stream and per_thread as the call named it; tracker: ebb's
+ * tracker of it; captured: a stream capture takes it into a graph).
+ * Returns the record's state (enum lrec_state).
+ */
+int lrec_add(struct lrec_set *s, uint32_t pos, const struct ebb_launch *l,
+    const struct ebb_kinfo *k, CUstream stream, int per_thread, struct ebb_stream *tracker,
+    int captured);
+
+/* The record of position pos, or NULL when no launch is recorded there
+ * (none was made, or the index could not be made). A launch past the bound
+ * has a record of state LREC_UNRECORDED and nothing else. */
+const struct lrec *lrec_at(const struct lrec_set *s, uint32_t pos);
+
+/* Free what s holds; s is then empty, as zeroed. */
+void lrec_set_fini(struct lrec_set *s);
+
+/*
+ * Launch r again through the driver's own functions (ebb_real), as it was
+ * launched: the same entry point, function, geometry, shared memory, stream
+ * and attributes, with the parameter bytes params (r->params, or a copy of
+ * them with some values changed; r->nbytes of them). Returns the driver's
+ * result, or CUDA_ERROR_INVALID_VALUE when r is not replayable, or
+ * CUDA_ERROR_OUT_OF_MEMORY.
+ */
+CUresult lrec_launch(const struct lrec *r, const unsigned char *params);
+
+#endif
