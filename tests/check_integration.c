@@ -1104,6 +1104,111 @@ START_TEST(self_time_counts_every_call)
 }
 END_TEST
 
+/* The plan scenario's launches an iteration: a forward pass of 12 layers
+ * (copy_bytes packed in `extra`, fill_u32, sleep_us), a backward pass of 12
+ * (sleep_us, copy_bytes) and 2 axpy_f32 through cuLaunchKernelEx; and their
+ * parameter bytes: 24, 24, 4; 4, 24; 32 (fakecuda.h's layouts). */
+#define PLAN_LAUNCHES (12 * 3 + 12 * 2 + 2)
+#define PLAN_PARAM_BYTES (12 * (24 + 24 + 4) + 12 * (4 + 24) + 2 * 32)
+
+/* Launches of the trace whose seq is in the iteration recorded for the plan
+ * (from its plan-recording note, plan-operations of them). */
+static uint64_t
+recorded_launches(const struct trace *t)
+{
+	uint64_t s0 = strtoull(note_value(t, "plan-recording"), NULL, 10);
+	uint64_t n = strtoull(note_value(t, "plan-operations"), NULL, 10), launches = 0;
+	for (size_t i = 0; i < t->n; i++)
+		launches += t->r[i].type == 'L' && num(&t->r[i], 1) >= s0 && num(&t->r[i], 1) < s0 + n;
+	return launches;
+}
+
+/*
+ * Every launch of the iteration recorded for the plan has a launch record
+ * (the Z records count them and their parameter bytes), each complete, with
+ * the geometry, shared memory, attributes and parameter bytes its hook saw
+ * (EBB_VERBOSE=3 writes each one): the copies' packed `extra` buffers, the
+ * fills' and sleeps' parameters by kparam's layout, the axpy launches'
+ * grid, block, shared memory and attribute from their CUlaunchConfig.
+ */
+START_TEST(launch_records_of_the_iteration)
+{
+	const char *path = tmp_file("lrec");
+	struct run_result r;
+	struct trace t;
+
+	run_plan("8", "EBB_VERBOSE=3", path, &r, &t);
+	ck_assert_uint_eq(summary(&t, "plans"), 1);
+	ck_assert_uint_eq(recorded_launches(&t), PLAN_LAUNCHES);
+	ck_assert_uint_eq(summary(&t, "launch-records"), PLAN_LAUNCHES);
+	ck_assert_uint_eq(summary(&t, "launch-records-unreplayable"), 0);
+	ck_assert_uint_eq(summary(&t, "launch-records-unrecorded"), 0);
+	ck_assert_uint_eq(summary(&t, "launch-record-param-bytes"), PLAN_PARAM_BYTES);
+	/* each record holds its own fields beside the bytes, within the default bound */
+	ck_assert_uint_ge(summary(&t, "launch-record-bytes"), PLAN_PARAM_BYTES + 64 * PLAN_LAUNCHES);
+	ck_assert_uint_le(summary(&t, "launch-record-bytes"), 1u << 20);
+	ck_assert_int_eq(count_substr(r.err, "]: launch record "), PLAN_LAUNCHES);
+	ck_assert_int_eq(count_substr(r.err, " grid 1x1x1 block 128x1x1 shared 0 stream "), 36);
+	ck_assert_int_eq(count_substr(r.err, ", 0 attributes, 24 parameter bytes packed (replayable)"),
+	    24);
+	ck_assert_int_eq(count_substr(r.err, ", 0 attributes, 24 parameter bytes (replayable)"), 12);
+	ck_assert_int_eq(count_substr(r.err, " grid 1x1x1 block 1x1x1 shared 0 stream "), 24);
+	ck_assert_int_eq(count_substr(r.err, ", 0 attributes, 4 parameter bytes (replayable)"), 24);
+	ck_assert_int_eq(count_substr(r.err, " grid 2x3x4 block 32x2x1 shared 16 stream "), 2);
+	ck_assert_int_eq(count_substr(r.err, ", 1 attributes, 32 parameter bytes (replayable)"), 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "launch records of the last iteration recorded: 62 (0 not "
+	    "replayable), 0 launches not recorded past EBB_LAUNCH_RECORD_BYTES"));
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
+ * EBB_LAUNCH_RECORD_BYTES bounds the launch records: past it the launches
+ * are counted as not recorded, which is said once, and the plan is made
+ * and runs all the same. A bound below the records' index records none,
+ * and 0 records none without a word.
+ */
+START_TEST(launch_records_bounded)
+{
+	static const struct {
+		const char *env;
+		int some;	/* some launches fit */
+		const char *said;	/* said once; NULL: nothing */
+	} cases[] = {
+		{ "EBB_LAUNCH_RECORD_BYTES=2K", 1,
+		  "launch records: EBB_LAUNCH_RECORD_BYTES=2048 is reached at position " },
+		{ "EBB_LAUNCH_RECORD_BYTES=100", 0,
+		  "launch records: EBB_LAUNCH_RECORD_BYTES=100 is reached at position 0 of the "
+		  "recorded iteration's " },
+		{ "EBB_LAUNCH_RECORD_BYTES=0", 0, NULL },
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		const char *path = tmp_file("lrecbound");
+		struct run_result r;
+		struct trace t;
+
+		run_plan("8", cases[c].env, path, &r, &t);
+		ck_assert_uint_eq(summary(&t, "plans"), 1);
+		uint64_t recorded = summary(&t, "launch-records");
+		uint64_t unrecorded = summary(&t, "launch-records-unrecorded");
+		ck_assert_msg(cases[c].some ? recorded > 0 && unrecorded > 0 : recorded == 0,
+		    "%s: %llu recorded, %llu not", cases[c].env, (unsigned long long)recorded,
+		    (unsigned long long)unrecorded);
+		ck_assert_uint_eq(recorded + unrecorded, PLAN_LAUNCHES);
+		ck_assert_uint_le(summary(&t, "launch-record-bytes"), cases[c].some ? 2048 : 0);
+		ck_assert_int_eq(count_substr(r.err, "launch records: EBB_LAUNCH_RECORD_BYTES="),
+		    cases[c].said ? 1 : 0);
+		if (cases[c].said != NULL)
+			ck_assert_int_eq(count_substr(r.err, cases[c].said), 1);
+		trace_free(&t);
+		run_free(&r);
+		remove(path);
+	}
+}
+END_TEST
+
 /* EBB_PLAN=0: the mover alone, least recently used first; no plan. */
 START_TEST(plan_off)
 {
@@ -1392,6 +1497,8 @@ main(void)
 	tcase_add_test(tc, plan_out_of_time);
 	tcase_add_test(tc, plan_departs_and_relearns);
 	tcase_add_test(tc, plan_accumulation_learns_the_whole_iteration);
+	tcase_add_test(tc, launch_records_of_the_iteration);
+	tcase_add_test(tc, launch_records_bounded);
 	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);
 	tcase_add_test(tc, offload_host_exhausted);

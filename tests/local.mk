@@ -9,7 +9,8 @@ TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = tests/libtestutil.la $(CHECK_LIBS)
 
 UNIT_TESTS = tests/check_conf tests/check_buftab tests/check_iter tests/check_trace \
-	tests/check_cupti_match tests/check_kparam tests/check_exports tests/check_plan
+	tests/check_cupti_match tests/check_kparam tests/check_exports tests/check_plan \
+	tests/check_lrec
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -33,6 +34,12 @@ tests_check_kparam_SOURCES = tests/check_kparam.c src/core/kparam.c
 tests_check_kparam_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_check_kparam_CFLAGS = $(TEST_CFLAGS)
 tests_check_kparam_LDADD = $(TEST_LIBS)
+
+# Launch records on the fake driver, linked directly: launched again from a record.
+tests_check_lrec_SOURCES = tests/check_lrec.c src/exec/lrec.c src/core/kparam.c
+tests_check_lrec_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/fakecuda $(CUDA_CPPFLAGS)
+tests_check_lrec_CFLAGS = $(TEST_CFLAGS)
+tests_check_lrec_LDADD = tests/fakecuda/libcuda.la $(TEST_LIBS) $(PTHREAD_LIBS)
 
 tests_check_exports_SOURCES = tests/check_exports.c
 tests_check_exports_CFLAGS = $(TEST_CFLAGS)

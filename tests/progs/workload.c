@@ -206,7 +206,10 @@ launch_axpy(CUdeviceptr y, CUdeviceptr x, float a, uint64_t n, CUstream s)
 {
 	struct fakecuda_axpy_f32_params p = { (float *)y, (const float *)x, a, n };
 	void *args[] = { &p.y, &p.x, &p.a, &p.n };
-	CUlaunchConfig cfg = { 1, 1, 1, 128, 1, 1, 0, s, NULL, 0 };
+	/* a geometry of its own and an attribute, as launchers pass them (the fake
+	 * ignores both; ebb's launch records keep them) */
+	CUlaunchAttribute attr = { .id = CU_LAUNCH_ATTRIBUTE_PRIORITY, .value.priority = 0 };
+	CUlaunchConfig cfg = { 2, 3, 4, 32, 2, 1, 16, s, &attr, 1 };
 	CK(cu.LaunchKernelEx(&cfg, k_axpy, args, NULL));
 }
 
