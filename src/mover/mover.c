@@ -37,6 +37,8 @@ struct mover_serving {
 				 * (mover_note_unmanaged) */
 	uint64_t used_at_start;	/* the device's used memory when the mover started */
 	int start_known;	/* used_at_start was measured */
+	uint64_t driver_now;	/* the last sample of the device's memory beyond ebb's and
+				 * used_at_start: the driver's own for the process */
 	int host_short;		/* an offload found no pinned host memory */
 	int planned;		/* the engine's plan moves buffers (mover_set_planned) */
 	struct block *blocks;	/* freed big buffers, the newest first */
@@ -255,8 +257,7 @@ past_driver_share(size_t rsize, CUresult *err)
 	    "the job needs does not fit under EBB_LIMIT=%llu beside the driver's own %llu bytes "
 	    "for the process: ebb holds %llu bytes, within EBB_LIMIT, and the driver's memory "
 	    "takes the process over it (counted in the summary)",
-	    (unsigned long long)mover.limit_conf,
-	    (unsigned long long)(mover.limit_conf - mover.limit),
+	    (unsigned long long)mover.limit_conf, (unsigned long long)serving.driver_now,
 	    (unsigned long long)mover_held_total());
 	return h;
 }
@@ -448,6 +449,7 @@ mover_sample_device(void)
 	uint64_t extra = used > held ? used - held : 0;
 	if (extra > mover.stats.beyond_held)
 		mover.stats.beyond_held = extra;
+	serving.driver_now = extra;
 	/* the last sample, not the most: what another process or a library
 	 * holds a while is given back to ebb when it goes */
 	mover.limit = extra < mover.limit_conf ? mover.limit_conf - extra : 0;
