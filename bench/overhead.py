@@ -2,7 +2,7 @@
 """ebb's observe-mode overhead on real jobs, measured against the job alone.
 
 usage: bench/overhead.py [--jobs J,...] [--modes M,...] [--repeats R]
-                         [--steps N] [--warmup W] [--out FILE.jsonl]
+                         [--steps N] [--warmup W] [--cpus LIST] [--out FILE.jsonl]
 
 Runs each job of tests/gpu/zoo/jobs (names as tests/gpu/zoo.py gives them,
 and resnet50_b16 and resnet152_b32, ResNets at batches small enough that
@@ -19,7 +19,10 @@ on every mode alike. Modes:
 
 A run's step time is the median of its steps after --warmup (ebb learns in
 the first iterations); a mode's is the median over its runs, with the
-lowest and highest run beside it (the spread). ratio = mode / none. Every
+lowest and highest run beside it (the spread). ratio = mode / none.
+--cpus (e.g. 0-7 or 0,2,4) runs every job on those CPUs only, the same for
+every mode: host-bound jobs were seen to move by 5 to 30% from one process to
+the next on a VM, where the scheduler places each process anew. Every
 step's loss of every run must equal the first none run's, bit for bit
 (losses_identical). One record per job and mode is appended to --out.
 
@@ -55,7 +58,18 @@ MODES = {
 }
 
 
-def run_once(ebb, py, job, mode, steps, warmup, timeout):
+def parse_cpus(text):
+    """The CPU set of a list such as 0-7 or 0,2,4-5."""
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ValueError(f"--cpus {text}: expected numbers and ranges, e.g. 0-7 or 0,2,4")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def run_once(ebb, py, job, mode, steps, warmup, timeout, cpus=None):
     script, args = JOBS[job]
     ebb_mode, opts, env_add = MODES[mode]
     argv = [py, os.path.join(zoo.JOBDIR, script), *args, "--steps", str(steps),
@@ -64,7 +78,9 @@ def run_once(ebb, py, job, mode, steps, warmup, timeout):
         argv = [ebb, "run", "--mode", ebb_mode, *opts, "--", *argv]
     env = dict(os.environ, **env_add)
     t0 = time.time()
-    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout,
+                       preexec_fn=pin)
     res = None
     for line in p.stdout.splitlines():
         if line.startswith("ZOO_RESULT "):
@@ -86,8 +102,13 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=12)
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--cpus", default=None, help="run the jobs on these CPUs only (e.g. 0-7)")
     ap.add_argument("--out", default="/tmp/overhead.jsonl")
     a = ap.parse_args()
+    try:
+        cpus = parse_cpus(a.cpus) if a.cpus else None
+    except ValueError as e:
+        ap.error(str(e))
     jobs = a.jobs.split(",")
     modes = a.modes.split(",")
     for j in jobs:
@@ -112,7 +133,7 @@ def main():
         runs = {m: [] for m in modes}
         for r in range(a.repeats):
             for m in modes:
-                res, wall = run_once(ebb, py, job, m, a.steps, a.warmup, a.timeout)
+                res, wall = run_once(ebb, py, job, m, a.steps, a.warmup, a.timeout, cpus)
                 runs[m].append(res)
                 print(f"{job} {m} run {r + 1}: {res['step_s'] * 1e3:.2f} ms/step "
                       f"({wall:.0f} s)", flush=True)
@@ -127,7 +148,7 @@ def main():
                     "workload": job, "accum": 1, "mode": m, "step_s": step,
                     "ratio": step / ref, "ratio_spread": [min(per_run) / ref, max(per_run) / ref],
                     "run_step_s": per_run, "repeats": a.repeats, "steps": a.steps,
-                    "warmup": a.warmup, "peak_gib": None, "losses": ref_losses if same else
+                    "warmup": a.warmup, "cpus": a.cpus, "peak_gib": None, "losses": ref_losses if same else
                     [x["losses"] for x in runs[m]], "losses_identical": same,
                     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
                     "commit": os.environ.get("BENCH_COMMIT", "unknown"), "machine": machine,
