@@ -21,8 +21,9 @@ A run's step time is the median of its steps after --warmup (ebb learns in
 the first iterations); a mode's is the median over its runs, with the
 lowest and highest run beside it (the spread). ratio = mode / none.
 --cpus (e.g. 0-7 or 0,2,4) runs every job on those CPUs only, the same for
-every mode: host-bound jobs were seen to move by 5 to 30% from one process to
-the next on a VM, where the scheduler places each process anew. Every
+every mode: on a VM, where the scheduler places each process anew, a
+host-bound job's step time can move by 5 to 30% from one process to the next
+(bench/RESULTS.md). Every
 step's loss of every run must equal the first none run's, bit for bit
 (losses_identical). One record per job and mode is appended to --out.
 
