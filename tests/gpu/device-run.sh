@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/gpu/device-run.sh: the whole GPU pass in one go, for a lent GPU
-# machine that has the working tree and a carried build/ (see tests/gpu/README):
+# machine that has the working tree and a carried build/ (see tests/gpu/README.md):
 # the GPU tests, then the observe-mode benchmark. Small results land in $OUT.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
