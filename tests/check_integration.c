@@ -1260,6 +1260,24 @@ START_TEST(shared_stream)
 }
 END_TEST
 
+/*
+ * The same for a use that the buffer's streams no longer name (it was used
+ * on four more streams since): the buffer stays while that use is on its way
+ * to the driver.
+ */
+START_TEST(overflow_stream)
+{
+	char *argv[] = { workload_path(0), "overflow-stream", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=14M",
+		"FAKECUDA_LAUNCH_QUEUE_DELAY_US=300000", NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, NULL, &r);
+	expect_ok(&r);
+	run_free(&r);
+}
+END_TEST
+
 /* A buffer larger than the limit: the driver's out-of-memory error, no crash. */
 START_TEST(offload_larger_than_limit)
 {
@@ -1490,6 +1508,7 @@ main(void)
 	tcase_add_test(tc, offload_data_survives_3);
 	tcase_add_test(tc, offload_threads);
 	tcase_add_test(tc, shared_stream);
+	tcase_add_test(tc, overflow_stream);
 	tcase_add_test(tc, plan_moves_ahead_of_use);
 	tcase_add_test(tc, limit_counts_driver_memory);
 	tcase_add_test(tc, plan_below_its_bound_waits);

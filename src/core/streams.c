@@ -152,6 +152,17 @@ streams_submitted(const struct ebb_stream *s)
 	return upto;
 }
 
+uint64_t
+streams_first_begun(const struct ebb_stream *s)
+{
+	uint64_t first = UINT64_MAX;
+
+	for (const struct streams_begun *b = s->begun; b != NULL; b = b->next)
+		if (b->seq < first)
+			first = b->seq;
+	return first;
+}
+
 void
 streams_begin(struct ebb_stream *s, struct streams_begun *b, uint64_t seq)
 {

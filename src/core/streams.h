@@ -138,6 +138,10 @@ uint64_t streams_last(const struct ebb_stream *s);
  * recorded now covers. */
 uint64_t streams_submitted(const struct ebb_stream *s);
 
+/* The oldest operation of s on its way to the driver (streams_begin, not
+ * yet streams_after), or UINT64_MAX when none is. */
+uint64_t streams_first_begun(const struct ebb_stream *s);
+
 /* An event from ebb's pool (timing disabled unless timing), and back. */
 CUevent streams_event_get(int timing);
 void streams_event_put(CUevent ev, int timing);

@@ -79,29 +79,40 @@ mover_lru_bytes(void)
 	return movable;
 }
 
-/* streams_each's callback for mover_lru_in_flight: whether a stream has an
- * operation on its way to the driver. */
+/* streams_each's context and callback for mover_lru_in_flight: whether a
+ * stream has an operation on its way to the driver at or before upto. */
+struct in_flight {
+	uint64_t upto;
+	int any;
+};
+
 static void
 stream_in_flight(struct ebb_stream *s, void *p)
 {
-	if (streams_submitted(s) < streams_last(s))
-		*(int *)p = 1;
+	struct in_flight *f = p;
+
+	if (streams_first_begun(s) <= f->upto)
+		f->any = 1;
 }
 
-/* Whether an operation using b may be on its way to the driver (its use
+/*
+ * Whether an operation using b may be on its way to the driver (its use
  * noted, it or an earlier operation of its stream not yet submitted): then
- * nothing may move b, as no marker can cover that use yet. A buffer used
- * on more streams than it keeps waits for every stream's last operation. */
+ * nothing may move b, as no marker can cover that use yet. For a buffer
+ * used on more streams than it keeps, whose streams are not known: whether
+ * any stream has an operation on its way up to b's last use (an operation
+ * after it, such as the one being issued now, does not use b).
+ */
 int
 mover_lru_in_flight(const struct ebb_buf *b)
 {
 	for (uint8_t i = 0; i < b->nstreams; i++)
 		if (b->last[i].seq > streams_submitted((struct ebb_stream *)b->last[i].stream))
 			return 1;
-	int any = 0;
+	struct in_flight f = { b->last_seq, 0 };
 	if (b->streams_overflow)
-		streams_each(stream_in_flight, &any);
-	return any;
+		streams_each(stream_in_flight, &f);
+	return f.any;
 }
 
 /* Whether every queued use of b has completed. */

@@ -1084,6 +1084,60 @@ scenario_shared_stream(void)
 }
 
 /*
+ * As shared-stream, for a use that ebb no longer keeps among a buffer's
+ * streams (it keeps the EBB_BUF_STREAMS, 4, most recent). Run with
+ * FAKECUDA_LAUNCH_QUEUE_DELAY_US=300000. A second thread fills x by kernel
+ * on s; while that launch is on its way to the driver, the main thread reads
+ * x on four other streams (copies of a few bytes, which reach the driver
+ * first), so that s drops out of x's streams; then it uses z and v (x is the
+ * least recently used) and allocates w, for which one buffer must go to the
+ * host: not x, whose fill has not reached the driver. Every value must
+ * survive.
+ */
+static int
+scenario_overflow_stream(void)
+{
+	const size_t n = (size_t)4 << 20;
+	CUstream s, o[4];
+	CUdeviceptr x, z, v, w, peek;
+	pthread_t t;
+
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	for (int i = 0; i < 4; i++)
+		CK(cu.StreamCreate(&o[i], CU_STREAM_NON_BLOCKING));
+	CK(cu.MemAlloc(&x, n));
+	CK(cu.MemAlloc(&z, n));
+	CK(cu.MemAlloc(&v, n));
+	CK(cu.MemAlloc(&peek, 4 * 4096));
+	CK(cu.MemsetD8Async(x, 1, n, s));
+	CK(cu.StreamSynchronize(s));
+	struct shared_arg a = { x, s };
+	pthread_create(&t, NULL, shared_thread, &a);
+	sleep_ms(50);		/* its launch is on its way to the driver */
+	for (int i = 0; i < 4; i++) {
+		CK(cu.MemcpyDtoDAsync(peek + (CUdeviceptr)i * 4096, x, 4096, o[i]));
+		CK(cu.StreamSynchronize(o[i]));
+	}
+	CK(cu.MemsetD8Async(z, 3, n, o[0]));
+	CK(cu.MemsetD8Async(v, 4, n, o[0]));
+	CK(cu.StreamSynchronize(o[0]));
+	CK(cu.MemAlloc(&w, n));
+	CK(cu.MemsetD8Async(w, 6, n, o[0]));
+	pthread_join(t, NULL);
+	check_bytes(x, 9, n, s, "x", 0);
+	check_bytes(z, 0x03030303u, n, o[0], "z", 0);
+	check_bytes(v, 0x04040404u, n, o[0], "v", 0);
+	check_bytes(w, 0x06060606u, n, o[0], "w", 0);
+	CK(cu.MemFree(x));
+	CK(cu.MemFree(z));
+	CK(cu.MemFree(v));
+	CK(cu.MemFree(w));
+	CK(cu.MemFree(peek));
+	CK(cu.CtxSynchronize());
+	return 0;
+}
+
+/*
  * A training loop in miniature: weights that stay, a forward pass that keeps
  * an activation of one of four sizes per layer, a backward pass that uses
  * them in reverse order and frees them, a sync. Prints the driver's
@@ -1388,6 +1442,8 @@ main(int argc, char **argv)
 		r = scenario_offload(arg > 0 ? arg : 400);
 	else if (strcmp(what, "shared-stream") == 0)
 		r = scenario_shared_stream();
+	else if (strcmp(what, "overflow-stream") == 0)
+		r = scenario_overflow_stream();
 	else if (strcmp(what, "offload-threads") == 0)
 		r = scenario_offload_threads(arg > 0 ? arg : 4);
 	else if (strcmp(what, "plan") == 0)
