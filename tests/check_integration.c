@@ -1243,20 +1243,27 @@ START_TEST(offload_threads)
 }
 END_TEST
 
-/* Two threads on one stream: a buffer whose use is on its way to the driver
- * stays where it is while later operations of the stream reach the driver
- * first (the fake queues each launch 300 ms late); had it moved, the launch
- * would fault on its unmapped memory. */
-START_TEST(shared_stream)
+/* The workload's scenario what in offload mode under EBB_LIMIT=limit, with
+ * each launch queued by the fake 300 ms after ebb has seen it: it passes. */
+static void
+run_late_launches(const char *what, const char *limit)
 {
-	char *argv[] = { workload_path(0), "shared-stream", NULL };
-	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=12M",
-		"FAKECUDA_LAUNCH_QUEUE_DELAY_US=300000", NULL };
+	char *argv[] = { workload_path(0), (char *)what, NULL };
+	const char *env[] = { "EBB_MODE=offload", limit, "FAKECUDA_LAUNCH_QUEUE_DELAY_US=300000",
+		NULL };
 	struct run_result r;
 
 	run_ebb(argv, env, NULL, &r);
 	expect_ok(&r);
 	run_free(&r);
+}
+
+/* Two threads on one stream: a buffer whose use is on its way to the driver
+ * stays where it is while later operations of the stream reach the driver
+ * first; had it moved, the launch would fault on its unmapped memory. */
+START_TEST(shared_stream)
+{
+	run_late_launches("shared-stream", "EBB_LIMIT=12M");
 }
 END_TEST
 
@@ -1267,14 +1274,7 @@ END_TEST
  */
 START_TEST(overflow_stream)
 {
-	char *argv[] = { workload_path(0), "overflow-stream", NULL };
-	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=14M",
-		"FAKECUDA_LAUNCH_QUEUE_DELAY_US=300000", NULL };
-	struct run_result r;
-
-	run_ebb(argv, env, NULL, &r);
-	expect_ok(&r);
-	run_free(&r);
+	run_late_launches("overflow-stream", "EBB_LIMIT=14M");
 }
 END_TEST
 

@@ -261,7 +261,7 @@ engine_leave(int mode)
  * error, or EBB_NOT_SERVED for the driver to allocate. */
 static CUresult
 serve_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread,
-    enum ebb_alloc_kind kind)
+    enum ebb_alloc_kind kind, uint64_t *setup_ns)
 {
 	if (engine.conf->mode != EBB_MODE_OFFLOAD || dptr == NULL)
 		return EBB_NOT_SERVED;
@@ -269,12 +269,13 @@ serve_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread,
 	uint64_t now = ebb_now_ns();
 
 	int mode = engine_enter();
-	static int set_up;	/* under ebb_state_lock */
-	uint64_t setup0 = set_up ? 0 : self_begin();
+	/* EBB_SELF_TIME: the mover's setup is timed apart */
+	uint64_t setup0 = mover_on() ? 0 : self_begin();
 	int init = mover_init(engine.conf);
-	set_up = 1;
-	if (setup0 != 0)
-		__atomic_fetch_add(&engine.self.setup_ns, self_clock() - setup0, __ATOMIC_RELAXED);
+	if (setup0 != 0) {
+		*setup_ns = self_clock() - setup0;
+		__atomic_fetch_add(&engine.self.setup_ns, *setup_ns, __ATOMIC_RELAXED);
+	}
 	if (init < 0 || !mover_on()) {
 		engine_leave(mode);
 		return EBB_NOT_SERVED;
@@ -310,11 +311,8 @@ CUresult
 ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread,
     enum ebb_alloc_kind kind)
 {
-	uint64_t t0 = self_begin();
-	uint64_t setup = t0 ? __atomic_load_n(&engine.self.setup_ns, __ATOMIC_RELAXED) : 0;
-	CUresult r = serve_alloc(dptr, size, stream, per_thread, kind);
-	if (t0 != 0)
-		setup = __atomic_load_n(&engine.self.setup_ns, __ATOMIC_RELAXED) - setup;
+	uint64_t t0 = self_begin(), setup = 0;
+	CUresult r = serve_alloc(dptr, size, stream, per_thread, kind, &setup);
 	/* not served: ebb_engine_on_alloc counts it */
 	self_end_less(SELF_ALLOC, t0, r != EBB_NOT_SERVED, setup);
 	return r;
