@@ -60,7 +60,15 @@ struct prof_buf {
 	uint8_t movable;
 	uint32_t nuse, cap;
 	uint32_t *use;		/* operations that use it, increasing */
+	uint8_t *acc;		/* PROF_ACC_* of each use (parallel to use); NULL: none
+				 * measured */
 };
+
+/* How an operation accesses a buffer it uses (struct prof_buf's acc). Only a
+ * measurement makes a use READ; what is not measured counts as written. */
+#define PROF_ACC_UNKNOWN 0	/* not measured: it may have read and written it */
+#define PROF_ACC_READ 1		/* measured: the buffer's bytes were the same after it */
+#define PROF_ACC_WRITE 2	/* measured: it changed the buffer's bytes */
 
 /* The copy engine an operation of the job's uses (struct prof's xfer). */
 #define PROF_XFER_D2H 1		/* a copy from device to host memory */
@@ -78,6 +86,9 @@ struct prof {
 	struct prof_buf *buf;
 	uint32_t nbufs, cap;
 	uint64_t fixed;		/* bytes held throughout that never move */
+	/* recompute (prof_replayable): each operation can be launched again as it
+	 * was, its accesses measured; NULL: none can */
+	uint8_t *replay;
 };
 
 /* Returns 0, or -1 when out of memory. Durations start at 0. */
@@ -90,6 +101,21 @@ int64_t prof_add(struct prof *p, uint64_t size, uint64_t key, uint32_t alloc, in
 
 /* Operation op uses buffer b (ops must not decrease). Returns 0 or -1. */
 int prof_use(struct prof *p, uint32_t b, uint32_t op);
+
+/* Operation op accessed buffer b as acc (PROF_ACC_*, measured). A second
+ * measurement of the same use keeps the larger (a write stays a write).
+ * Returns 0, 1 when b has no use at op (nothing set), or -1 when out of
+ * memory. */
+int prof_access(struct prof *p, uint32_t b, uint32_t op, unsigned acc);
+
+/* How operation op accesses buffer b: PROF_ACC_*, PROF_ACC_UNKNOWN where
+ * not measured or not used there. */
+unsigned prof_access_of(const struct prof *p, uint32_t b, uint32_t op);
+
+/* Operation op can be launched again as it was (a launch whose record is
+ * complete and whose accesses were measured). Returns 0 or -1 when out of
+ * memory. */
+int prof_replayable(struct prof *p, uint32_t op);
 
 /* Give the profile the host's side (host and barrier, zeros). Returns 0 or
  * -1 when out of memory. */

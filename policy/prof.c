@@ -30,9 +30,12 @@ prof_init(struct prof *p, uint32_t nops)
 void
 prof_fini(struct prof *p)
 {
-	for (uint32_t i = 0; i < p->nbufs; i++)
+	for (uint32_t i = 0; i < p->nbufs; i++) {
 		free(p->buf[i].use);
+		free(p->buf[i].acc);
+	}
 	free(p->buf);
+	free(p->replay);
 	free(p->dur);
 	free(p->xfer);
 	free(p->host);
@@ -164,9 +167,79 @@ prof_use(struct prof *p, uint32_t bi, uint32_t op)
 		if (v == NULL)
 			return -1;
 		b->use = v;
+		if (b->acc != NULL) {
+			uint8_t *a = realloc(b->acc, cap);
+			if (a == NULL)
+				return -1;
+			memset(a + b->cap, PROF_ACC_UNKNOWN, cap - b->cap);
+			b->acc = a;
+		}
 		b->cap = cap;
 	}
+	if (b->acc != NULL)
+		b->acc[b->nuse] = PROF_ACC_UNKNOWN;
 	b->use[b->nuse++] = op;
+	return 0;
+}
+
+/* The index of buffer b's use at operation op, or -1 when it has none. */
+static int64_t
+use_index(const struct prof_buf *b, uint32_t op)
+{
+	uint32_t lo = 0, hi = b->nuse;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (b->use[mid] < op)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < b->nuse && b->use[lo] == op ? (int64_t)lo : -1;
+}
+
+/* Operation op accessed buffer bi as acc (plan.h). Returns 0, 1 when bi has
+ * no use at op, or -1 when out of memory. */
+int
+prof_access(struct prof *p, uint32_t bi, uint32_t op, unsigned acc)
+{
+	struct prof_buf *b = &p->buf[bi];
+	int64_t u = use_index(b, op);
+
+	if (u < 0)
+		return 1;
+	if (b->acc == NULL) {
+		b->acc = calloc(b->cap ? b->cap : 1, 1);
+		if (b->acc == NULL)
+			return -1;
+	}
+	if (acc > b->acc[u])
+		b->acc[u] = (uint8_t)acc;
+	return 0;
+}
+
+/* How operation op accesses buffer bi (plan.h). */
+unsigned
+prof_access_of(const struct prof *p, uint32_t bi, uint32_t op)
+{
+	const struct prof_buf *b = &p->buf[bi];
+	int64_t u = b->acc != NULL ? use_index(b, op) : -1;
+
+	return u < 0 ? PROF_ACC_UNKNOWN : b->acc[u];
+}
+
+/* Operation op can be launched again as it was (plan.h). Returns 0 or -1. */
+int
+prof_replayable(struct prof *p, uint32_t op)
+{
+	if (op >= p->nops)
+		return 0;
+	if (p->replay == NULL) {
+		p->replay = calloc(p->nops ? p->nops : 1, 1);
+		if (p->replay == NULL)
+			return -1;
+	}
+	p->replay[op] = 1;
 	return 0;
 }
 
