@@ -1,0 +1,300 @@
+/*
+ * replay.c: the gaps a kernel replay can bridge (replay.h).
+ *
+ * One pass over every buffer's uses gives each operation what a chain needs
+ * of it: how many buffers it writes, how many it uses unmeasured, and the
+ * latest replay point its inputs allow (by their next write, by their free).
+ * A second pass walks each candidate buffer's uses once, growing its chain
+ * gap by gap. Both are linear in the profile's uses, and a buffer's chain
+ * is stored once for all its gaps.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay.h"
+
+/* Why a gap is refused, in the order of the tests (and of struct
+ * replay_refused's fields); R_OK last, so that the least of the states of a
+ * chain's operations is the chain's. */
+enum refusal {
+	R_UNKNOWN,
+	R_NO_WRITER,
+	R_FIRST_READ,
+	R_TOO_LONG,
+	R_NOT_REPLAYABLE,
+	R_UNKNOWN_OTHER,
+	R_WRITES_OTHER,
+	R_OVERWRITTEN,
+	R_FREED,
+	R_OK
+};
+
+/* What a chain needs of one operation. */
+struct op_info {
+	uint32_t nwrite;	/* buffers it writes */
+	uint32_t nunk;		/* buffers whose use there is not measured */
+	uint32_t wbound;	/* a replay of it goes before this operation at the
+				 * latest: its inputs' first write after it
+				 * (UINT32_MAX: none) */
+	uint32_t fbound;	/* the same by its inputs' lifetimes: free + 1, 0 for an
+				 * input that does not exist there yet */
+};
+
+/* One buffer's walk over its uses (walk_buffer). */
+struct walk {
+	uint32_t nchain;	/* its writes so far */
+	uint32_t run;		/* where its chain starts in the set's ops */
+	uint32_t used;		/* of them, those a candidate names */
+	uint8_t unknown;	/* a use so far is not measured */
+	uint8_t first_read;	/* its first use reads it */
+	uint8_t state;		/* enum refusal: the least of its chain's operations' */
+	uint32_t wbound, fbound;	/* the least of its chain's operations' */
+	double cost_s;		/* its chain's durations, up to max_chain */
+};
+
+/* Use i of buffer b as PROF_ACC_*: what is neither a measured read nor a
+ * measured write is PROF_ACC_UNKNOWN. */
+static unsigned
+acc_at(const struct prof_buf *b, uint32_t i)
+{
+	unsigned a = b->acc != NULL ? b->acc[i] : PROF_ACC_UNKNOWN;
+
+	return a == PROF_ACC_READ || a == PROF_ACC_WRITE ? a : PROF_ACC_UNKNOWN;
+}
+
+/* Whether operation c can be launched again: replayable, and not a copy of
+ * the job's (whose host memory the profile does not hold). */
+static int
+relaunchable(const struct prof *p, uint32_t c)
+{
+	return c < p->nops && p->replay != NULL && p->replay[c] &&
+	    (p->xfer == NULL || p->xfer[c] == 0);
+}
+
+/* Buffer b's part in the operations' infos: walked from its last use back,
+ * each read learns the buffer's next write after it. */
+static void
+op_infos_buf(const struct prof *p, const struct prof_buf *b, struct op_info *oi)
+{
+	uint32_t next = UINT32_MAX;
+	uint32_t fb = b->free == PROF_NONE ? UINT32_MAX : b->free + 1;
+
+	for (uint32_t i = b->nuse; i-- > 0;) {
+		uint32_t c = b->use[i];
+		unsigned a = acc_at(b, i);
+		if (relaunchable(p, c)) {
+			struct op_info *o = &oi[c];
+			uint32_t f = b->alloc != PROF_NONE && b->alloc > c ? 0 : fb;
+			if (a == PROF_ACC_WRITE)
+				o->nwrite++;
+			else if (a == PROF_ACC_UNKNOWN)
+				o->nunk++;
+			else {
+				o->wbound = next < o->wbound ? next : o->wbound;
+				o->fbound = f < o->fbound ? f : o->fbound;
+			}
+		}
+		if (a != PROF_ACC_READ)
+			next = c;
+	}
+}
+
+/* Each operation's info (struct op_info). Returns them (p->nops), or NULL
+ * when out of memory. */
+static struct op_info *
+op_infos(const struct prof *p)
+{
+	struct op_info *oi = malloc((p->nops ? p->nops : 1) * sizeof *oi);
+
+	if (oi == NULL)
+		return NULL;
+	for (uint32_t c = 0; c < p->nops; c++) {
+		oi[c].nwrite = oi[c].nunk = 0;
+		oi[c].wbound = oi[c].fbound = UINT32_MAX;
+	}
+	for (uint32_t bi = 0; bi < p->nbufs; bi++)
+		op_infos_buf(p, &p->buf[bi], oi);
+	return oi;
+}
+
+/* Operation c's state as a chain operation of a buffer it writes. */
+static enum refusal
+op_state(const struct prof *p, const struct op_info *oi, uint32_t c)
+{
+	if (oi == NULL || !relaunchable(p, c))
+		return R_NOT_REPLAYABLE;
+	if (oi[c].nunk > 0)
+		return R_UNKNOWN_OTHER;
+	if (oi[c].nwrite > 1)
+		return R_WRITES_OTHER;
+	return R_OK;
+}
+
+/* Count one refused gap. */
+static void
+refuse(struct replay_refused *r, enum refusal why)
+{
+	uint64_t *ctr[] = {
+		[R_UNKNOWN] = &r->unknown, [R_NO_WRITER] = &r->no_writer,
+		[R_FIRST_READ] = &r->first_read, [R_TOO_LONG] = &r->too_long,
+		[R_NOT_REPLAYABLE] = &r->not_replayable, [R_UNKNOWN_OTHER] = &r->unknown_other,
+		[R_WRITES_OTHER] = &r->writes_other, [R_OVERWRITTEN] = &r->overwritten,
+		[R_FREED] = &r->freed,
+	};
+	(*ctr[why])++;
+}
+
+/* Append operation c to the set's ops. Returns 0, or -1 when out of memory. */
+static int
+push_op(struct replay_set *s, uint32_t c)
+{
+	if (s->nops_used == s->ops_cap) {
+		uint32_t cap = s->ops_cap ? s->ops_cap * 2 : 64;
+		uint32_t *v = realloc(s->ops, cap * sizeof *v);
+		if (v == NULL)
+			return -1;
+		s->ops = v;
+		s->ops_cap = cap;
+	}
+	s->ops[s->nops_used++] = c;
+	return 0;
+}
+
+/* Append a candidate to the set. Returns 0, or -1 when out of memory. */
+static int
+push_cand(struct replay_set *s, const struct replay_cand *c)
+{
+	if (s->n == s->cap) {
+		uint32_t cap = s->cap ? s->cap * 2 : 64;
+		struct replay_cand *v = realloc(s->c, cap * sizeof *v);
+		if (v == NULL)
+			return -1;
+		s->c = v;
+		s->cap = cap;
+	}
+	s->c[s->n++] = *c;
+	return 0;
+}
+
+/* Use i of buffer b, as part of the walk w: a write joins the chain (stored
+ * in the set up to max chain operations). Returns 0, or -1 when out of
+ * memory. */
+static int
+walk_use(const struct prof *p, const struct op_info *oi, uint32_t max, const struct prof_buf *b,
+    uint32_t i, struct walk *w, struct replay_set *out)
+{
+	unsigned a = acc_at(b, i);
+	uint32_t c = b->use[i];
+
+	if (a == PROF_ACC_UNKNOWN)
+		w->unknown = 1;
+	if (i == 0 && a == PROF_ACC_READ)
+		w->first_read = 1;
+	if (a != PROF_ACC_WRITE || ++w->nchain > max)
+		return 0;
+	enum refusal st = op_state(p, oi, c);
+	w->state = st < w->state ? (uint8_t)st : w->state;
+	if (oi != NULL && c < p->nops) {
+		w->wbound = oi[c].wbound < w->wbound ? oi[c].wbound : w->wbound;
+		w->fbound = oi[c].fbound < w->fbound ? oi[c].fbound : w->fbound;
+		w->cost_s += p->dur[c];
+	}
+	return push_op(out, c);
+}
+
+/* Why the walk w refuses gap k of buffer b, or R_OK. */
+static enum refusal
+gap_refusal(const struct prof_buf *b, uint32_t k, uint32_t max, const struct walk *w)
+{
+	if (w->unknown)
+		return R_UNKNOWN;
+	if (w->nchain == 0)
+		return R_NO_WRITER;
+	if (w->first_read)
+		return R_FIRST_READ;
+	if (w->nchain > max)
+		return R_TOO_LONG;
+	if (w->state != R_OK)
+		return (enum refusal)w->state;
+	if (w->wbound <= b->use[k])
+		return R_OVERWRITTEN;
+	if (w->fbound <= b->use[k])
+		return R_FREED;
+	return R_OK;
+}
+
+/* Every gap of buffer bi, a candidate or a refusal each; the chain's
+ * operations no candidate names are taken off the set's ops again. Returns
+ * 0, or -1 when out of memory. */
+static int
+walk_buffer(const struct prof *p, const struct op_info *oi, uint32_t max, uint32_t bi,
+    struct replay_set *out)
+{
+	const struct prof_buf *b = &p->buf[bi];
+	struct walk w = { .run = out->nops_used, .state = R_OK, .wbound = UINT32_MAX,
+		.fbound = UINT32_MAX };
+
+	for (uint32_t k = 0; k + 1 < b->nuse; k++) {
+		if (walk_use(p, oi, max, b, k, &w, out) < 0)
+			return -1;
+		out->considered++;
+		enum refusal why = gap_refusal(b, k, max, &w);
+		if (why != R_OK) {
+			refuse(&out->refused, why);
+			continue;
+		}
+		uint32_t hi = b->use[k + 1];
+		hi = w.wbound < hi ? w.wbound : hi;
+		hi = w.fbound < hi ? w.fbound : hi;
+		struct replay_cand cand = { .buf = bi, .gap = k, .r_lo = b->use[k] + 1, .r_hi = hi,
+			.nchain = w.nchain, .chain_first = w.run, .cost_s = w.cost_s,
+			.bytes = b->size };
+		if (push_cand(out, &cand) < 0)
+			return -1;
+		w.used = w.nchain;
+	}
+	out->nops_used = w.run + w.used;
+	return 0;
+}
+
+/* Whether buffer b is a candidate at all (replay.h). */
+static int
+candidate(const struct prof_buf *b, uint64_t min_bytes)
+{
+	return b->alloc != PROF_NONE && b->movable && b->size >= min_bytes;
+}
+
+/* Every gap a replay can bridge (replay.h). Returns 0, or -1 when out of
+ * memory (out empty). */
+int
+replay_find(const struct prof *p, const struct replay_params *rp, struct replay_set *out)
+{
+	uint32_t max = rp->max_chain ? rp->max_chain : REPLAY_MAX_CHAIN;
+	struct op_info *oi = NULL;
+
+	memset(out, 0, sizeof *out);
+	if (p->replay != NULL && (oi = op_infos(p)) == NULL)
+		return -1;
+	for (uint32_t bi = 0; bi < p->nbufs; bi++) {
+		if (!candidate(&p->buf[bi], rp->min_bytes))
+			continue;
+		if (walk_buffer(p, oi, max, bi, out) < 0) {
+			free(oi);
+			replay_set_fini(out);
+			return -1;
+		}
+	}
+	free(oi);
+	return 0;
+}
+
+/* Free what a set holds, and empty it. */
+void
+replay_set_fini(struct replay_set *s)
+{
+	free(s->c);
+	free(s->ops);
+	memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,126 @@
+/*
+ * replay.h: the gaps of a buffer that kernel replay can bridge, found in an
+ * access profile (plan.h).
+ *
+ * Recompute by replay frees a buffer X after a use and, before its next
+ * use, launches again the operations that produced it, in their order,
+ * instead of copying it to host memory and back. This module says, from the
+ * profile alone, which gaps of which buffers allow that, with which chain of
+ * operations, and where the chain may be launched; the planner chooses
+ * among keeping, moving and recomputing.
+ *
+ * Candidates: buffers allocated within the iteration (alloc != PROF_NONE),
+ * movable, of at least min_bytes. Gap k of X lies between its uses use[k]
+ * and use[k+1]; gaps never wrap.
+ *
+ * The chain of gap k: every use of X at or before use[k] that writes it
+ * (PROF_ACC_WRITE), in order. A written buffer's reads cannot be told from
+ * its writes, so X's first use must be a write, which starts from X's fresh
+ * memory; the later ones read what the earlier ones wrote (in place). There
+ * is no candidate when (each gap is counted for the first that applies, in
+ * this order, which is that of struct replay_refused's fields):
+ *  - a use of X at or before use[k] is PROF_ACC_UNKNOWN (it may have written
+ *    X unseen);
+ *  - X is not written before the gap, or its first use is not a write;
+ *  - the chain has more than max_chain operations;
+ *  - a chain operation cannot be launched again (prof.replay), or is a copy
+ *    of the job's between host and device (prof.xfer: its host memory is not
+ *    in the profile);
+ *  - a chain operation uses another buffer as PROF_ACC_UNKNOWN;
+ *  - a chain operation writes a buffer other than X (a workspace, a second
+ *    output). Scratch that a poisoned verification replay proves dead is
+ *    later work;
+ *  - the window below is empty: an input is written, or freed, before
+ *    use[k] + 1.
+ *
+ * Inputs: every other buffer B a chain operation c uses, which c reads
+ * (PROF_ACC_READ), must hold at the replay what it held at c. So B exists
+ * from c (alloc at or before c) through the operation before the replay,
+ * and no operation after c and before the replay writes it (a use of B
+ * there that is PROF_ACC_WRITE or PROF_ACC_UNKNOWN is a write). B may be
+ * written later in the iteration; that bounds the window.
+ *
+ * Window: the chain is launched right before operation r, after operation
+ * r - 1 is issued, with r_lo <= r <= r_hi: r_lo = use[k] + 1 and r_hi is
+ * the least of use[k+1], of each input's first write after the chain
+ * operation that reads it, and of each input's free + 1 (B exists at the
+ * operations alloc..free inclusive). r_hi < r_lo: no candidate. With the
+ * replay at r, X is away over the operations use[k] + 1 .. r - 1; the
+ * replay is a use of every input at r (the planner must have them on the
+ * device there) and costs the chain's durations on the device.
+ *
+ * Why the chain is short (max_chain, REPLAY_MAX_CHAIN unless set): each
+ * launch replayed costs the host its launch latency and the device its
+ * time, and a buffer made by many operations is where moving it wins.
+ *
+ * Each gap considered (of a candidate buffer, wrapping gaps aside) is either
+ * a candidate or refused for one reason (struct replay_refused).
+ *
+ * Pure C: no CUDA, no I/O, no globals, no threads, no clocks.
+ */
+#ifndef EBB_REPLAY_H
+#define EBB_REPLAY_H
+
+#include <stdint.h>
+
+#include "plan.h"
+
+/* The default of replay_params' max_chain. */
+#define REPLAY_MAX_CHAIN 4
+
+struct replay_params {
+	uint32_t max_chain;	/* operations a chain has at most (0: REPLAY_MAX_CHAIN) */
+	uint64_t min_bytes;	/* smallest buffer worth recomputing */
+};
+
+/* One gap a replay can bridge. */
+struct replay_cand {
+	uint32_t buf;		/* index in the profile */
+	uint32_t gap;		/* k: between the buffer's use[k] and use[k+1] */
+	uint32_t r_lo, r_hi;	/* the replay goes right before an operation of these */
+	uint32_t nchain;	/* operations of the chain */
+	uint32_t chain_first;	/* the first's index in the set's ops; a buffer's
+				 * candidates share its chain's entries */
+	double cost_s;		/* the chain's durations */
+	uint64_t bytes;		/* the buffer's size */
+};
+
+/* Why gaps were refused (replay.h above), in the order they are tested. */
+struct replay_refused {
+	uint64_t unknown;	/* a use of X at or before use[k] is not measured */
+	uint64_t no_writer;	/* X is not written before the gap */
+	uint64_t first_read;	/* X is written, but its first use reads it */
+	uint64_t too_long;	/* the chain has more than max_chain operations */
+	uint64_t not_replayable;	/* a chain operation cannot be launched again */
+	uint64_t unknown_other;	/* a chain operation's use of another buffer is not
+				 * measured */
+	uint64_t writes_other;	/* a chain operation writes another buffer */
+	uint64_t overwritten;	/* an input is written before use[k] + 1 */
+	uint64_t freed;		/* an input is freed before use[k] + 1 */
+};
+
+struct replay_set {
+	struct replay_cand *c;	/* by buffer, then gap */
+	uint32_t n, cap;
+	uint32_t *ops;		/* the chains' operations (replay_chain) */
+	uint32_t nops_used, ops_cap;
+	uint64_t considered;	/* gaps looked at: n plus every refusal */
+	struct replay_refused refused;
+};
+
+/* Find every gap of p a replay can bridge, into out (emptied first). Returns
+ * 0, or -1 when out of memory (out is then empty). Free with
+ * replay_set_fini. */
+int replay_find(const struct prof *p, const struct replay_params *rp, struct replay_set *out);
+
+/* Free what a set holds, and empty it. */
+void replay_set_fini(struct replay_set *s);
+
+/* The operations of a candidate's chain, in launch order (c->nchain). */
+static inline const uint32_t *
+replay_chain(const struct replay_set *s, const struct replay_cand *c)
+{
+	return s->ops + c->chain_first;
+}
+
+#endif
