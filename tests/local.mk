@@ -10,7 +10,7 @@ TEST_LIBS = tests/libtestutil.la $(CHECK_LIBS)
 
 UNIT_TESTS = tests/check_conf tests/check_buftab tests/check_iter tests/check_trace \
 	tests/check_cupti_match tests/check_kparam tests/check_exports tests/check_plan \
-	tests/check_lrec
+	tests/check_lrec tests/check_replay
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -49,6 +49,10 @@ EXTRA_tests_check_exports_DEPENDENCIES = src/libebb.la
 tests_check_plan_SOURCES = tests/check_plan.c
 tests_check_plan_CFLAGS = $(TEST_CFLAGS)
 tests_check_plan_LDADD = src/libebbcommon.la policy/libpolicy.la $(TEST_LIBS)
+
+tests_check_replay_SOURCES = tests/check_replay.c
+tests_check_replay_CFLAGS = $(TEST_CFLAGS)
+tests_check_replay_LDADD = policy/libpolicy.la $(TEST_LIBS)
 
 tests_check_iter_SOURCES = tests/check_iter.c
 tests_check_iter_CFLAGS = $(TEST_CFLAGS)

@@ -1,0 +1,635 @@
+/*
+ * check_replay.c: the gaps a kernel replay can bridge (policy/replay.h) on
+ * hand-made profiles whose answer is known, and against the definitions
+ * evaluated the slow way on random ones; and the profile's accesses
+ * (prof_access, prof_access_of, prof_replayable). Operation i lasts
+ * (i + 1) * 2^-10 s, so every chain's cost is exact in binary.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "replay.h"
+#include "testutil.h"
+
+#define OP (1.0 / 1024)
+#define N 20
+#define KIB 1024
+#define RD PROF_ACC_READ
+#define WR PROF_ACC_WRITE
+#define UN PROF_ACC_UNKNOWN
+
+static struct prof pr;
+static struct replay_set rs;
+
+static void
+setup(void)
+{
+	ck_assert_int_eq(prof_init(&pr, N), 0);
+	for (uint32_t i = 0; i < N; i++)
+		pr.dur[i] = (i + 1) * OP;
+	memset(&rs, 0, sizeof rs);
+}
+
+static void
+teardown(void)
+{
+	replay_set_fini(&rs);
+	prof_fini(&pr);
+}
+
+/* A buffer used as ua says: pairs of operation and PROF_ACC_* (-1 ends the
+ * list); an UN use is left unmeasured. */
+static uint32_t
+buf(uint64_t size, uint32_t alloc, uint32_t free, int movable, const int *ua)
+{
+	int64_t b = prof_add(&pr, size, (uint64_t)pr.nbufs, alloc, movable);
+	ck_assert_int_ge(b, 0);
+	for (const int *u = ua; *u >= 0; u += 2) {
+		uint32_t op = (uint32_t)u[0];
+		ck_assert_int_eq(prof_use(&pr, (uint32_t)b, op), 0);
+		if (u[1] != UN)
+			ck_assert_int_eq(prof_access(&pr, (uint32_t)b, op, (unsigned)u[1]), 0);
+	}
+	if (free != PROF_NONE)
+		prof_free(&pr, (uint32_t)b, free);
+	return (uint32_t)b;
+}
+
+/* Operations that can be launched again (-1 ends the list). */
+static void
+replayable(const int *ops)
+{
+	for (const int *o = ops; *o >= 0; o++)
+		ck_assert_int_eq(prof_replayable(&pr, (uint32_t)*o), 0);
+}
+
+/* Find the candidates again, into rs. */
+static void
+find(uint32_t max_chain, uint64_t min_bytes)
+{
+	struct replay_params rp = { .max_chain = max_chain, .min_bytes = min_bytes };
+
+	replay_set_fini(&rs);
+	ck_assert_int_eq(replay_find(&pr, &rp, &rs), 0);
+}
+
+/* The sum of rs's refusals. */
+static uint64_t
+refusals(void)
+{
+	const struct replay_refused *r = &rs.refused;
+
+	return r->unknown + r->no_writer + r->first_read + r->too_long + r->not_replayable +
+	    r->unknown_other + r->writes_other + r->overwritten + r->freed;
+}
+
+/* Candidate i is gap k of buffer b, with window [lo, hi] and chain ops (-1
+ * ends it), costing cost operations' units. */
+static void
+cand_is(uint32_t i, uint32_t b, uint32_t k, uint32_t lo, uint32_t hi, const int *ops,
+    double cost)
+{
+	ck_assert_uint_lt(i, rs.n);
+	const struct replay_cand *c = &rs.c[i];
+	ck_assert_uint_eq(c->buf, b);
+	ck_assert_uint_eq(c->gap, k);
+	ck_assert_uint_eq(c->r_lo, lo);
+	ck_assert_uint_eq(c->r_hi, hi);
+	ck_assert_uint_eq(c->bytes, pr.buf[b].size);
+	ck_assert(c->cost_s == cost * OP);
+	uint32_t n = 0;
+	for (; ops[n] >= 0; n++) {
+		ck_assert_uint_lt(n, c->nchain);
+		ck_assert_uint_eq(replay_chain(&rs, c)[n], (uint32_t)ops[n]);
+	}
+	ck_assert_uint_eq(c->nchain, n);
+	ck_assert_uint_le(c->chain_first + c->nchain, rs.nops_used);
+	ck_assert_uint_eq(rs.considered, rs.n + refusals());
+}
+
+/* A norm's output X, from a weight and an activation: recomputable in both
+ * its gaps, by the one launch that made it. */
+START_TEST(simple_producer)
+{
+	/* op 0 copies A in (not replayable), op 2 makes X from the weight and A,
+	 * op 18 (the optimizer) writes the weight */
+	buf(4 * KIB, PROF_NONE, PROF_NONE, 1, (int[]){ 2, RD, 18, WR, -1 });
+	buf(4 * KIB, 0, 19, 1, (int[]){ 0, WR, 2, RD, 12, RD, -1 });
+	uint32_t x = buf(4 * KIB, 2, 14, 1, (int[]){ 2, WR, 3, RD, 10, RD, -1 });
+	replayable((int[]){ 2, -1 });
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 2);
+	cand_is(0, x, 0, 3, 3, (int[]){ 2, -1 }, 3);
+	cand_is(1, x, 1, 4, 10, (int[]){ 2, -1 }, 3);
+	ck_assert_uint_eq(rs.c[0].chain_first, rs.c[1].chain_first);
+	ck_assert_uint_eq(rs.nops_used, 1);
+	/* A's two gaps: its writer is not replayable */
+	ck_assert_uint_eq(rs.considered, 4);
+	ck_assert_uint_eq(rs.refused.not_replayable, 2);
+	/* under min_bytes, nothing is looked at */
+	find(0, 8 * KIB);
+	ck_assert_uint_eq(rs.n, 0);
+	ck_assert_uint_eq(rs.considered, 0);
+}
+END_TEST
+
+/* One kernel writes X, a second reads and writes it in place: the chain
+ * grows with the gaps, and its entries are shared. */
+START_TEST(in_place_chain_of_two)
+{
+	buf(64, 0, 19, 1, (int[]){ 0, WR, 1, RD, -1 });
+	buf(64, PROF_NONE, PROF_NONE, 0, (int[]){ 2, RD, -1 });
+	uint32_t x = buf(4 * KIB, 1, 19, 1, (int[]){ 1, WR, 2, WR, 3, RD, 9, RD, -1 });
+	replayable((int[]){ 1, 2, -1 });
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 3);
+	cand_is(0, x, 0, 2, 2, (int[]){ 1, -1 }, 2);
+	cand_is(1, x, 1, 3, 3, (int[]){ 1, 2, -1 }, 2 + 3);
+	cand_is(2, x, 2, 4, 9, (int[]){ 1, 2, -1 }, 2 + 3);
+	ck_assert_uint_eq(rs.c[0].chain_first, rs.c[2].chain_first);
+	ck_assert_uint_eq(rs.nops_used, 2);
+	ck_assert_uint_eq(rs.refused.not_replayable, 1);
+}
+END_TEST
+
+/* An operation that writes a second buffer (a workspace) makes neither
+ * output recomputable. */
+START_TEST(second_output_refused)
+{
+	buf(64, 0, 19, 1, (int[]){ 0, WR, 1, RD, -1 });
+	buf(4 * KIB, 1, 19, 1, (int[]){ 1, WR, 4, RD, 8, RD, -1 });
+	buf(4 * KIB, 1, 6, 1, (int[]){ 1, WR, 5, RD, -1 });
+	replayable((int[]){ 1, -1 });
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 0);
+	ck_assert_uint_eq(rs.refused.writes_other, 3);
+	ck_assert_uint_eq(rs.refused.not_replayable, 1);
+	ck_assert_uint_eq(rs.considered, 4);
+	ck_assert_uint_eq(rs.nops_used, 0);
+}
+END_TEST
+
+/* An input written at op 4 after the chain read it at op 2: the window
+ * ends there; a gap that starts after it has none. And an input written by
+ * the use before a gap (op 6). */
+START_TEST(input_overwritten_bounds_the_window)
+{
+	buf(64, 0, 19, 1, (int[]){ 0, WR, 2, RD, 4, WR, -1 });
+	uint32_t x = buf(4 * KIB, 2, 19, 1, (int[]){ 2, WR, 3, RD, 7, RD, 12, RD, -1 });
+	buf(64, 1, 19, 1, (int[]){ 1, WR, 5, RD, 6, WR, -1 });
+	uint32_t y = buf(4 * KIB, 5, 19, 1, (int[]){ 5, WR, 6, RD, 10, RD, -1 });
+	replayable((int[]){ 2, 5, -1 });
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 3);
+	cand_is(0, x, 0, 3, 3, (int[]){ 2, -1 }, 3);
+	/* the write right after the use before the gap: one point, before it */
+	cand_is(1, x, 1, 4, 4, (int[]){ 2, -1 }, 3);
+	cand_is(2, y, 0, 6, 6, (int[]){ 5, -1 }, 6);
+	/* x's gap after op 7, y's after op 6 */
+	ck_assert_uint_eq(rs.refused.overwritten, 2);
+	ck_assert_uint_eq(rs.refused.not_replayable, 4);
+}
+END_TEST
+
+/* A use of an input that is not measured may write it: it ends the window. */
+START_TEST(unknown_use_of_an_input_is_a_write)
+{
+	buf(64, PROF_NONE, PROF_NONE, 1, (int[]){ 2, RD, 9, UN, -1 });
+	uint32_t x = buf(4 * KIB, 2, 19, 1, (int[]){ 2, WR, 3, RD, 12, RD, -1 });
+	replayable((int[]){ 2, -1 });
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 2);
+	cand_is(0, x, 0, 3, 3, (int[]){ 2, -1 }, 3);
+	cand_is(1, x, 1, 4, 9, (int[]){ 2, -1 }, 3);
+}
+END_TEST
+
+/* An input freed after op 3: a replay goes before op 4 at the latest. One
+ * freed after op 7, the use before a gap: one point, before op 8. */
+START_TEST(input_freed_bounds_the_window)
+{
+	buf(64, 0, 3, 1, (int[]){ 0, WR, 2, RD, -1 });
+	buf(64, PROF_NONE, PROF_NONE, 1, (int[]){ 2, RD, -1 });
+	uint32_t x = buf(4 * KIB, 2, 19, 1, (int[]){ 2, WR, 5, RD, 10, RD, -1 });
+	buf(64, 0, 7, 1, (int[]){ 0, WR, 6, RD, -1 });
+	uint32_t y = buf(4 * KIB, 6, 19, 1, (int[]){ 6, WR, 7, RD, 8, RD, 12, RD, -1 });
+	replayable((int[]){ 2, 6, -1 });
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 3);
+	cand_is(0, x, 0, 3, 4, (int[]){ 2, -1 }, 3);
+	cand_is(1, y, 0, 7, 7, (int[]){ 6, -1 }, 7);
+	cand_is(2, y, 1, 8, 8, (int[]){ 6, -1 }, 7);
+	ck_assert_uint_eq(rs.refused.freed, 2);
+	ck_assert_uint_eq(rs.refused.not_replayable, 2);
+}
+END_TEST
+
+/* Not measured: X's first use, a use of X before a gap, a chain operation's
+ * use of another buffer. */
+START_TEST(unknown_access_refused)
+{
+	buf(4 * KIB, 1, 19, 1, (int[]){ 1, UN, 3, RD, -1 });
+	uint32_t x = buf(4 * KIB, 2, 19, 1, (int[]){ 2, WR, 5, UN, 8, RD, 12, RD, -1 });
+	buf(4 * KIB, 6, 19, 1, (int[]){ 6, WR, 9, RD, -1 });
+	buf(64, 0, 19, 0, (int[]){ 6, UN, -1 });
+	replayable((int[]){ 1, 2, 5, 6, -1 });
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 1);
+	cand_is(0, x, 0, 3, 5, (int[]){ 2, -1 }, 3);
+	ck_assert_uint_eq(rs.refused.unknown, 3);
+	ck_assert_uint_eq(rs.refused.unknown_other, 1);
+	ck_assert_uint_eq(rs.considered, 5);
+}
+END_TEST
+
+/* A chain operation that cannot be launched again, or is a copy of the
+ * job's from the host. */
+START_TEST(not_replayable_in_chain)
+{
+	uint32_t x = buf(4 * KIB, 1, 19, 1, (int[]){ 1, WR, 2, WR, 4, RD, -1 });
+	buf(4 * KIB, 6, 19, 1, (int[]){ 6, WR, 9, RD, -1 });
+	replayable((int[]){ 1, 6, -1 });
+	prof_xfer(&pr, 6, PROF_XFER_H2D);
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 1);
+	cand_is(0, x, 0, 2, 2, (int[]){ 1, -1 }, 2);
+	ck_assert_uint_eq(rs.refused.not_replayable, 2);
+	ck_assert_uint_eq(rs.nops_used, 1);
+}
+END_TEST
+
+/* Five writers: four by default, two when max_chain says so. */
+START_TEST(chain_longer_than_max)
+{
+	uint32_t x = buf(4 * KIB, 1, 19, 1,
+	    (int[]){ 1, WR, 2, WR, 3, WR, 4, WR, 5, WR, 6, RD, 9, RD, -1 });
+	replayable((int[]){ 1, 2, 3, 4, 5, -1 });
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 4);
+	cand_is(3, x, 3, 5, 5, (int[]){ 1, 2, 3, 4, -1 }, 2 + 3 + 4 + 5);
+	ck_assert_uint_eq(rs.refused.too_long, 2);
+	ck_assert_uint_eq(rs.nops_used, 4);
+	find(2, 1);
+	ck_assert_uint_eq(rs.n, 2);
+	cand_is(0, x, 0, 2, 2, (int[]){ 1, -1 }, 2);
+	cand_is(1, x, 1, 3, 3, (int[]){ 1, 2, -1 }, 2 + 3);
+	ck_assert_uint_eq(rs.refused.too_long, 4);
+	ck_assert_uint_eq(rs.nops_used, 2);
+}
+END_TEST
+
+/* X whose first use reads it (not its fresh memory), and one never
+ * written. */
+START_TEST(first_use_reads)
+{
+	buf(4 * KIB, 1, 19, 1, (int[]){ 1, RD, 2, WR, 5, RD, -1 });
+	buf(4 * KIB, 3, 19, 1, (int[]){ 3, RD, 6, RD, -1 });
+	replayable((int[]){ 1, 2, 3, -1 });
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 0);
+	ck_assert_uint_eq(rs.refused.no_writer, 2);
+	ck_assert_uint_eq(rs.refused.first_read, 1);
+	ck_assert_uint_eq(rs.considered, 3);
+}
+END_TEST
+
+/* Four gaps after one write: a candidate each, one chain. */
+START_TEST(several_gaps_one_chain)
+{
+	buf(64, PROF_NONE, PROF_NONE, 1, (int[]){ 1, RD, 19, WR, -1 });
+	uint32_t x = buf(4 * KIB, 1, 19, 1, (int[]){ 1, WR, 3, RD, 6, RD, 9, RD, 15, RD, -1 });
+	replayable((int[]){ 1, -1 });
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 4);
+	cand_is(0, x, 0, 2, 3, (int[]){ 1, -1 }, 2);
+	cand_is(1, x, 1, 4, 6, (int[]){ 1, -1 }, 2);
+	cand_is(2, x, 2, 7, 9, (int[]){ 1, -1 }, 2);
+	cand_is(3, x, 3, 10, 15, (int[]){ 1, -1 }, 2);
+	for (uint32_t i = 1; i < rs.n; i++)
+		ck_assert_uint_eq(rs.c[i].chain_first, rs.c[0].chain_first);
+	ck_assert_uint_eq(rs.nops_used, 1);
+}
+END_TEST
+
+/* Persistent, crossing the start, unmovable, small: not candidates. */
+START_TEST(not_candidates)
+{
+	buf(4 * KIB, PROF_NONE, PROF_NONE, 1, (int[]){ 1, WR, 3, RD, 5, RD, -1 });
+	buf(4 * KIB, PROF_NONE, 10, 1, (int[]){ 2, WR, 3, RD, -1 });
+	buf(4 * KIB, 4, 19, 0, (int[]){ 4, WR, 7, RD, -1 });
+	buf(4 * KIB - 1, 5, 19, 1, (int[]){ 5, WR, 7, RD, -1 });
+	uint32_t x = buf(4 * KIB, 6, 19, 1, (int[]){ 6, WR, 8, RD, -1 });
+	replayable((int[]){ 1, 2, 4, 5, 6, -1 });
+	find(0, 4 * KIB);
+	ck_assert_uint_eq(rs.n, 1);
+	cand_is(0, x, 0, 7, 8, (int[]){ 6, -1 }, 7);
+	ck_assert_uint_eq(rs.considered, 1);
+}
+END_TEST
+
+/* A profile where no operation can be launched again. */
+START_TEST(no_replay_no_candidates)
+{
+	buf(4 * KIB, 1, 19, 1, (int[]){ 1, WR, 3, RD, 7, RD, -1 });
+	ck_assert_ptr_null(pr.replay);
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 0);
+	ck_assert_uint_eq(rs.considered, 2);
+	ck_assert_uint_eq(rs.refused.not_replayable, 2);
+}
+END_TEST
+
+/* A second measurement keeps a write; a use that is not there is refused. */
+START_TEST(access_keeps_writes)
+{
+	uint32_t b = buf(64, 0, 19, 1, (int[]){ 1, UN, 2, UN, 3, UN, -1 });
+	ck_assert_ptr_null(pr.buf[b].acc);
+	ck_assert_uint_eq(prof_access_of(&pr, b, 1), UN);
+	ck_assert_int_eq(prof_access(&pr, b, 1, WR), 0);
+	ck_assert_int_eq(prof_access(&pr, b, 1, RD), 0);
+	ck_assert_uint_eq(prof_access_of(&pr, b, 1), WR);
+	ck_assert_int_eq(prof_access(&pr, b, 2, RD), 0);
+	ck_assert_uint_eq(prof_access_of(&pr, b, 2), RD);
+	ck_assert_int_eq(prof_access(&pr, b, 2, WR), 0);
+	ck_assert_uint_eq(prof_access_of(&pr, b, 2), WR);
+	ck_assert_uint_eq(prof_access_of(&pr, b, 3), UN);
+	/* no use there: nothing set */
+	ck_assert_int_eq(prof_access(&pr, b, 4, WR), 1);
+	ck_assert_int_eq(prof_access(&pr, b, 0, WR), 1);
+	ck_assert_uint_eq(prof_access_of(&pr, b, 4), UN);
+	uint32_t e = buf(64, 0, 19, 1, (int[]){ -1 });
+	ck_assert_int_eq(prof_access(&pr, e, 1, RD), 1);
+	ck_assert_ptr_null(pr.buf[e].acc);
+}
+END_TEST
+
+/* Uses added after a measurement, past the use array's capacity: every
+ * access stays with its use. */
+START_TEST(use_keeps_access_aligned)
+{
+	uint32_t b = buf(64, 0, 19, 1, (int[]){ 0, WR, 1, UN, 2, RD, -1 });
+	for (uint32_t op = 3; op < 18; op++)
+		ck_assert_int_eq(prof_use(&pr, b, op), 0);
+	ck_assert_uint_gt(pr.buf[b].cap, 4);
+	ck_assert_int_eq(prof_access(&pr, b, 17, RD), 0);
+	ck_assert_int_eq(prof_access(&pr, b, 9, WR), 0);
+	/* a use again at the last operation is no new use */
+	ck_assert_int_eq(prof_use(&pr, b, 17), 0);
+	ck_assert_uint_eq(pr.buf[b].nuse, 18);
+	for (uint32_t op = 0; op < 18; op++) {
+		unsigned want = op == 0 || op == 9 ? WR : op == 2 || op == 17 ? RD : UN;
+		ck_assert_uint_eq(prof_access_of(&pr, b, op), want);
+	}
+}
+END_TEST
+
+/* prof_replayable marks one operation; one past the end is ignored. */
+START_TEST(replayable_marks_ops)
+{
+	ck_assert_int_eq(prof_replayable(&pr, N), 0);
+	ck_assert_ptr_null(pr.replay);
+	ck_assert_int_eq(prof_replayable(&pr, 3), 0);
+	ck_assert_ptr_nonnull(pr.replay);
+	for (uint32_t i = 0; i < N; i++)
+		ck_assert_uint_eq(pr.replay[i], i == 3);
+}
+END_TEST
+
+/* Whether buffer b has a use at operation op, the slow way. */
+static int
+uses(const struct prof_buf *b, uint32_t op)
+{
+	for (uint32_t i = 0; i < b->nuse; i++)
+		if (b->use[i] == op)
+			return 1;
+	return 0;
+}
+
+/* The state of chain operation c of buffer x by the definitions (replay.h),
+ * the slow way: the index of its refusal in struct replay_refused's order
+ * (9: none), and the bounds its inputs set on the window. */
+static int
+slow_op(uint32_t x, uint32_t c, uint32_t *whi, uint32_t *fhi)
+{
+	if (pr.replay == NULL || !pr.replay[c] || pr.xfer[c])
+		return 4;
+	int st = 9;
+	for (uint32_t bi = 0; bi < pr.nbufs; bi++) {
+		const struct prof_buf *b = &pr.buf[bi];
+		if (bi == x || !uses(b, c))
+			continue;
+		unsigned a = prof_access_of(&pr, bi, c);
+		if (a != RD) {
+			st = a == UN ? (st < 5 ? st : 5) : (st < 6 ? st : 6);
+			continue;
+		}
+		for (uint32_t j = 0; j < b->nuse; j++)
+			if (b->use[j] > c && prof_access_of(&pr, bi, b->use[j]) != RD) {
+				*whi = b->use[j] < *whi ? b->use[j] : *whi;
+				break;
+			}
+		if (b->free != PROF_NONE && b->free + 1 < *fhi)
+			*fhi = b->free + 1;
+	}
+	return st;
+}
+
+/* Gap k of buffer x by the definitions, the slow way: the index of its
+ * refusal (-1: a candidate, into *c, its chain into chain). */
+static int
+slow_gap(uint32_t max, uint32_t x, uint32_t k, struct replay_cand *c, uint32_t *chain)
+{
+	const struct prof_buf *b = &pr.buf[x];
+	uint32_t n = 0, whi = UINT32_MAX, fhi = UINT32_MAX;
+	int st = 9;
+
+	for (uint32_t i = 0; i <= k; i++)
+		if (prof_access_of(&pr, x, b->use[i]) == UN)
+			return 0;
+	for (uint32_t i = 0; i <= k; i++)
+		n += prof_access_of(&pr, x, b->use[i]) == WR;
+	if (n == 0)
+		return 1;
+	if (prof_access_of(&pr, x, b->use[0]) != WR)
+		return 2;
+	if (n > max)
+		return 3;
+	memset(c, 0, sizeof *c);
+	for (uint32_t i = 0; i <= k; i++) {
+		uint32_t op = b->use[i];
+		if (prof_access_of(&pr, x, op) != WR)
+			continue;
+		int s = slow_op(x, op, &whi, &fhi);
+		st = s < st ? s : st;
+		chain[c->nchain++] = op;
+		c->cost_s += pr.dur[op];
+	}
+	if (st < 9)
+		return st;
+	if (whi <= b->use[k])
+		return 7;
+	if (fhi <= b->use[k])
+		return 8;
+	c->r_lo = b->use[k] + 1;
+	c->r_hi = b->use[k + 1] < whi ? b->use[k + 1] : whi;
+	c->r_hi = fhi < c->r_hi ? fhi : c->r_hi;
+	return -1;
+}
+
+/* A random profile of 60 operations: buffers with random lifetimes and
+ * uses, each use read, written or not measured, most operations
+ * replayable, a few copies of the job's. */
+static void
+random_profile(unsigned *seed)
+{
+	prof_fini(&pr);
+	ck_assert_int_eq(prof_init(&pr, 60), 0);
+	for (uint32_t i = 0; i < 60; i++) {
+		pr.dur[i] = (1 + rand_r(seed) % 8) * OP;
+		if (rand_r(seed) % 6 != 0)
+			ck_assert_int_eq(prof_replayable(&pr, i), 0);
+		if (rand_r(seed) % 20 == 0)
+			prof_xfer(&pr, i, PROF_XFER_H2D);
+	}
+	for (int k = 0; k < 30; k++) {
+		int persistent = rand_r(seed) % 5 == 0;
+		uint32_t a = (uint32_t)(rand_r(seed) % 50);
+		uint32_t f = a + (uint32_t)(rand_r(seed) % (60 - a));
+		int ua[2 * 12 + 1], n = 0;
+		for (uint32_t op = a; op <= f && n < 24; op++) {
+			if (rand_r(seed) % 3 != 0 && op != a)
+				continue;
+			int r = rand_r(seed) % 20;
+			ua[n++] = (int)op;
+			ua[n++] = r < 10 ? RD : r < 18 ? WR : UN;
+		}
+		ua[n] = -1;
+		buf((uint64_t)(1 + rand_r(seed) % 8) * KIB, persistent ? PROF_NONE : a,
+		    persistent ? PROF_NONE : f, rand_r(seed) % 8 != 0, ua);
+	}
+}
+
+/* Random profiles: every gap as the definitions say, the slow way. */
+START_TEST(random_profiles_match_the_definitions)
+{
+	unsigned seed = 5;
+	uint64_t cands = 0, why[9] = { 0 };
+
+	for (int round = 0; round < 300; round++) {
+		random_profile(&seed);
+		uint32_t max = (uint32_t)(rand_r(&seed) % 5), m = max ? max : REPLAY_MAX_CHAIN;
+		uint64_t min_bytes = (uint64_t)(rand_r(&seed) % 4) * KIB, want[9] = { 0 };
+		find(max, min_bytes);
+		uint32_t at = 0;
+		for (uint32_t x = 0; x < pr.nbufs; x++) {
+			const struct prof_buf *b = &pr.buf[x];
+			if (b->alloc == PROF_NONE || !b->movable || b->size < min_bytes)
+				continue;
+			for (uint32_t k = 0; k + 1 < b->nuse; k++) {
+				struct replay_cand c;
+				uint32_t chain[16];
+				int r = slow_gap(m, x, k, &c, chain);
+				if (r >= 0) {
+					want[r]++;
+					continue;
+				}
+				ck_assert_uint_lt(at, rs.n);
+				const struct replay_cand *got = &rs.c[at++];
+				ck_assert_uint_eq(got->buf, x);
+				ck_assert_uint_eq(got->gap, k);
+				ck_assert_uint_eq(got->r_lo, c.r_lo);
+				ck_assert_uint_eq(got->r_hi, c.r_hi);
+				ck_assert_uint_eq(got->nchain, c.nchain);
+				ck_assert(got->cost_s == c.cost_s);
+				for (uint32_t i = 0; i < c.nchain; i++)
+					ck_assert_uint_eq(replay_chain(&rs, got)[i], chain[i]);
+			}
+		}
+		ck_assert_uint_eq(at, rs.n);
+		const struct replay_refused *r = &rs.refused;
+		uint64_t got[9] = { r->unknown, r->no_writer, r->first_read, r->too_long,
+			r->not_replayable, r->unknown_other, r->writes_other, r->overwritten,
+			r->freed };
+		for (int i = 0; i < 9; i++) {
+			ck_assert_uint_eq(got[i], want[i]);
+			why[i] += got[i];
+		}
+		ck_assert_uint_eq(rs.considered, rs.n + refusals());
+		cands += rs.n;
+	}
+	/* the profiles reach every outcome */
+	ck_assert_uint_gt(cands, 0);
+	for (int i = 0; i < 9; i++)
+		ck_assert_uint_gt(why[i], 0);
+}
+END_TEST
+
+/* A profile of the size of a training step's (50,000 operations, 20,100
+ * buffers, weights used 500 times each): one linear pass finds every
+ * activation's two gaps. Operation 2j makes activation j from weight 2j mod
+ * 100, 2j + 1 reads it, and a backward operation 40,001 + 2 (j mod 4,950)
+ * reads it last; the optimizer writes weight w at 49,900 + w. */
+START_TEST(profile_of_a_training_step)
+{
+	enum { OPS = 50000, WEIGHTS = 100, ACTS = 20000 };
+
+	prof_fini(&pr);
+	ck_assert_int_eq(prof_init(&pr, OPS), 0);
+	for (uint32_t i = 0; i < OPS; i++) {
+		pr.dur[i] = OP;
+		ck_assert_int_eq(prof_replayable(&pr, i), 0);
+	}
+	for (uint32_t w = 0; w < WEIGHTS; w++) {
+		ck_assert_int_eq(prof_add(&pr, 4 * KIB, w, PROF_NONE, 1), w);
+		for (uint32_t op = w; op < OPS; op += WEIGHTS) {
+			ck_assert_int_eq(prof_use(&pr, w, op), 0);
+			unsigned a = op == 49900 + w ? WR : RD;
+			ck_assert_int_eq(prof_access(&pr, w, op, a), 0);
+		}
+	}
+	for (uint32_t j = 0; j < ACTS; j++) {
+		int op = (int)(2 * j), last = 40001 + 2 * (int)(j % 4950);
+		buf(KIB, 2 * j, (uint32_t)last, 1, (int[]){ op, WR, op + 1, RD, last, RD, -1 });
+	}
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 2 * ACTS);
+	ck_assert_uint_eq(rs.considered, 2 * ACTS);
+	ck_assert_uint_eq(rs.nops_used, ACTS);
+	cand_is(0, WEIGHTS, 0, 1, 1, (int[]){ 0, -1 }, 1);
+	cand_is(1, WEIGHTS, 1, 2, 40001, (int[]){ 0, -1 }, 1);
+	cand_is(2 * ACTS - 1, WEIGHTS + ACTS - 1, 1, 2 * ACTS, 40001 + 2 * (19999 % 4950),
+	    (int[]){ 2 * ACTS - 2, -1 }, 1);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("replay");
+	TCase *tc = tcase_create("replay");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, simple_producer);
+	tcase_add_test(tc, in_place_chain_of_two);
+	tcase_add_test(tc, second_output_refused);
+	tcase_add_test(tc, input_overwritten_bounds_the_window);
+	tcase_add_test(tc, unknown_use_of_an_input_is_a_write);
+	tcase_add_test(tc, input_freed_bounds_the_window);
+	tcase_add_test(tc, unknown_access_refused);
+	tcase_add_test(tc, not_replayable_in_chain);
+	tcase_add_test(tc, chain_longer_than_max);
+	tcase_add_test(tc, first_use_reads);
+	tcase_add_test(tc, several_gaps_one_chain);
+	tcase_add_test(tc, not_candidates);
+	tcase_add_test(tc, no_replay_no_candidates);
+	tcase_add_test(tc, access_keeps_writes);
+	tcase_add_test(tc, use_keeps_access_aligned);
+	tcase_add_test(tc, replayable_marks_ops);
+	tcase_add_test(tc, random_profiles_match_the_definitions);
+	tcase_add_test(tc, profile_of_a_training_step);
+	suite_add_tcase(s, tc);
+	return run_suite(s);
+}
