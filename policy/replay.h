@@ -56,6 +56,9 @@
  * Each gap considered (of a candidate buffer, wrapping gaps aside) is either
  * a candidate or refused for one reason (struct replay_refused).
  *
+ * Cost: linear in the operations and in the uses of every buffer; a
+ * buffer's chain is stored once, its candidates name prefixes of it.
+ *
  * Pure C: no CUDA, no I/O, no globals, no threads, no clocks.
  */
 #ifndef EBB_REPLAY_H
