@@ -45,6 +45,7 @@ src_libebbcore_la_SOURCES = \
 	src/mover/mover_slab.c src/mover/mover_tag.c src/mover/mover_lru.c \
 	src/mover/mover_copy.c src/mover/mover_rate.c \
 	src/exec/exec.c src/exec/exec.h src/exec/lrec.c src/exec/lrec.h \
+	src/exec/probe.c src/exec/probe.h src/exec/hash_ptx.h \
 	src/engine/engine.c src/engine/engine.h src/engine/engine_int.h \
 	src/engine/life.c src/engine/pool.c src/engine/summary.c \
 	src/hooks/init.c \
@@ -62,4 +63,4 @@ src_libebb_la_LIBADD = src/libebbcore.la
 src_libebb_la_LDFLAGS = -module -avoid-version -shared -no-undefined \
 	-Wl,--version-script=$(srcdir)/src/hooks/libebb.map -Wl,-z,nodelete
 src_libebb_la_DEPENDENCIES = src/libebbcore.la $(srcdir)/src/hooks/libebb.map
-EXTRA_DIST += src/hooks/libebb.map
+EXTRA_DIST += src/hooks/libebb.map src/exec/hash.cu src/exec/gen_hash_ptx.sh

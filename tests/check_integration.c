@@ -1165,6 +1165,162 @@ START_TEST(launch_records_of_the_iteration)
 END_TEST
 
 /*
+ * The accesses (V records) of every measured launch of kernel `name`, as
+ * "a,b,..." when all its launches agree, "mixed" when they do not, NULL
+ * when none was measured.
+ */
+static const char *
+accesses_of(const struct trace *t, const char *name)
+{
+	static char out[256];
+	uint64_t kid = kernel_id(t, name);
+	int seen = 0;
+
+	for (size_t i = 0; i < t->n; i++) {
+		const struct rec *v = &t->r[i];
+		if (v->type != 'V')
+			continue;
+		const struct rec *l = NULL;
+		for (size_t j = 0; j < t->n && l == NULL; j++)
+			if (t->r[j].type == 'L' && num(&t->r[j], 1) == num(v, 1))
+				l = &t->r[j];
+		ck_assert_ptr_nonnull(l);
+		ck_assert_uint_eq(num(v, 2), num(l, 4));	/* one access a buffer */
+		if (num(l, 3) != kid)
+			continue;
+		char one[256] = "";
+		for (size_t j = 3; j < v->n; j++) {
+			strcat(one, v->f[j]);
+			if (j + 1 < v->n)
+				strcat(one, ",");
+		}
+		if (seen && strcmp(one, out) != 0)
+			return "mixed";
+		strcpy(out, one);
+		seen = 1;
+	}
+	return seen ? out : NULL;
+}
+
+/* The workload's checksum line (stdout), or "" when there is none. */
+static const char *
+checksum_of(const char *out)
+{
+	static char sum[64];
+	const char *c = strstr(out, "checksum ");
+	sum[0] = '\0';
+	if (c != NULL)
+		sscanf(c, "checksum %63s", sum);
+	return sum;
+}
+
+/* Run the write-set scenario for 10 iterations in offload mode under a
+ * limit it fits in, with recompute (EBB_RECOMPUTE=0 or 1) and env added
+ * (NULL: none). */
+static void
+run_writesets(const char *recompute, const char *extra, const char *path, struct run_result *r,
+    struct trace *t)
+{
+	char *argv[] = { workload_path(0), "writesets", "10", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_VERBOSE=1", recompute,
+		extra, NULL };
+
+	run_ebb(argv, env, path, r);
+	expect_ok(r);
+	trace_load(path, t);
+}
+
+/*
+ * EBB_RECOMPUTE=1 probes the iteration after the recorded one: every
+ * launch's buffers hashed before and after it, on the device, tell which it
+ * wrote (workload writesets): each kernel's V records give exactly the
+ * buffers it changes, rand_state's state and square_sum's scratch
+ * included. gather writes through a table of pointers that it references,
+ * into buffers it does not: the probe sees the table read and nothing else
+ * (the limit ebb(7) states). Launches whose buffers all have mappings of
+ * their own can be launched again: all but gather, whose table is from a
+ * slab. The job computes what it computes without ebb.
+ *
+ * The gaps a replay could bridge, from the write sets alone: x's two (its
+ * fill), y's two (its fill, then axpy in place, from x), o's one (struct_ptrs
+ * from x and y); z's is refused, rand_state writing its state too. o's gap
+ * holds gather's unseen writes into x and y: a replay there would not remake
+ * o, which is why a replay must also be proven by comparison.
+ */
+START_TEST(write_sets_measured)
+{
+	const char *path = tmp_file("wsets");
+	char *argv[] = { workload_path(0), "writesets", "10", NULL };
+	struct run_result alone, r;
+	struct trace t;
+
+	run_ebb(argv, NULL, NULL, &alone);
+	expect_ok(&alone);
+	run_writesets("EBB_RECOMPUTE=1", NULL, path, &r, &t);
+	ck_assert_str_ne(checksum_of(alone.out), "");
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	ck_assert_uint_eq(summary(&t, "plans"), 1);
+	ck_assert_uint_eq(summary(&t, "write-set-launches"), 7);
+	ck_assert_uint_eq(summary(&t, "write-set-unmeasured"), 0);
+	ck_assert_uint_eq(summary(&t, "write-set-refs"), 13);
+	ck_assert_uint_eq(summary(&t, "write-set-written"), 8);
+	ck_assert_uint_eq(summary(&t, "probe-hashes"), 26);
+	ck_assert_uint_eq(summary(&t, "replayable-launches"), 6);
+	ck_assert_uint_eq(count_type(&t, 'V'), 7);
+	ck_assert_str_eq(accesses_of(&t, "fill_u32"), "2");
+	ck_assert_str_eq(accesses_of(&t, "axpy_f32"), "2,1");
+	ck_assert_str_eq(accesses_of(&t, "rand_state_f32"), "2,2");
+	ck_assert_str_eq(accesses_of(&t, "square_sum_f32"), "2,1,2");
+	ck_assert_str_eq(accesses_of(&t, "struct_ptrs"), "1,1,2");
+	ck_assert_str_eq(accesses_of(&t, "gather_ptrs"), "1");
+	ck_assert_uint_eq(summary(&t, "replay-gaps-considered"), 6);
+	ck_assert_uint_eq(summary(&t, "replay-gaps"), 5);
+	ck_assert_uint_eq(summary(&t, "replay-buffers"), 3);
+	ck_assert_uint_eq(summary(&t, "replay-bytes"), 6u << 20);
+	ck_assert_uint_eq(summary(&t, "replay-refused-writes-other"), 1);
+	ck_assert_ptr_nonnull(strstr(r.err, "recompute candidates (EBB_RECOMPUTE): 5 of 6 gaps "));
+	ck_assert_ptr_nonnull(strstr(r.err, "write sets (EBB_RECOMPUTE): 7 launches measured, 0 "
+	    "not; 13 buffer references, 8 written; 6 launches can be launched again; 26 hashes "
+	    "of 48.0 MiB"));
+	trace_free(&t);
+	run_free(&alone);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
+ * A driver that cannot load ebb's hash kernel: said once, no write sets,
+ * and the plan is made and runs as without EBB_RECOMPUTE. Without
+ * EBB_RECOMPUTE nothing is probed.
+ */
+START_TEST(write_sets_refused)
+{
+	const char *path = tmp_file("wsetsno");
+	struct run_result r;
+	struct trace t;
+
+	/* the workload loads the fake's module first; the second load is ebb's */
+	run_writesets("EBB_RECOMPUTE=1", "FAKECUDA_FAIL=cuModuleLoadData:2", path, &r, &t);
+	ck_assert_int_eq(count_substr(r.err, "cannot load ebb's hash kernel (cuModuleLoadData: "
+	    "error 999;"), 1);
+	ck_assert_uint_eq(summary(&t, "plans"), 1);
+	ck_assert_uint_eq(summary(&t, "write-set-launches"), 0);
+	ck_assert_uint_eq(summary(&t, "probe-hashes"), 0);
+	ck_assert_uint_eq(count_type(&t, 'V'), 0);
+	trace_free(&t);
+	run_free(&r);
+	run_writesets("EBB_RECOMPUTE=0", NULL, path, &r, &t);
+	ck_assert_uint_eq(summary(&t, "plans"), 1);
+	ck_assert_uint_eq(summary(&t, "probe-hashes"), 0);
+	ck_assert_ptr_null(strstr(r.err, "write sets (EBB_RECOMPUTE)"));
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
  * EBB_LAUNCH_RECORD_BYTES bounds the launch records: past it the launches
  * are counted as not recorded, which is said once, and the plan is made
  * and runs all the same. A bound below the records' index records none,
@@ -1518,6 +1674,8 @@ main(void)
 	tcase_add_test(tc, plan_accumulation_learns_the_whole_iteration);
 	tcase_add_test(tc, launch_records_of_the_iteration);
 	tcase_add_test(tc, launch_records_bounded);
+	tcase_add_test(tc, write_sets_measured);
+	tcase_add_test(tc, write_sets_refused);
 	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);
 	tcase_add_test(tc, offload_host_exhausted);

@@ -54,6 +54,7 @@
 	X('B', restore,   u64(t), u64(seq), u64(bid), u64(bytes), word(kind))	\
 	X('U', release,   u64(t), u64(seq), u64(bid), u64(bytes), word(what))	\
 	X('W', stall,     u64(t), u64(seq), u64(bytes), u64(stall))		\
+	X('V', access,    u64(t), u64(seq), list(accs))				\
 	X('J', refusal,   u64(t), u64(seq), u64(bid), u64(bytes), word(why))	\
 	X('H', hostwait,  u64(t), u64(seq), u64(ns), word(what))		\
 	X('Q', note,      u64(t), word(key), word(value))			\

@@ -24,6 +24,7 @@
 #include "locks.h"
 #include "log.h"
 #include "mover.h"
+#include "probe.h"
 #include "plan.h"
 #include "streams.h"
 #include "trace.h"
@@ -590,6 +591,11 @@ op_begin(struct ebb_op *op)
 	/* whatever the operation uses is on the device, ordered before it */
 	if (offload && s->n > 0 && st != NULL)
 		err = mover_ensure(s->v, s->n, st, op->seq);
+	/* the probed iteration: its buffers hashed before it, on its stream */
+	if (op->kind == EBB_OP_LAUNCH && engine.life == LIFE_PROBING && err == CUDA_SUCCESS &&
+	    !captured && !unresolved)
+		op->probed = (uint8_t)probe_before(op->seq, st, st ? streams_handle(st) : NULL, s->v,
+		    s->n);
 	engine.stats.pointer_words += s->words;
 	switch (op->kind) {
 	case EBB_OP_LAUNCH:
@@ -687,6 +693,9 @@ op_end(struct ebb_op *op, int error)
 	/* stream progress matters to the mover only: observe mode takes no second lock */
 	if (engine.conf->mode == EBB_MODE_OFFLOAD && op->tracker != NULL) {
 		int mode = engine_enter();
+		/* before streams_after: what covers this operation covers its hashes */
+		if (op->probed && error == 0 && tl_set.seq == op->seq)
+			probe_after(op->seq, streams_handle(op->tracker), tl_set.v, tl_set.n);
 		streams_after(op->tracker, op->seq, 1);
 		if (error == 0)
 			moved = exec_after_op(op->seq, op->tracker);

@@ -92,6 +92,7 @@ struct ebb_op {
 	struct ebb_stream *tracker;	/* streams.h */
 	struct streams_begun begun;	/* offload mode: on tracker's list until op_end */
 	uint8_t timed;		/* a CUPTI correlation id was pushed */
+	uint8_t probed;		/* its buffers were hashed before it (probe.h): again after it */
 };
 
 /* Add an address the operation touches (0 is ignored). */

@@ -40,6 +40,8 @@ enum life_state {
 			 * given up): timing it, then following it */
 	LIFE_ARMED,	/* found; the next iteration is recorded from its start */
 	LIFE_RECORDING,	/* the executor records the iteration */
+	LIFE_PROBING,	/* EBB_RECOMPUTE: the next one's launches are hashed before and
+			 * after (probe.h), for their write sets */
 	LIFE_RECORDED,	/* recorded; waits for the planner (after a CUPTI flush) */
 	LIFE_PLANNING,	/* the planner thread makes the plan */
 	LIFE_READY,	/* planned; the plan starts at the next iteration's start */

@@ -14,7 +14,8 @@
  * ebb_state_lock, and life_plan_now starts the planner's thread.
  *
  *   SEARCH --found--> ARMED --start--> RECORDING --start--> RECORDED
- *     ^   \--found, no planning--> TIMING                      |
+ *     ^   \--found, no planning--> TIMING     \                 ^  |
+ *     |                 EBB_RECOMPUTE: start  \-> PROBING -start/  |
  *     |                                          planner thread |
  *     |                RUNNING <--start-- READY <-- PLANNING <--/
  *     |                   |  \--departs from the plan--> ARMED
@@ -42,6 +43,7 @@
 #include "locks.h"
 #include "log.h"
 #include "mover.h"
+#include "probe.h"
 #include "real.h"
 #include "trace.h"
 #include "tracer.h"
@@ -204,7 +206,8 @@ depart(uint64_t seq, const char *why, enum life_state next)
 		ebb_log(EBB_LOG_INFO, "operation %llu departs from the planned iteration (%s); the "
 		    "plan stops and the iteration is learned again", (unsigned long long)seq, why);
 	}
-	if (engine.life == LIFE_RECORDING || engine.life == LIFE_RECORDED)
+	if (engine.life == LIFE_RECORDING || engine.life == LIFE_PROBING ||
+	    engine.life == LIFE_RECORDED)
 		exec_record_drop();
 	engine.departures++;
 	if (engine.departures >= LIFE_MAX_DEPARTURES) {
@@ -246,6 +249,15 @@ boundary(uint64_t next_seq, uint64_t period)
 		break;
 	case LIFE_RECORDING:
 		exec_record_end();
+		/* its write sets: the next iteration is probed (no capture runs: the
+		 * probe takes device memory and loads a module) */
+		if (engine.conf->recompute && engine.capturing == 0 && probe_begin(next_seq) == 0)
+			life_set(LIFE_PROBING);
+		else
+			life_set(LIFE_RECORDED);
+		break;
+	case LIFE_PROBING:
+		probe_end();
 		life_set(LIFE_RECORDED);
 		break;
 	case LIFE_READY:
@@ -491,12 +503,16 @@ planner_main(void *arg)
 void
 life_plan_now(void)
 {
-	if (ebb_cupti_attached()) {
-		/* every activity of the recorded iteration has finished (once a plan) */
+	int cupti = ebb_cupti_attached();
+	if (cupti || probe_pending()) {
+		/* every activity of the recorded iteration has finished (once a plan),
+		 * and every hash of the probed one */
 		ebb_inside = 1;
 		ebb_real.cuCtxSynchronize();
-		ebb_cupti_flush();
+		if (cupti)
+			ebb_cupti_flush();
 		ebb_inside = 0;
+		probe_read();
 	}
 	/*
 	 * The plan is made on a thread of its own: planning a large iteration

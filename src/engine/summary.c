@@ -175,6 +175,27 @@ summary_records(const struct engine_totals *t)
 		summary_record("launch-records-unrecorded", xs->launch_records_unrecorded);
 		summary_record("launch-record-param-bytes", xs->launch_record_param_bytes);
 		summary_record("launch-record-bytes", xs->launch_record_bytes);
+		summary_record("write-set-launches", xs->write_set_launches);
+		summary_record("write-set-unmeasured", xs->write_set_unmeasured);
+		summary_record("write-set-refs", xs->write_set_refs);
+		summary_record("write-set-written", xs->write_set_written);
+		summary_record("probe-hashes", xs->probe_hashes);
+		summary_record("probe-bytes", xs->probe_bytes);
+		summary_record("replayable-launches", xs->replayable_launches);
+		summary_record("replay-gaps-considered", xs->replay_considered);
+		summary_record("replay-gaps", xs->replay_gaps);
+		summary_record("replay-buffers", xs->replay_buffers);
+		summary_record("replay-bytes", xs->replay_bytes);
+		const struct replay_refused *rf = &xs->replay_refused;
+		summary_record("replay-refused-unknown", rf->unknown);
+		summary_record("replay-refused-no-writer", rf->no_writer);
+		summary_record("replay-refused-first-read", rf->first_read);
+		summary_record("replay-refused-too-long", rf->too_long);
+		summary_record("replay-refused-not-replayable", rf->not_replayable);
+		summary_record("replay-refused-unknown-other", rf->unknown_other);
+		summary_record("replay-refused-writes-other", rf->writes_other);
+		summary_record("replay-refused-overwritten", rf->overwritten);
+		summary_record("replay-refused-freed", rf->freed);
 		summary_record("planned-offloads", ms->planned_offloads);
 		summary_record("prefetches", ms->prefetches);
 		summary_record("prefetches-skipped", ms->prefetches_skipped);
@@ -267,5 +288,35 @@ summary_lines(const struct engine_totals *t)
 			    (unsigned long long)xs->launch_records_unrecorded,
 			    human(xs->launch_record_bytes, held_s, sizeof held_s),
 			    human(xs->launch_record_param_bytes, host_s, sizeof host_s));
+		if (engine.conf->recompute)
+			ebb_log(EBB_LOG_NOTE, "write sets (EBB_RECOMPUTE): %llu launches measured, %llu "
+			    "not; %llu buffer references, %llu written; %llu launches can be launched "
+			    "again; %llu hashes of %s",
+			    (unsigned long long)xs->write_set_launches,
+			    (unsigned long long)xs->write_set_unmeasured,
+			    (unsigned long long)xs->write_set_refs,
+			    (unsigned long long)xs->write_set_written,
+			    (unsigned long long)xs->replayable_launches,
+			    (unsigned long long)xs->probe_hashes,
+			    human(xs->probe_bytes, host_s, sizeof host_s));
+		if (engine.conf->recompute)
+			ebb_log(EBB_LOG_NOTE, "recompute candidates (EBB_RECOMPUTE): %llu of %llu gaps "
+			    "between uses could be bridged by launching their buffer's producers again, "
+			    "of %llu buffers (%s); refused: %llu unmeasured, %llu not written first, "
+			    "%llu chains too long, %llu not replayable, %llu writing another buffer, "
+			    "%llu inputs changed or freed",
+			    (unsigned long long)xs->replay_gaps,
+			    (unsigned long long)xs->replay_considered,
+			    (unsigned long long)xs->replay_buffers,
+			    human(xs->replay_bytes, held_s, sizeof held_s),
+			    (unsigned long long)(xs->replay_refused.unknown +
+			    xs->replay_refused.unknown_other),
+			    (unsigned long long)(xs->replay_refused.no_writer +
+			    xs->replay_refused.first_read),
+			    (unsigned long long)xs->replay_refused.too_long,
+			    (unsigned long long)xs->replay_refused.not_replayable,
+			    (unsigned long long)xs->replay_refused.writes_other,
+			    (unsigned long long)(xs->replay_refused.overwritten +
+			    xs->replay_refused.freed));
 	}
 }

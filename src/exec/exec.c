@@ -17,6 +17,7 @@
 #include "lrec.h"
 #include "mover.h"
 #include "plan.h"
+#include "probe.h"
 #include "planrun.h"
 #include "record.h"
 #include "trace.h"
@@ -86,6 +87,8 @@ static struct exec {
 	struct exec_stats xs;		/* what exec_stats reports */
 	/* the recording */
 	int recording;			/* open: operations, allocations and frees go into it */
+	int ended;			/* ended, not yet taken: frees after its last operation
+					 * still go into it */
 	struct exec_recorded cur;	/* the recording */
 	uint32_t cur_addr_cap;		/* room in cur.addr */
 	/* GPU times, arriving on whichever thread flushes CUPTI: times_lock */
@@ -196,7 +199,10 @@ static void
 recording_free(void)
 {
 	exec.recording = 0;
+	exec.ended = 0;
 	mover_time_self(0);
+	probe_drop();
+	probe_shape_drop();
 	recorded_fini(&exec.cur);
 	memset(&exec.cur, 0, sizeof exec.cur);
 	exec.cur_addr_cap = 0;
@@ -281,6 +287,9 @@ exec_record_begin(uint64_t s0, uint64_t period)
 	pthread_mutex_unlock(&exec.times_lock);
 	exec.recording = 1;
 	mover_time_self(1);
+	if (exec.conf->recompute && probe_shape_begin((uint32_t)period) < 0)
+		ebb_log(EBB_LOG_WARN, "no memory to learn the write sets of an iteration of %llu "
+		    "operations (EBB_RECOMPUTE); nothing is recomputed", (unsigned long long)period);
 	ebb_trace_note_u64("plan-recording", s0);
 	return 0;
 }
@@ -294,6 +303,7 @@ exec_record_end(void)
 	exec.cur.self[exec.cur.r.p.nops] = mover_self_ns();
 	mover_time_self(0);
 	exec.recording = 0;
+	exec.ended = 1;
 	const struct lrec_stats *ls = &exec.cur.launches.st;
 	exec.xs.launch_records = ls->records;
 	exec.xs.launch_records_unreplayable = ls->unreplayable;
@@ -342,7 +352,9 @@ exec_free(struct ebb_buf *b, uint64_t last_seq)
 {
 	if (b->mv.managed != EBB_MANAGED_BIG)
 		return;
-	if (exec.recording)
+	/* a free after the iteration's last operation, before the next one, is
+	 * the iteration's (rec_free takes those within it) */
+	if (exec.recording || exec.ended)
 		rec_free(&exec.cur.r, b->id, last_seq);
 	if (exec.running != NULL && b->plan_ord != 0 && b->plan_ord <= exec.running->nord &&
 	    exec.running->slot[b->plan_ord - 1] == b)
@@ -362,6 +374,8 @@ exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, uns
 	exec.cur.self[i] = mover_self_ns();
 	exec.cur.sync[i] = sync != 0;
 	rec_xfer(&exec.cur.r, seq, xfer);
+	if (exec.conf->recompute)
+		probe_shape_op((uint32_t)i, bufs, n);
 	for (size_t k = 0; k < n; k++)
 		if (bufs[k]->mv.managed == EBB_MANAGED_BIG)
 			rec_use(&exec.cur.r, seq, bufs[k]->id);
@@ -394,6 +408,8 @@ exec_launch(uint64_t seq, const struct ebb_launch *l, const struct ebb_kinfo *k,
 		return;
 	uint32_t i = (uint32_t)(seq - exec.cur.r.s0);
 	struct lrec_set *ls = &exec.cur.launches;
+	if (exec.conf->recompute)
+		probe_shape_launch(i);
 	if (lrec_add(ls, i, l, k, stream, per_thread, tracker, captured) == LREC_UNRECORDED &&
 	    ls->at != NULL)
 		say_unrecorded(i, ls->n);
@@ -662,6 +678,8 @@ struct exec_made {
 	uint64_t floor_nostall;		/* plan_floor without stalls, bytes */
 	uint64_t made_ns;		/* the time taken to make it */
 	double d2h, h2d;		/* the copy bandwidth assumed, bytes a second */
+	int replay_have;		/* replay was found (EBB_RECOMPUTE) */
+	struct replay_set replay;	/* the gaps a replay could bridge */
 };
 
 /* Write the plan's trace notes (plan-*, and the copy rates assumed and got). */
@@ -821,6 +839,18 @@ exec_record_take(void)
 	memset(&exec.cur, 0, sizeof exec.cur);
 	exec.cur_addr_cap = 0;
 	exec.recording = 0;
+	exec.ended = 0;
+	/* the probe's write sets, where it was read, go with the recording */
+	struct probe_stats ps;
+	exec.xs.replayable_launches = probe_apply(&r->r.p, &r->r.ids, &r->launches, &ps);
+	exec.xs.write_set_launches = ps.launches;
+	exec.xs.write_set_unmeasured = ps.unmeasured;
+	exec.xs.write_set_refs = ps.refs;
+	exec.xs.write_set_written = ps.written;
+	exec.xs.probe_hashes = ps.hashes;
+	exec.xs.probe_bytes = ps.bytes;
+	probe_drop();
+	probe_shape_drop();
 	r->fixed = mover_fixed_held();
 	r->limit = mover_limit();
 	mover_move_costs(&r->off_s, &r->res_s);
@@ -860,6 +890,10 @@ exec_plan_make(struct exec_recorded *rc)
 		prof_host_pace(&r->p, rc->host, rc->self, rc->sync);	/* (without memory, none) */
 
 	mover_bandwidth(&m->d2h, &m->h2d);
+	if (r->p.replay != NULL) {
+		struct replay_params rp = { .min_bytes = exec.conf->min_offload_bytes };
+		m->replay_have = replay_find(&r->p, &rp, &m->replay) == 0;
+	}
 	uint64_t learned = prof_peak(&r->p, NULL);
 	/* EBB_PLAN_MARGIN: what is held at a moment on the host's side runs a
 	 * little ahead of the device's */
@@ -891,6 +925,28 @@ exec_plan_make(struct exec_recorded *rc)
 	return m;
 }
 
+/* What replay could bridge in m's iteration, into the statistics. */
+static void
+replay_counts(const struct exec_made *m)
+{
+	const struct replay_set *rs = &m->replay;
+	uint64_t buffers = 0, bytes = 0;
+
+	if (!m->replay_have)
+		return;
+	for (uint32_t i = 0; i < rs->n; i++) {
+		if (i > 0 && rs->c[i].buf == rs->c[i - 1].buf)
+			continue;	/* by buffer, then gap */
+		buffers++;
+		bytes += rs->c[i].bytes;
+	}
+	exec.xs.replay_considered = rs->considered;
+	exec.xs.replay_gaps = rs->n;
+	exec.xs.replay_buffers = buffers;
+	exec.xs.replay_bytes = bytes;
+	exec.xs.replay_refused = rs->refused;
+}
+
 int
 exec_plan_install(struct exec_made *m)
 {
@@ -903,6 +959,7 @@ exec_plan_install(struct exec_made *m)
 	exec.ready = m->x;
 	m->x = NULL;
 	exec.xs.plans++;
+	replay_counts(m);
 	exec.xs.planned_peak = m->pl.peak;
 	exec.xs.predicted_step_ns = (uint64_t)(m->pl.step_s * 1e9);
 	plan_notes(m);
@@ -917,6 +974,8 @@ exec_made_free(struct exec_made *m)
 		return;
 	if (m->have)
 		plan_fini(&m->pl);
+	if (m->replay_have)
+		replay_set_fini(&m->replay);
 	xplan_free(m->x);
 	recorded_free(m->rec);
 	free(m);

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "buftab.h"
+#include "replay.h"
 #include "streams.h"
 
 struct ebb_conf;
@@ -142,6 +143,21 @@ struct exec_stats {
 	uint64_t launch_records_unrecorded;	/* launches past EBB_LAUNCH_RECORD_BYTES */
 	uint64_t launch_record_param_bytes;	/* parameter bytes they copied */
 	uint64_t launch_record_bytes;	/* memory they held */
+	/* EBB_RECOMPUTE: the write sets of the last iteration probed (probe.h) */
+	uint64_t write_set_launches;	/* launches measured */
+	uint64_t write_set_unmeasured;	/* launches that could not be */
+	uint64_t write_set_refs;	/* buffer references measured */
+	uint64_t write_set_written;	/* of them, written by their launch */
+	uint64_t probe_hashes;		/* hash kernels the probe launched */
+	uint64_t probe_bytes;		/* bytes they hashed */
+	uint64_t replayable_launches;	/* launches that can be launched again */
+	/* EBB_RECOMPUTE: the gaps of the last plan's iteration that a replay of
+	 * their buffer's producers could bridge (replay.h) */
+	uint64_t replay_considered;	/* gaps looked at */
+	uint64_t replay_gaps;		/* of them, candidates */
+	uint64_t replay_buffers;	/* buffers with a candidate gap */
+	uint64_t replay_bytes;		/* their bytes */
+	struct replay_refused replay_refused;	/* why the other gaps are not */
 };
 
 void exec_stats(struct exec_stats *out);

@@ -145,6 +145,32 @@ static void k_square_sum_f32(const void *params)
     *a.dst = sum;
 }
 
+/* SplitMix64's finaliser. */
+static uint64_t hash_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* out[0..1] += the digest of p[0..n) (fakecuda.h, ebb_hash). */
+static void k_ebb_hash(const void *params)
+{
+    struct fakecuda_ebb_hash_params a;
+    uint64_t s0 = 0, s1 = 0;
+
+    memcpy(&a, params, sizeof a);
+    for (uint64_t i = 0; i * 8 < a.n; i++) {
+        uint64_t w = 0;
+        for (unsigned b = 0; b < 8 && i * 8 + b < a.n; b++)
+            w |= (uint64_t)a.p[i * 8 + b] << (8 * b);
+        s0 += hash_mix(w ^ (i * 0x9e3779b97f4a7c15ULL));
+        s1 += hash_mix(w + i * 0xc2b2ae3d27d4eb4fULL + 0x165667b19e3779f9ULL);
+    }
+    a.out[0] += s0;
+    a.out[1] += s1;
+}
+
 /* Offset and size of member m of struct fakecuda_<k>_params. */
 #define PARAM(k, m)                                                   \
     {                                                                 \
@@ -170,6 +196,8 @@ static const struct param p_rand_state_f32[] = { PARAM(rand_state_f32, dst),
                                                  PARAM(rand_state_f32, state),
                                                  PARAM(rand_state_f32, n),
                                                  PARAM(rand_state_f32, seed) };
+static const struct param p_ebb_hash[] = { PARAM(ebb_hash, p), PARAM(ebb_hash, n),
+                                           PARAM(ebb_hash, out) };
 static const struct param p_square_sum_f32[] = { PARAM(square_sum_f32, dst),
                                                  PARAM(square_sum_f32, src),
                                                  PARAM(square_sum_f32, scratch),
@@ -184,7 +212,7 @@ static const struct param p_square_sum_f32[] = { PARAM(square_sum_f32, dst),
 static const struct kdesc kernels[] = {
     KERNEL(fill_u32), KERNEL(copy_bytes), KERNEL(axpy_f32), KERNEL(sum_u32),
     KERNEL(struct_ptrs), KERNEL(sleep_us), KERNEL(gather_ptrs), KERNEL(rand_f32),
-    KERNEL(rand_state_f32), KERNEL(square_sum_f32),
+    KERNEL(rand_state_f32), KERNEL(square_sum_f32), KERNEL(ebb_hash),
 };
 
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
@@ -242,13 +270,43 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
     return CUDA_SUCCESS;
 }
 
-/* Loads the module from FAKECUDA_MODULE_IMAGE (any other image: CUDA_ERROR_INVALID_IMAGE). */
+/* Whether image is PTX text (a .version directive) whose every .entry is a kernel of the
+ * module: those run natively (ebb_hash, ebb's own). 1: it is, 0: it is not PTX, -1: an
+ * entry the fake cannot run. */
+static int ptx_of_module(const char *image)
+{
+    const char *e = image;
+
+    if (strstr(image, ".version ") == NULL)
+        return 0;
+    while ((e = strstr(e, ".entry ")) != NULL) {
+        char name[128];
+        size_t n = 0;
+
+        e += strlen(".entry ");
+        while (e[n] != '\0' && e[n] != '(' && e[n] != ' ' && e[n] != '\n' && n < sizeof name - 1)
+            n++;
+        memcpy(name, e, n);
+        name[n] = '\0';
+        if (kernel_index(name) == N_KERNELS)
+            return -1;
+        e += n;
+    }
+    return 1;
+}
+
+/* Loads the module from FAKECUDA_MODULE_IMAGE, or from PTX text whose entries are kernels
+ * of the module (an entry it cannot run: CUDA_ERROR_INVALID_PTX; any other image:
+ * CUDA_ERROR_INVALID_IMAGE). */
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
     FK_ENTER(FK_NEED_CTX);
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
-    if (strncmp(image, FAKECUDA_MODULE_IMAGE, sizeof FAKECUDA_MODULE_IMAGE) != 0)
+    int ptx = ptx_of_module(image);
+    if (ptx < 0)
+        return CUDA_ERROR_INVALID_PTX;
+    if (ptx == 0 && strncmp(image, FAKECUDA_MODULE_IMAGE, sizeof FAKECUDA_MODULE_IMAGE) != 0)
         return CUDA_ERROR_INVALID_IMAGE;
     *module = (CUmodule)load(FK_TAG_MODULE);
     return CUDA_SUCCESS;

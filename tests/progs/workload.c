@@ -71,6 +71,7 @@
 	X(EventRecord, cuEventRecord, cuEventRecord, 2000, (CUevent, CUstream))	\
 	X(StreamWaitEvent, cuStreamWaitEvent, cuStreamWaitEvent, 3020, (CUstream, CUevent, unsigned)) \
 	X(MemcpyDtoDAsync, cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, 3020, (CUdeviceptr, CUdeviceptr, size_t, CUstream)) \
+	X(MemcpyHtoDAsync, cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, 3020, (CUdeviceptr, const void *, size_t, CUstream)) \
 	X(MemCreate, cuMemCreate, cuMemCreate, 10020, (CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long)) \
 	X(MemRelease, cuMemRelease, cuMemRelease, 10020, (CUmemGenericAllocationHandle)) \
 	X(MemAddressReserve, cuMemAddressReserve, cuMemAddressReserve, 10020, (CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long)) \
@@ -92,7 +93,7 @@ static struct {
 
 static CUcontext ctx;
 static void *driver_lib;	/* the libcuda.so.1 handle, when dlopened */
-static CUfunction k_fill, k_copy, k_axpy, k_pair, k_sleep;
+static CUfunction k_fill, k_copy, k_axpy, k_pair, k_sleep, k_rand_state, k_square_sum, k_gather;
 
 #ifdef WORKLOAD_LINKED
 /* Bind every entry to the ELF symbol (resolved by the dynamic linker). */
@@ -180,6 +181,12 @@ setup(void)
 	k_axpy = (CUfunction)k;
 	CK(cu.LibraryGetKernel(&k, lib, "struct_ptrs"));
 	k_pair = (CUfunction)k;
+	CK(cu.LibraryGetKernel(&k, lib, "rand_state_f32"));
+	k_rand_state = (CUfunction)k;
+	CK(cu.LibraryGetKernel(&k, lib, "square_sum_f32"));
+	k_square_sum = (CUfunction)k;
+	CK(cu.LibraryGetKernel(&k, lib, "gather_ptrs"));
+	k_gather = (CUfunction)k;
 }
 
 static void
@@ -1310,6 +1317,71 @@ scenario_plan(int iters)
 	return 0;
 }
 
+/*
+ * Kernels whose write sets the test knows, each writing what it changes with
+ * values that differ from one iteration to the next: fill (writes x, y),
+ * axpy (writes y, reads x), rand_state (writes z and, through a pointer that
+ * looks like an input, its state), square_sum (writes the sum and its
+ * scratch, reads z), struct_ptrs (reads x and y through a struct, writes o),
+ * gather (reads a small table of pointers and writes through it into x and
+ * y, which it does not reference). One sync an iteration; prints a checksum
+ * of every sum and of o's last word, the same with and without ebb.
+ */
+static int
+scenario_writesets(int iters)
+{
+	const size_t n = 2u << 20, words = n / 4;
+	CUstream s;
+	CUdeviceptr x, y, z, o, state, scratch, sum, table;
+	uint64_t check = 0xcbf29ce484222325ULL, zero = 0;
+
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cu.MemAlloc(&state, n));
+	CK(cu.MemAlloc(&scratch, n));
+	CK(cu.MemAlloc(&sum, n));
+	CK(cu.MemAlloc(&table, 2 * sizeof(CUdeviceptr)));
+	CK(cu.MemcpyHtoD(state, &zero, sizeof zero));
+	for (int it = 0; it < iters; it++) {
+		CK(cu.MemAllocAsync(&x, n, s));
+		CK(cu.MemAllocAsync(&y, n, s));
+		CK(cu.MemAllocAsync(&z, n, s));
+		CK(cu.MemAllocAsync(&o, n, s));
+		launch_fill(x, (uint32_t)it + 1, words, s);
+		launch_fill(y, (uint32_t)it * 7 + 3, words, s);
+		launch_axpy(y, x, 2.0f, words, s);
+		struct fakecuda_rand_state_f32_params rp = { (float *)z, (uint64_t *)state, words, 42 };
+		void *ra[] = { &rp.dst, &rp.state, &rp.n, &rp.seed };
+		CK(cu.LaunchKernel(k_rand_state, 1, 1, 1, 128, 1, 1, 0, s, ra, NULL));
+		struct fakecuda_square_sum_f32_params sq = { (float *)sum, (const float *)z,
+			(float *)scratch, words };
+		void *sa[] = { &sq.dst, &sq.src, &sq.scratch, &sq.n };
+		CK(cu.LaunchKernel(k_square_sum, 1, 1, 1, 128, 1, 1, 0, s, sa, NULL));
+		struct fakecuda_struct_ptrs_params sp = { { (float *)x, (const float *)y, words },
+			(float *)o };
+		void *pa[] = { &sp.p, &sp.out };
+		CK(cu.LaunchKernel(k_pair, 1, 1, 1, 32, 1, 1, 0, s, pa, NULL));
+		CUdeviceptr ptrs[2] = { x, y };
+		CK(cu.MemcpyHtoDAsync(table, ptrs, sizeof ptrs, s));
+		struct fakecuda_gather_ptrs_params gp = { (void *const *)table, 2, (uint8_t)it };
+		void *ga[] = { &gp.table, &gp.count, &gp.value };
+		CK(cu.LaunchKernel(k_gather, 1, 1, 1, 32, 1, 1, 0, s, ga, NULL));
+		float got[2];
+		CK(cu.MemcpyDtoHAsync(&got[0], sum, sizeof got[0], s));
+		CK(cu.MemcpyDtoHAsync(&got[1], o + n - 4, sizeof got[1], s));
+		CK(cu.StreamSynchronize(s));
+		uint32_t bits[2];
+		memcpy(bits, got, sizeof bits);
+		check = (check ^ bits[0]) * 0x100000001b3ULL;
+		check = (check ^ bits[1]) * 0x100000001b3ULL;
+		CK(cu.MemFreeAsync(x, s));
+		CK(cu.MemFreeAsync(y, s));
+		CK(cu.MemFreeAsync(z, s));
+		CK(cu.MemFreeAsync(o, s));
+	}
+	printf("checksum %016llx\n", (unsigned long long)check);
+	return 0;
+}
+
 /* One buffer larger than EBB_LIMIT: the driver's out-of-memory error, no crash. */
 static int
 scenario_toobig(void)
@@ -1446,6 +1518,8 @@ main(int argc, char **argv)
 		r = scenario_overflow_stream();
 	else if (strcmp(what, "offload-threads") == 0)
 		r = scenario_offload_threads(arg > 0 ? arg : 4);
+	else if (strcmp(what, "writesets") == 0)
+		r = scenario_writesets(arg > 0 ? arg : 10);
 	else if (strcmp(what, "plan") == 0)
 		r = scenario_plan(arg > 0 ? arg : 30);
 	else if (strcmp(what, "ahead") == 0)

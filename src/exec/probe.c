@@ -1,0 +1,494 @@
+/*
+ * probe.c: hashing every buffer a launch references before and after it,
+ * on the launch's stream, through one iteration (see probe.h).
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buftab.h"
+#include "ebb.h"
+#include "hash_ptx.h"
+#include "idmap.h"
+#include "log.h"
+#include "lrec.h"
+#include "plan.h"
+#include "probe.h"
+#include "real.h"
+#include "streams.h"
+#include "trace.h"
+
+/* Threads a hash block runs, and the most blocks a hash launches. */
+#define HASH_THREADS 256
+#define HASH_MAX_BLOCKS 1024
+
+/* Dropped probes' digests kept until a synchronisation shows their hashes
+ * done; past that many drops, no probe starts until then. */
+#define STALE_MAX 8
+
+/* Bytes of digests a reference takes: before and after, two words each. */
+#define SLOT_BYTES 32
+
+/* What has been hashed around a position's launch (probe.state). */
+enum {
+	P_BEFORE = 1,	/* every reference hashed before it */
+	P_AFTER = 2	/* and after it */
+};
+
+/* The probe: one at a time. Guarded by ebb_state_lock, except what
+ * probe_read touches (lock). */
+static struct probe {
+	pthread_mutex_t lock;	/* probe_read against probe_access and probe_drop;
+				 * taken after ebb_state_lock, never before it */
+	CUcontext ctx;		/* where the kernel is loaded */
+	CUfunction fn;		/* ebb_hash there; NULL: not loaded */
+	int refused;		/* the kernel could not be loaded: said, never again */
+	int on;			/* hashing the launches of the probed iteration */
+	int pending;		/* ended; its digests wait for probe_read */
+	int read;		/* probe_read has the digests in host */
+	uint64_t s0;		/* the probed iteration's first operation */
+	uint32_t nops;		/* its positions (the shape's) */
+	uint8_t *state;		/* P_* of each position */
+	CUdeviceptr dig;	/* SLOT_BYTES a reference, on the device */
+	size_t dig_bytes;	/* bytes at dig */
+	CUdeviceptr stale[STALE_MAX];	/* digests of dropped probes, freed once the device
+					 * has passed their hashes (at the next probe_read) */
+	unsigned nstale;
+	uint64_t *host;		/* the digests read back: 4 words a reference */
+	struct probe_stats st;
+} probe = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* A buffer a recorded launch references. */
+struct shape_ref {
+	uint64_t id;		/* the recording's buffer */
+	uint64_t size;
+};
+
+/* The recorded iteration's references, by position: what a probed launch
+ * must match. Guarded by ebb_state_lock. */
+static struct shape {
+	uint32_t *first;	/* references of position i: ref[first[i] .. first[i+1]) */
+	uint8_t *launch;	/* position i is a launch */
+	uint32_t nops;		/* positions */
+	uint32_t last;		/* first[0 .. last] are set */
+	struct shape_ref *ref;
+	size_t nrefs, cap;
+} shape;
+
+/* Load the hash kernel into the current context. Returns 0, or -1 (said). */
+static int
+load_kernel(void)
+{
+	CUcontext ctx = NULL;
+	CUmodule mod;
+	CUfunction fn;
+
+	if (probe.refused)
+		return -1;
+	if (ebb_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == NULL)
+		return -1;
+	if (probe.fn != NULL && probe.ctx == ctx)
+		return 0;
+	CUresult r = ebb_real.cuModuleLoadData == NULL ? CUDA_ERROR_NOT_SUPPORTED
+	    : ebb_real.cuModuleLoadData(&mod, ebb_hash_ptx);
+	if (r == CUDA_SUCCESS)
+		r = ebb_real.cuModuleGetFunction(&fn, mod, "ebb_hash");
+	if (r != CUDA_SUCCESS) {
+		ebb_log(EBB_LOG_WARN, "cannot load ebb's hash kernel (cuModuleLoadData: error %d; the "
+		    "driver JIT-compiles its PTX); EBB_RECOMPUTE learns no write sets, and nothing is "
+		    "recomputed", (int)r);
+		probe.refused = 1;
+		return -1;
+	}
+	probe.ctx = ctx;
+	probe.fn = fn;
+	return 0;
+}
+
+/* Free the per-position arrays of the probe. */
+static void
+free_positions(void)
+{
+	free(probe.state);
+	free(probe.host);
+	probe.state = NULL;
+	probe.host = NULL;
+}
+
+/* Device memory for bytes of digests (kept from probe to probe). Returns 0
+ * or -1. */
+static int
+digests(size_t bytes)
+{
+	if (probe.dig != 0 && probe.dig_bytes >= bytes)
+		return 0;
+	if (probe.dig != 0)
+		ebb_real.cuMemFree_v2(probe.dig);	/* only after probe_read's synchronisation */
+	probe.dig = 0;
+	probe.dig_bytes = 0;
+	if (ebb_real.cuMemAlloc_v2(&probe.dig, bytes) != CUDA_SUCCESS) {
+		probe.dig = 0;
+		return -1;
+	}
+	probe.dig_bytes = bytes;
+	return 0;
+}
+
+int
+probe_shape_begin(uint32_t nops)
+{
+	probe_shape_drop();
+	shape.first = calloc((size_t)nops + 1, sizeof *shape.first);
+	shape.launch = calloc(nops ? nops : 1, 1);
+	if (shape.first == NULL || shape.launch == NULL) {
+		probe_shape_drop();
+		return -1;
+	}
+	shape.nops = nops;
+	shape.last = 0;
+	shape.nrefs = 0;
+	return 0;
+}
+
+/* Room for n more references in the shape. Returns 0 or -1. */
+static int
+shape_room(size_t n)
+{
+	if (shape.nrefs + n <= shape.cap)
+		return 0;
+	size_t cap = shape.cap ? shape.cap * 2 : 4096;
+	while (cap < shape.nrefs + n)
+		cap *= 2;
+	if (cap > UINT32_MAX)
+		return -1;
+	struct shape_ref *v = realloc(shape.ref, cap * sizeof *v);
+	if (v == NULL)
+		return -1;
+	shape.ref = v;
+	shape.cap = cap;
+	return 0;
+}
+
+void
+probe_shape_op(uint32_t pos, struct ebb_buf *const *bufs, size_t n)
+{
+	if (shape.first == NULL || pos >= shape.nops || pos < shape.last)
+		return;
+	if (shape_room(n) < 0) {
+		probe_shape_drop();	/* no memory: nothing is probed */
+		return;
+	}
+	for (uint32_t q = shape.last + 1; q <= pos; q++)
+		shape.first[q] = (uint32_t)shape.nrefs;
+	for (size_t j = 0; j < n; j++)
+		shape.ref[shape.nrefs++] = (struct shape_ref){ bufs[j]->id, bufs[j]->size };
+	shape.first[pos + 1] = (uint32_t)shape.nrefs;
+	shape.last = pos + 1;
+}
+
+void
+probe_shape_drop(void)
+{
+	pthread_mutex_lock(&probe.lock);	/* probe_read may be reading it */
+	free(shape.first);
+	free(shape.launch);
+	free(shape.ref);
+	memset(&shape, 0, sizeof shape);
+	pthread_mutex_unlock(&probe.lock);
+}
+
+void
+probe_shape_launch(uint32_t pos)
+{
+	if (shape.launch != NULL && pos < shape.nops)
+		shape.launch[pos] = 1;
+}
+
+int
+probe_ref(uint32_t pos, uint32_t j, uint64_t *id)
+{
+	if (shape.first == NULL || pos >= shape.last || j >= shape.first[pos + 1] - shape.first[pos])
+		return -1;
+	*id = shape.ref[shape.first[pos] + j].id;
+	return 0;
+}
+
+/* Close the shape: positions past the last operation seen reference nothing. */
+static void
+shape_close(void)
+{
+	for (uint32_t q = shape.last + 1; q <= shape.nops; q++)
+		shape.first[q] = (uint32_t)shape.nrefs;
+	shape.last = shape.nops;
+}
+
+int
+probe_begin(uint64_t s0)
+{
+	if (probe.on || probe.pending || shape.first == NULL)
+		return -1;
+	shape_close();
+	uint32_t nops = shape.nops;
+	size_t nrefs = shape.nrefs;
+	if (nrefs == 0)
+		return -1;
+	ebb_inside = 1;
+	int r = load_kernel();
+	if (r == 0 && probe.nstale == STALE_MAX)
+		r = -1;		/* dropped probes' hashes may still run, in all that memory */
+	if (r == 0 && digests(nrefs * SLOT_BYTES) < 0) {
+		ebb_log(EBB_LOG_WARN, "no device memory for the write sets' digests (%llu bytes); "
+		    "EBB_RECOMPUTE learns none this time", (unsigned long long)(nrefs * SLOT_BYTES));
+		r = -1;
+	}
+	ebb_inside = 0;
+	if (r < 0)
+		return -1;
+	probe.state = calloc(nops ? nops : 1, 1);
+	probe.host = malloc(nrefs * SLOT_BYTES);
+	if (probe.state == NULL || probe.host == NULL) {
+		free_positions();
+		return -1;
+	}
+	probe.s0 = s0;
+	probe.nops = nops;
+	probe.on = 1;
+	probe.read = 0;
+	memset(&probe.st, 0, sizeof probe.st);
+	probe.st.probes = 1;
+	return 0;
+}
+
+int
+probe_on(void)
+{
+	return probe.on;
+}
+
+/* Launch the hash of buffer b into out on stream h. Returns 0 or -1. */
+static int
+hash(const struct ebb_buf *b, CUdeviceptr out, CUstream h)
+{
+	CUdeviceptr p = b->addr;
+	unsigned long long n = b->size;
+	void *args[] = { &p, &n, &out };
+	uint64_t words = (b->size + 7) / 8;
+	uint64_t blocks = (words + HASH_THREADS - 1) / HASH_THREADS;
+
+	if (blocks > HASH_MAX_BLOCKS)
+		blocks = HASH_MAX_BLOCKS;
+	if (blocks == 0)
+		blocks = 1;
+	CUresult r = ebb_real.cuLaunchKernel(probe.fn, (unsigned)blocks, 1, 1, HASH_THREADS, 1, 1, 0,
+	    h, args, NULL);
+	if (r != CUDA_SUCCESS)
+		return -1;
+	probe.st.hashes++;
+	probe.st.bytes += b->size;
+	return 0;
+}
+
+/* Whether the launch at position pos references what the recording's did:
+ * as many buffers, of the same sizes, in the same order. */
+static int
+same_shape(uint32_t pos, struct ebb_buf *const *bufs, size_t n)
+{
+	uint32_t f = shape.first[pos];
+
+	if (n != shape.first[pos + 1] - f)
+		return 0;
+	for (size_t j = 0; j < n; j++)
+		if (bufs[j]->size != shape.ref[f + j].size)
+			return 0;
+	return 1;
+}
+
+int
+probe_before(uint64_t seq, struct ebb_stream *st, CUstream handle, struct ebb_buf *const *bufs,
+    size_t n)
+{
+	if (!probe.on || seq < probe.s0 || seq - probe.s0 >= probe.nops)
+		return 0;
+	uint32_t pos = (uint32_t)(seq - probe.s0);
+	CUcontext ctx = NULL;
+	if (st == NULL || streams_capturing(st) || !same_shape(pos, bufs, n))
+		return 0;
+	ebb_inside = 1;
+	int ok = ebb_real.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx == probe.ctx;
+	CUdeviceptr base = probe.dig + (CUdeviceptr)shape.first[pos] * SLOT_BYTES;
+	if (ok && n > 0)
+		ok = ebb_real.cuMemsetD8Async(base, 0, n * SLOT_BYTES, handle) == CUDA_SUCCESS;
+	for (size_t j = 0; ok && j < n; j++)
+		ok = hash(bufs[j], base + j * SLOT_BYTES, handle) == 0;
+	ebb_inside = 0;
+	if (!ok)
+		return 0;
+	probe.state[pos] = P_BEFORE;
+	return 1;
+}
+
+void
+probe_after(uint64_t seq, CUstream handle, struct ebb_buf *const *bufs, size_t n)
+{
+	if (!probe.on || seq < probe.s0 || seq - probe.s0 >= probe.nops)
+		return;
+	uint32_t pos = (uint32_t)(seq - probe.s0);
+	if (probe.state[pos] != P_BEFORE)
+		return;
+	CUdeviceptr base = probe.dig + (CUdeviceptr)shape.first[pos] * SLOT_BYTES;
+	int ok = 1;
+	ebb_inside = 1;
+	for (size_t j = 0; ok && j < n; j++)
+		ok = hash(bufs[j], base + j * SLOT_BYTES + SLOT_BYTES / 2, handle) == 0;
+	ebb_inside = 0;
+	if (ok)
+		probe.state[pos] |= P_AFTER;
+}
+
+void
+probe_end(void)
+{
+	if (!probe.on)
+		return;
+	probe.on = 0;
+	probe.pending = 1;
+}
+
+void
+probe_drop(void)
+{
+	pthread_mutex_lock(&probe.lock);
+	if (probe.on || (probe.pending && !probe.read)) {
+		/* its hashes may still run: the memory stays until a synchronisation */
+		if (probe.dig != 0)
+			probe.stale[probe.nstale++] = probe.dig;
+		probe.dig = 0;
+		probe.dig_bytes = 0;
+	}
+	probe.on = 0;
+	probe.pending = 0;
+	probe.read = 0;
+	free_positions();
+	pthread_mutex_unlock(&probe.lock);
+}
+
+int
+probe_pending(void)
+{
+	return probe.pending && !__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE);
+}
+
+/* Count what the read probe measured. */
+static void
+count(void)
+{
+	for (uint32_t pos = 0; pos < probe.nops; pos++) {
+		uint32_t n = shape.first[pos + 1] - shape.first[pos];
+		if (n == 0 || !shape.launch[pos])
+			continue;
+		if (probe.state[pos] != (P_BEFORE | P_AFTER)) {
+			probe.st.unmeasured++;
+			continue;
+		}
+		probe.st.launches++;
+		probe.st.refs += n;
+		for (uint32_t j = 0; j < n; j++)
+			probe.st.written += probe_access(pos, j) == PROF_ACC_WRITE;
+	}
+}
+
+/* A V record for each measured launch of the read probe. */
+static void
+trace_accesses(void)
+{
+	struct ebb_line l;
+
+	if (!ebb_trace_on())
+		return;
+	uint64_t t = ebb_now_ns();
+	for (uint32_t pos = 0; pos < probe.nops; pos++) {
+		uint32_t n = shape.first[pos + 1] - shape.first[pos];
+		if (n == 0 || probe.state[pos] != (P_BEFORE | P_AFTER))
+			continue;
+		if (!ebb_trace_begin_access(t, probe.s0 + pos, &l))
+			return;
+		ebb_line_u64(&l, n);
+		for (uint32_t j = 0; j < n; j++)
+			ebb_line_u64(&l, probe_access(pos, j));
+		ebb_line_end(&l);
+	}
+}
+
+int
+probe_read(void)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&probe.lock);
+	if (!probe.pending || probe.read || shape.first == NULL) {
+		pthread_mutex_unlock(&probe.lock);
+		return 0;
+	}
+	ebb_inside = 1;
+	while (probe.nstale > 0)
+		ebb_real.cuMemFree_v2(probe.stale[--probe.nstale]);
+	size_t bytes = (size_t)shape.first[probe.nops] * SLOT_BYTES;
+	CUresult e = ebb_real.cuMemcpyDtoH_v2(probe.host, probe.dig, bytes);
+	ebb_inside = 0;
+	if (e != CUDA_SUCCESS) {
+		ebb_log(EBB_LOG_WARN, "cannot read the write sets' digests back (cuMemcpyDtoH: error "
+		    "%d); EBB_RECOMPUTE learns none this time", (int)e);
+		r = -1;
+	} else {
+		__atomic_store_n(&probe.read, 1, __ATOMIC_RELEASE);
+		count();
+		trace_accesses();
+	}
+	pthread_mutex_unlock(&probe.lock);
+	return r;
+}
+
+unsigned
+probe_access(uint32_t pos, uint32_t j)
+{
+	if (!__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE) || pos >= probe.nops ||
+	    probe.state[pos] != (P_BEFORE | P_AFTER) || j >= shape.first[pos + 1] - shape.first[pos])
+		return PROF_ACC_UNKNOWN;
+	const uint64_t *d = probe.host + (size_t)(shape.first[pos] + j) * 4;
+	return d[0] == d[2] && d[1] == d[3] ? PROF_ACC_READ : PROF_ACC_WRITE;
+}
+
+void
+probe_stats(struct probe_stats *out)
+{
+	*out = probe.st;
+}
+
+uint64_t
+probe_apply(struct prof *p, const struct idmap *ids, const struct lrec_set *ls,
+    struct probe_stats *st)
+{
+	uint64_t replayable = 0;
+
+	*st = probe.st;
+	if (!__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE))
+		return 0;
+	for (uint32_t pos = 0; pos < p->nops && pos < shape.nops; pos++) {
+		uint64_t id;
+		uint32_t j;
+		int all = 1;
+		for (j = 0; probe_ref(pos, j, &id) == 0; j++) {
+			unsigned acc = probe_access(pos, j);
+			uint32_t k = idmap_get(ids, id);
+			if (acc == PROF_ACC_UNKNOWN || k == IDMAP_NONE || prof_access(p, k, pos, acc) != 0)
+				all = 0;
+		}
+		const struct lrec *lr = lrec_at(ls, pos);
+		if (all && j > 0 && lr != NULL && lr->state == LREC_REPLAYABLE &&
+		    prof_replayable(p, pos) == 0)
+			replayable++;
+	}
+	return replayable;
+}
