@@ -89,6 +89,10 @@ struct prof {
 	/* recompute (prof_replayable): each operation can be launched again as it
 	 * was, its accesses measured; NULL: none can */
 	uint8_t *replay;
+	/* each operation may write buffers it does not reference (it reads a
+	 * table of pointers, or its accesses were not measured) (prof_wild);
+	 * NULL: none does */
+	uint8_t *wild;
 };
 
 /* Returns 0, or -1 when out of memory. Durations start at 0. */
@@ -116,6 +120,10 @@ unsigned prof_access_of(const struct prof *p, uint32_t b, uint32_t op);
  * complete and whose accesses were measured). Returns 0 or -1 when out of
  * memory. */
 int prof_replayable(struct prof *p, uint32_t op);
+
+/* Operation op may write buffers it does not reference. Returns 0 or -1 when
+ * out of memory. */
+int prof_wild(struct prof *p, uint32_t op);
 
 /* Give the profile the host's side (host and barrier, zeros). Returns 0 or
  * -1 when out of memory. */

@@ -36,6 +36,7 @@ prof_fini(struct prof *p)
 	}
 	free(p->buf);
 	free(p->replay);
+	free(p->wild);
 	free(p->dur);
 	free(p->xfer);
 	free(p->host);
@@ -226,6 +227,22 @@ prof_access_of(const struct prof *p, uint32_t bi, uint32_t op)
 	int64_t u = b->acc != NULL ? use_index(b, op) : -1;
 
 	return u < 0 ? PROF_ACC_UNKNOWN : b->acc[u];
+}
+
+/* Operation op may write buffers it does not reference (plan.h). Returns 0
+ * or -1. */
+int
+prof_wild(struct prof *p, uint32_t op)
+{
+	if (op >= p->nops)
+		return 0;
+	if (p->wild == NULL) {
+		p->wild = calloc(p->nops ? p->nops : 1, 1);
+		if (p->wild == NULL)
+			return -1;
+	}
+	p->wild[op] = 1;
+	return 0;
 }
 
 /* Operation op can be launched again as it was (plan.h). Returns 0 or -1. */

@@ -20,6 +20,7 @@
  * chain's operations is the chain's. */
 enum refusal {
 	R_UNKNOWN,
+	R_WILD,
 	R_NO_WRITER,
 	R_FIRST_READ,
 	R_TOO_LONG,
@@ -34,6 +35,7 @@ enum refusal {
 /* What a chain needs of one operation. */
 struct op_info {
 	uint32_t nwrite;	/* buffers it writes */
+	uint32_t nread;		/* buffers it reads */
 	uint32_t nunk;		/* buffers whose use there is not measured */
 	uint32_t wbound;	/* a replay of it goes before this operation at the
 				 * latest: its inputs' first write after it
@@ -48,6 +50,7 @@ struct walk {
 	uint32_t run;		/* where its chain starts in the set's ops */
 	uint32_t used;		/* of them, those a candidate names */
 	uint8_t unknown;	/* a use so far is not measured */
+	uint32_t wild0;		/* wild operations before its first use, and at it */
 	uint8_t first_read;	/* its first use reads it */
 	uint8_t state;		/* enum refusal: the least of its chain's operations' */
 	uint32_t wbound, fbound;	/* the least of its chain's operations' */
@@ -70,7 +73,7 @@ static int
 relaunchable(const struct prof *p, uint32_t c)
 {
 	return c < p->nops && p->replay != NULL && p->replay[c] &&
-	    (p->xfer == NULL || p->xfer[c] == 0);
+	    (p->xfer == NULL || p->xfer[c] == 0) && (p->wild == NULL || p->wild[c] == 0);
 }
 
 /* Buffer b's part in the operations' infos: walked from its last use back,
@@ -92,6 +95,7 @@ op_infos_buf(const struct prof *p, const struct prof_buf *b, struct op_info *oi)
 			else if (a == PROF_ACC_UNKNOWN)
 				o->nunk++;
 			else {
+				o->nread++;
 				o->wbound = next < o->wbound ? next : o->wbound;
 				o->fbound = f < o->fbound ? f : o->fbound;
 			}
@@ -111,11 +115,19 @@ op_infos(const struct prof *p)
 	if (oi == NULL)
 		return NULL;
 	for (uint32_t c = 0; c < p->nops; c++) {
-		oi[c].nwrite = oi[c].nunk = 0;
+		oi[c].nwrite = oi[c].nunk = oi[c].nread = 0;
 		oi[c].wbound = oi[c].fbound = UINT32_MAX;
 	}
 	for (uint32_t bi = 0; bi < p->nbufs; bi++)
 		op_infos_buf(p, &p->buf[bi], oi);
+	/* an operation that may write anything bounds the replay of one that reads */
+	uint32_t wild = UINT32_MAX;
+	for (uint32_t c = p->nops; p->wild != NULL && c-- > 0;) {
+		if (oi[c].nread > 0 && wild < oi[c].wbound)
+			oi[c].wbound = wild;
+		if (p->wild[c])
+			wild = c;
+	}
 	return oi;
 }
 
@@ -137,7 +149,7 @@ static void
 refuse(struct replay_refused *r, enum refusal why)
 {
 	uint64_t *ctr[] = {
-		[R_UNKNOWN] = &r->unknown, [R_NO_WRITER] = &r->no_writer,
+		[R_UNKNOWN] = &r->unknown, [R_WILD] = &r->wild, [R_NO_WRITER] = &r->no_writer,
 		[R_FIRST_READ] = &r->first_read, [R_TOO_LONG] = &r->too_long,
 		[R_NOT_REPLAYABLE] = &r->not_replayable, [R_UNKNOWN_OTHER] = &r->unknown_other,
 		[R_WRITES_OTHER] = &r->writes_other, [R_OVERWRITTEN] = &r->overwritten,
@@ -204,12 +216,16 @@ walk_use(const struct prof *p, const struct op_info *oi, uint32_t max, const str
 	return push_op(out, c);
 }
 
-/* Why the walk w refuses gap k of buffer b, or R_OK. */
+/* Why the walk w refuses gap k of buffer b, or R_OK (wilds: wild operations
+ * before each position, NULL when none is). */
 static enum refusal
-gap_refusal(const struct prof_buf *b, uint32_t k, uint32_t max, const struct walk *w)
+gap_refusal(const struct prof_buf *b, uint32_t k, uint32_t max, const struct walk *w,
+    const uint32_t *wilds)
 {
 	if (w->unknown)
 		return R_UNKNOWN;
+	if (wilds != NULL && wilds[b->use[k] + 1] > w->wild0)
+		return R_WILD;
 	if (w->nchain == 0)
 		return R_NO_WRITER;
 	if (w->first_read)
@@ -229,18 +245,21 @@ gap_refusal(const struct prof_buf *b, uint32_t k, uint32_t max, const struct wal
  * operations no candidate names are taken off the set's ops again. Returns
  * 0, or -1 when out of memory. */
 static int
-walk_buffer(const struct prof *p, const struct op_info *oi, uint32_t max, uint32_t bi,
-    struct replay_set *out)
+walk_buffer(const struct prof *p, const struct op_info *oi, const uint32_t *wilds, uint32_t max,
+    uint32_t bi, struct replay_set *out)
 {
 	const struct prof_buf *b = &p->buf[bi];
 	struct walk w = { .run = out->nops_used, .state = R_OK, .wbound = UINT32_MAX,
 		.fbound = UINT32_MAX };
 
+	if (wilds != NULL && b->nuse > 0)
+		w.wild0 = wilds[b->use[0] + 1];
+
 	for (uint32_t k = 0; k + 1 < b->nuse; k++) {
 		if (walk_use(p, oi, max, b, k, &w, out) < 0)
 			return -1;
 		out->considered++;
-		enum refusal why = gap_refusal(b, k, max, &w);
+		enum refusal why = gap_refusal(b, k, max, &w, wilds);
 		if (why != R_OK) {
 			refuse(&out->refused, why);
 			continue;
@@ -273,21 +292,27 @@ replay_find(const struct prof *p, const struct replay_params *rp, struct replay_
 {
 	uint32_t max = rp->max_chain ? rp->max_chain : REPLAY_MAX_CHAIN;
 	struct op_info *oi = NULL;
+	uint32_t *wilds = NULL;
 
 	memset(out, 0, sizeof *out);
 	if (p->replay != NULL && (oi = op_infos(p)) == NULL)
 		return -1;
-	for (uint32_t bi = 0; bi < p->nbufs; bi++) {
-		if (!candidate(&p->buf[bi], rp->min_bytes))
-			continue;
-		if (walk_buffer(p, oi, max, bi, out) < 0) {
-			free(oi);
-			replay_set_fini(out);
-			return -1;
-		}
+	/* wilds[i]: the wild operations before position i */
+	if (p->wild != NULL && (wilds = malloc(((size_t)p->nops + 1) * sizeof *wilds)) == NULL) {
+		free(oi);
+		return -1;
 	}
+	for (uint32_t i = 0; wilds != NULL && i <= p->nops; i++)
+		wilds[i] = i == 0 ? 0 : wilds[i - 1] + (p->wild[i - 1] != 0);
+	int r = 0;
+	for (uint32_t bi = 0; bi < p->nbufs && r == 0; bi++)
+		if (candidate(&p->buf[bi], rp->min_bytes))
+			r = walk_buffer(p, oi, wilds, max, bi, out);
 	free(oi);
-	return 0;
+	free(wilds);
+	if (r < 0)
+		replay_set_fini(out);
+	return r;
 }
 
 /* Free what a set holds, and empty it. */

@@ -21,11 +21,14 @@
  * this order, which is that of struct replay_refused's fields):
  *  - a use of X at or before use[k] is PROF_ACC_UNKNOWN (it may have written
  *    X unseen);
+ *  - an operation that may write buffers it does not reference (prof.wild: it
+ *    reads a table of pointers, or was not measured) lies after X's first use
+ *    and at or before use[k]: it may have changed X unseen;
  *  - X is not written before the gap, or its first use is not a write;
  *  - the chain has more than max_chain operations;
- *  - a chain operation cannot be launched again (prof.replay), or is a copy
- *    of the job's between host and device (prof.xfer: its host memory is not
- *    in the profile);
+ *  - a chain operation cannot be launched again (prof.replay), is a copy of
+ *    the job's between host and device (prof.xfer: its host memory is not in
+ *    the profile), or may write what it does not reference (prof.wild);
  *  - a chain operation uses another buffer as PROF_ACC_UNKNOWN;
  *  - a chain operation writes a buffer other than X (a workspace, a second
  *    output). Scratch that a poisoned verification replay proves dead is
@@ -43,7 +46,8 @@
  * Window: the chain is launched right before operation r, after operation
  * r - 1 is issued, with r_lo <= r <= r_hi: r_lo = use[k] + 1 and r_hi is
  * the least of use[k+1], of each input's first write after the chain
- * operation that reads it, and of each input's free + 1 (B exists at the
+ * operation that reads it, of the first operation after that one that may
+ * write what it does not reference (prof.wild), and of each input's free + 1 (B exists at the
  * operations alloc..free inclusive). r_hi < r_lo: no candidate. With the
  * replay at r, X is away over the operations use[k] + 1 .. r - 1; the
  * replay is a use of every input at r (the planner must have them on the
@@ -91,6 +95,9 @@ struct replay_cand {
 /* Why gaps were refused (replay.h above), in the order they are tested. */
 struct replay_refused {
 	uint64_t unknown;	/* a use of X at or before use[k] is not measured */
+	uint64_t wild;		/* an operation that may write what it does not
+				 * reference (prof.wild) lies after X's first use, at
+				 * or before use[k] */
 	uint64_t no_writer;	/* X is not written before the gap */
 	uint64_t first_read;	/* X is written, but its first use reads it */
 	uint64_t too_long;	/* the chain has more than max_chain operations */

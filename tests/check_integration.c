@@ -1236,16 +1236,15 @@ run_writesets(const char *recompute, const char *extra, const char *path, struct
  * wrote (workload writesets): each kernel's V records give exactly the
  * buffers it changes, rand_state's state and square_sum's scratch
  * included. gather writes through a table of pointers that it references,
- * into buffers it does not: the probe sees the table read and nothing else
- * (the limit ebb(7) states). Launches whose buffers all have mappings of
- * their own can be launched again: all but gather, whose table is from a
- * slab. The job computes what it computes without ebb.
+ * into buffers it does not: the probe sees the table read, and that it
+ * holds pointers, so gather may write what it does not reference. Every
+ * launch but gather can be launched again. The job computes what it
+ * computes without ebb.
  *
  * The gaps a replay could bridge, from the write sets alone: x's two (its
  * fill), y's two (its fill, then axpy in place, from x), o's one (struct_ptrs
- * from x and y); z's is refused, rand_state writing its state too. o's gap
- * holds gather's unseen writes into x and y: a replay there would not remake
- * o, which is why a replay must also be proven by comparison.
+ * from x and y, before gather); z's is refused, rand_state writing its
+ * state too.
  */
 START_TEST(write_sets_measured)
 {
@@ -1266,6 +1265,8 @@ START_TEST(write_sets_measured)
 	ck_assert_uint_eq(summary(&t, "write-set-written"), 8);
 	ck_assert_uint_eq(summary(&t, "probe-hashes"), 26);
 	ck_assert_uint_eq(summary(&t, "replayable-launches"), 6);
+	ck_assert_uint_eq(summary(&t, "write-set-pointer-refs"), 1);
+	ck_assert_uint_eq(summary(&t, "wild-launches"), 1);
 	ck_assert_uint_eq(count_type(&t, 'V'), 7);
 	ck_assert_str_eq(accesses_of(&t, "fill_u32"), "2");
 	ck_assert_str_eq(accesses_of(&t, "axpy_f32"), "2,1");
@@ -1280,8 +1281,8 @@ START_TEST(write_sets_measured)
 	ck_assert_uint_eq(summary(&t, "replay-refused-writes-other"), 1);
 	ck_assert_ptr_nonnull(strstr(r.err, "recompute candidates (EBB_RECOMPUTE): 5 of 6 gaps "));
 	ck_assert_ptr_nonnull(strstr(r.err, "write sets (EBB_RECOMPUTE): 7 launches measured, 0 "
-	    "not; 13 buffer references, 8 written; 6 launches can be launched again; 26 hashes "
-	    "of 48.0 MiB"));
+	    "not; 13 buffer references, 8 written, 1 to tables of pointers; 6 launches can be "
+	    "launched again, 1 may write what they do not reference; 26 hashes of 52.0 MiB"));
 	trace_free(&t);
 	run_free(&alone);
 	run_free(&r);

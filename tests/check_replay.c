@@ -83,7 +83,7 @@ refusals(void)
 {
 	const struct replay_refused *r = &rs.refused;
 
-	return r->unknown + r->no_writer + r->first_read + r->too_long + r->not_replayable +
+	return r->unknown + r->wild + r->no_writer + r->first_read + r->too_long + r->not_replayable +
 	    r->unknown_other + r->writes_other + r->overwritten + r->freed;
 }
 
@@ -134,6 +134,42 @@ START_TEST(simple_producer)
 	find(0, 8 * KIB);
 	ck_assert_uint_eq(rs.n, 0);
 	ck_assert_uint_eq(rs.considered, 0);
+}
+END_TEST
+
+/*
+ * An operation that may write what it does not reference (prof_wild: it
+ * reads a table of pointers, or was not measured): after a chain operation
+ * that reads, it bounds the window as a write of the inputs would; between
+ * X's first write and a gap, it refuses the gap (X may have changed
+ * unseen); in a chain, it is not replayable. A chain operation without
+ * inputs is not bounded by it.
+ */
+START_TEST(wild_operations)
+{
+	/* op 2 makes X from A; op 6 is wild; X's next uses are 4, 9 and 12 */
+	buf(4 * KIB, 0, 19, 1, (int[]){ 0, WR, 2, RD, -1 });
+	uint32_t x = buf(4 * KIB, 2, 19, 1, (int[]){ 2, WR, 4, RD, 9, RD, 12, RD, -1 });
+	/* Y is made by op 7 from nothing it reads, used at 8 and 11 */
+	uint32_t y = buf(4 * KIB, 7, 19, 1, (int[]){ 7, WR, 8, RD, 11, RD, -1 });
+	replayable((int[]){ 2, 7, -1 });
+	ck_assert_int_eq(prof_wild(&pr, 6), 0);
+	find(0, 1);
+	/* X: gap 0 (2..4) as before; gap 1 (4..9) cut at 6; gap 2 (9..12): the
+	 * wild op lies between X's first write and the gap */
+	ck_assert_uint_eq(rs.n, 4);
+	cand_is(0, x, 0, 3, 4, (int[]){ 2, -1 }, 3);
+	cand_is(1, x, 1, 5, 6, (int[]){ 2, -1 }, 3);
+	ck_assert_uint_eq(rs.refused.wild, 1);
+	/* Y: no input, so nothing bounds it but its uses */
+	cand_is(2, y, 0, 8, 8, (int[]){ 7, -1 }, 8);
+	cand_is(3, y, 1, 9, 11, (int[]){ 7, -1 }, 8);
+	/* the wild op itself in a chain: not replayable */
+	ck_assert_int_eq(prof_wild(&pr, 7), 0);
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 2);
+	ck_assert_uint_eq(rs.refused.not_replayable, 1 + 2);	/* A's gap, Y's two */
+	ck_assert_int_eq(prof_wild(&pr, N), 0);	/* out of range: nothing */
 }
 END_TEST
 
@@ -614,6 +650,7 @@ main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, simple_producer);
 	tcase_add_test(tc, in_place_chain_of_two);
+	tcase_add_test(tc, wild_operations);
 	tcase_add_test(tc, second_output_refused);
 	tcase_add_test(tc, input_overwritten_bounds_the_window);
 	tcase_add_test(tc, unknown_use_of_an_input_is_a_write);

@@ -251,7 +251,7 @@ boundary(uint64_t next_seq, uint64_t period)
 		exec_record_end();
 		/* its write sets: the next iteration is probed (no capture runs: the
 		 * probe takes device memory and loads a module) */
-		if (engine.conf->recompute && engine.capturing == 0 && probe_begin(next_seq) == 0)
+		if (engine.conf->recompute && engine.capturing == 0 && probe_begin(next_seq, &engine.tab) == 0)
 			life_set(LIFE_PROBING);
 		else
 			life_set(LIFE_RECORDED);
@@ -432,6 +432,8 @@ life_alloc(struct ebb_buf *b, uint64_t next_seq)
 {
 	char why[128];
 
+	if (engine.life == LIFE_PROBING)
+		probe_span(b);	/* its address is one a table of pointers may hold */
 	if (exec_alloc(b, next_seq, why, sizeof why) < 0)
 		depart(next_seq, why, LIFE_ARMED);
 }

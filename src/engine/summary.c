@@ -182,12 +182,15 @@ summary_records(const struct engine_totals *t)
 		summary_record("probe-hashes", xs->probe_hashes);
 		summary_record("probe-bytes", xs->probe_bytes);
 		summary_record("replayable-launches", xs->replayable_launches);
+		summary_record("write-set-pointer-refs", xs->write_set_pointers);
+		summary_record("wild-launches", xs->wild_launches);
 		summary_record("replay-gaps-considered", xs->replay_considered);
 		summary_record("replay-gaps", xs->replay_gaps);
 		summary_record("replay-buffers", xs->replay_buffers);
 		summary_record("replay-bytes", xs->replay_bytes);
 		const struct replay_refused *rf = &xs->replay_refused;
 		summary_record("replay-refused-unknown", rf->unknown);
+		summary_record("replay-refused-wild", rf->wild);
 		summary_record("replay-refused-no-writer", rf->no_writer);
 		summary_record("replay-refused-first-read", rf->first_read);
 		summary_record("replay-refused-too-long", rf->too_long);
@@ -290,13 +293,16 @@ summary_lines(const struct engine_totals *t)
 			    human(xs->launch_record_param_bytes, host_s, sizeof host_s));
 		if (engine.conf->recompute)
 			ebb_log(EBB_LOG_NOTE, "write sets (EBB_RECOMPUTE): %llu launches measured, %llu "
-			    "not; %llu buffer references, %llu written; %llu launches can be launched "
-			    "again; %llu hashes of %s",
+			    "not; %llu buffer references, %llu written, %llu to tables of pointers; "
+			    "%llu launches can be launched again, %llu may write what they do not "
+			    "reference; %llu hashes of %s",
 			    (unsigned long long)xs->write_set_launches,
 			    (unsigned long long)xs->write_set_unmeasured,
 			    (unsigned long long)xs->write_set_refs,
 			    (unsigned long long)xs->write_set_written,
+			    (unsigned long long)xs->write_set_pointers,
 			    (unsigned long long)xs->replayable_launches,
+			    (unsigned long long)xs->wild_launches,
 			    (unsigned long long)xs->probe_hashes,
 			    human(xs->probe_bytes, host_s, sizeof host_s));
 		if (engine.conf->recompute)
@@ -309,7 +315,7 @@ summary_lines(const struct engine_totals *t)
 			    (unsigned long long)xs->replay_considered,
 			    (unsigned long long)xs->replay_buffers,
 			    human(xs->replay_bytes, held_s, sizeof held_s),
-			    (unsigned long long)(xs->replay_refused.unknown +
+			    (unsigned long long)(xs->replay_refused.unknown + xs->replay_refused.wild +
 			    xs->replay_refused.unknown_other),
 			    (unsigned long long)(xs->replay_refused.no_writer +
 			    xs->replay_refused.first_read),

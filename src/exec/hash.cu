@@ -1,7 +1,10 @@
 /*
  * hash.cu: the kernel ebb carries as PTX (hash_ptx.h, made from this file by
  * gen_hash_ptx.sh) to learn which buffers a launch writes: a 128-bit digest
- * of n bytes at p, added into out[0] and out[1], which must start at zero.
+ * of n bytes at p, added into out[0] and out[1], and the number of 8-byte
+ * words at 8-byte aligned addresses whose value lies in [lo, hi) (device
+ * addresses: a buffer holding them may be a table of pointers), added into
+ * out[2]; out[0..2] must start at zero.
  *
  * The bytes are taken as little-endian 8-byte words w_i (the last one
  * padded with zeros); out[0] gets the sum of mix(w_i ^ i*K0) and out[1] the
@@ -21,9 +24,10 @@ __device__ __forceinline__ unsigned long long ebb_mix(unsigned long long z)
 }
 
 extern "C" __global__ void
-ebb_hash(const unsigned char *p, unsigned long long n, unsigned long long *out)
+ebb_hash(const unsigned char *p, unsigned long long n, unsigned long long *out,
+    unsigned long long lo, unsigned long long hi)
 {
-	unsigned long long nw = (n + 7) / 8, s0 = 0, s1 = 0;
+	unsigned long long nw = (n + 7) / 8, s0 = 0, s1 = 0, ptrs = 0;
 	unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
 	int aligned = ((unsigned long long)p & 7) == 0;
 
@@ -32,6 +36,7 @@ ebb_hash(const unsigned char *p, unsigned long long n, unsigned long long *out)
 		unsigned long long w = 0;
 		if (aligned && i * 8 + 8 <= n) {
 			w = ((const unsigned long long *)p)[i];
+			ptrs += w >= lo && w < hi;
 		} else {
 			for (unsigned b = 0; b < 8 && i * 8 + b < n; b++)
 				w |= (unsigned long long)p[i * 8 + b] << (8 * b);
@@ -42,9 +47,12 @@ ebb_hash(const unsigned char *p, unsigned long long n, unsigned long long *out)
 	for (int o = 16; o > 0; o >>= 1) {
 		s0 += __shfl_down_sync(0xffffffffu, s0, o);
 		s1 += __shfl_down_sync(0xffffffffu, s1, o);
+		ptrs += __shfl_down_sync(0xffffffffu, ptrs, o);
 	}
 	if ((threadIdx.x & 31) == 0) {
 		atomicAdd(&out[0], s0);
 		atomicAdd(&out[1], s1);
+		if (ptrs != 0)
+			atomicAdd(&out[2], ptrs);
 	}
 }

@@ -28,8 +28,9 @@
  * done; past that many drops, no probe starts until then. */
 #define STALE_MAX 8
 
-/* Bytes of digests a reference takes: before and after, two words each. */
-#define SLOT_BYTES 32
+/* Bytes of digests a reference takes: before and after, four words each
+ * (the digest's two, the pointer-like words, padding). */
+#define SLOT_BYTES 64
 
 /* What has been hashed around a position's launch (probe.state). */
 enum {
@@ -56,7 +57,9 @@ static struct probe {
 	CUdeviceptr stale[STALE_MAX];	/* digests of dropped probes, freed once the device
 					 * has passed their hashes (at the next probe_read) */
 	unsigned nstale;
-	uint64_t *host;		/* the digests read back: 4 words a reference */
+	uint64_t *host;		/* the digests read back: 8 words a reference */
+	uint64_t lo, hi;	/* the device addresses of every tracked buffer lie in
+				 * [lo, hi): words there may be pointers */
 	struct probe_stats st;
 } probe = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -224,8 +227,26 @@ shape_close(void)
 	shape.last = shape.nops;
 }
 
+void
+probe_span(const struct ebb_buf *b)
+{
+	if (b->addr < probe.lo)
+		probe.lo = b->addr;
+	if (b->addr + b->size > probe.hi)
+		probe.hi = b->addr + b->size;
+}
+
+/* probe_span as buftab_walk's callback. */
+static int
+span(struct ebb_buf *b, void *ctx)
+{
+	(void)ctx;
+	probe_span(b);
+	return 0;
+}
+
 int
-probe_begin(uint64_t s0)
+probe_begin(uint64_t s0, struct buftab *tab)
 {
 	if (probe.on || probe.pending || shape.first == NULL)
 		return -1;
@@ -252,6 +273,9 @@ probe_begin(uint64_t s0)
 		free_positions();
 		return -1;
 	}
+	probe.lo = UINT64_MAX;
+	probe.hi = 0;
+	buftab_walk(tab, span, NULL);
 	probe.s0 = s0;
 	probe.nops = nops;
 	probe.on = 1;
@@ -272,8 +296,8 @@ static int
 hash(const struct ebb_buf *b, CUdeviceptr out, CUstream h)
 {
 	CUdeviceptr p = b->addr;
-	unsigned long long n = b->size;
-	void *args[] = { &p, &n, &out };
+	unsigned long long n = b->size, lo = probe.lo, hi = probe.hi;
+	void *args[] = { &p, &n, &out, &lo, &hi };
 	uint64_t words = (b->size + 7) / 8;
 	uint64_t blocks = (words + HASH_THREADS - 1) / HASH_THREADS;
 
@@ -394,8 +418,10 @@ count(void)
 		}
 		probe.st.launches++;
 		probe.st.refs += n;
-		for (uint32_t j = 0; j < n; j++)
+		for (uint32_t j = 0; j < n; j++) {
 			probe.st.written += probe_access(pos, j) == PROF_ACC_WRITE;
+			probe.st.pointers += probe_pointers(pos, j) != 0;
+		}
 	}
 }
 
@@ -456,8 +482,18 @@ probe_access(uint32_t pos, uint32_t j)
 	if (!__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE) || pos >= probe.nops ||
 	    probe.state[pos] != (P_BEFORE | P_AFTER) || j >= shape.first[pos + 1] - shape.first[pos])
 		return PROF_ACC_UNKNOWN;
-	const uint64_t *d = probe.host + (size_t)(shape.first[pos] + j) * 4;
-	return d[0] == d[2] && d[1] == d[3] ? PROF_ACC_READ : PROF_ACC_WRITE;
+	const uint64_t *d = probe.host + (size_t)(shape.first[pos] + j) * 8;
+	return d[0] == d[4] && d[1] == d[5] ? PROF_ACC_READ : PROF_ACC_WRITE;
+}
+
+int
+probe_pointers(uint32_t pos, uint32_t j)
+{
+	if (!__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE) || pos >= probe.nops ||
+	    probe.state[pos] != (P_BEFORE | P_AFTER) || j >= shape.first[pos + 1] - shape.first[pos])
+		return 0;
+	const uint64_t *d = probe.host + (size_t)(shape.first[pos] + j) * 8;
+	return d[2] != 0 || d[6] != 0;
 }
 
 void
@@ -468,22 +504,29 @@ probe_stats(struct probe_stats *out)
 
 uint64_t
 probe_apply(struct prof *p, const struct idmap *ids, const struct lrec_set *ls,
-    struct probe_stats *st)
+    struct probe_stats *st, uint64_t *wild)
 {
 	uint64_t replayable = 0;
 
 	*st = probe.st;
+	*wild = 0;
 	if (!__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE))
 		return 0;
 	for (uint32_t pos = 0; pos < p->nops && pos < shape.nops; pos++) {
 		uint64_t id;
 		uint32_t j;
-		int all = 1;
+		int all = 1, pointers = 0;
 		for (j = 0; probe_ref(pos, j, &id) == 0; j++) {
 			unsigned acc = probe_access(pos, j);
 			uint32_t k = idmap_get(ids, id);
+			pointers |= probe_pointers(pos, j);
 			if (acc == PROF_ACC_UNKNOWN || k == IDMAP_NONE || prof_access(p, k, pos, acc) != 0)
 				all = 0;
+		}
+		int measured = probe.state[pos] == (P_BEFORE | P_AFTER);
+		if (shape.launch[pos] && (!measured || pointers)) {
+			*wild += prof_wild(p, pos) == 0;
+			continue;
 		}
 		const struct lrec *lr = lrec_at(ls, pos);
 		if (all && j > 0 && lr != NULL && lr->state == LREC_REPLAYABLE &&

@@ -27,6 +27,7 @@
 
 #include "cuda_compat.h"
 
+struct buftab;
 struct ebb_buf;
 struct ebb_stream;
 struct idmap;
@@ -41,6 +42,8 @@ struct probe_stats {
 				 * a hash that could not be launched) */
 	uint64_t refs;		/* buffer references measured */
 	uint64_t written;	/* of them, written by their launch */
+	uint64_t pointers;	/* of them, buffers holding words that are device
+				 * addresses of tracked buffers (tables of pointers) */
 	uint64_t hashes;	/* hash kernels launched */
 	uint64_t bytes;		/* bytes hashed */
 };
@@ -62,12 +65,15 @@ int probe_ref(uint32_t pos, uint32_t j, uint64_t *id);
 
 /*
  * Probe the iteration of the shape's positions that starts with operation
- * s0. Loads the hash kernel into the current context on first use, and
+ * s0 (tab: the buffers, whose span bounds what counts as a pointer). Loads the hash kernel into the current context on first use, and
  * takes device memory for the digests (32 bytes a reference). Returns 0, or
  * -1 when it cannot (said where it is the driver's refusal: no write sets
  * are learned, and nothing is recomputed).
  */
-int probe_begin(uint64_t s0);
+int probe_begin(uint64_t s0, struct buftab *tab);
+
+/* Buffer b was allocated while probing: words inside it count as pointers. */
+void probe_span(const struct ebb_buf *b);
 
 /* Whether a probe is on (between probe_begin and probe_end). */
 int probe_on(void);
@@ -106,19 +112,28 @@ int probe_read(void);
  */
 unsigned probe_access(uint32_t pos, uint32_t j);
 
+/* Whether the buffer of reference j of position pos, before or after its
+ * launch, holds an 8-byte aligned word inside the span of tracked buffers:
+ * a table of pointers, through which the launch may write buffers it does
+ * not reference. 0 when not measured. */
+int probe_pointers(uint32_t pos, uint32_t j);
+
 void probe_stats(struct probe_stats *out);
 
 /*
  * The read probe's write sets into the recording's profile p (ids: the
  * recording's buffer ids to p's indices; ls: its launch records): how each
  * measured launch accessed each buffer of p it references (prof_access),
- * and which launches can be launched again (prof_replayable): a replayable
- * record whose every reference was measured and is in p (a buffer outside
- * it, from a slab, has no uses there to prove it unchanged). st gets the
- * probe's statistics. Returns how many launches can be launched again (0
- * when the probe was not read).
+ * which launches can be launched again (prof_replayable): a replayable
+ * record whose every reference was measured, is in p (a buffer outside it,
+ * from a slab, has no uses there to prove it unchanged) and holds no
+ * pointers; and which launches may write buffers they do not reference
+ * (prof_wild): those not measured, and those that reference a table of
+ * pointers. st gets the probe's statistics. Returns how many launches can
+ * be launched again (0 when the probe was not read); *wild: how many may
+ * write what they do not reference.
  */
 uint64_t probe_apply(struct prof *p, const struct idmap *ids, const struct lrec_set *ls,
-    struct probe_stats *st);
+    struct probe_stats *st, uint64_t *wild);
 
 #endif

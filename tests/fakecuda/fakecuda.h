@@ -150,14 +150,16 @@ struct fakecuda_square_sum_f32_params {
 
 /* ebb_hash: the kernel ebb carries as PTX (src/exec/hash.cu), run natively when a
  * module loaded from PTX text names it: adds a 128-bit digest of the n bytes at p into
- * out[0] and out[1]. The bytes are little-endian 8-byte words w_i, the last padded with
- * zeros; out[0] += sum of mix(w_i ^ i * 0x9e3779b97f4a7c15), out[1] += sum of
+ * out[0] and out[1], and into out[2] the number of whole words, p 8-byte aligned, whose
+ * value lies in [lo, hi). The bytes are little-endian 8-byte words w_i, the last padded
+ * with zeros; out[0] += sum of mix(w_i ^ i * 0x9e3779b97f4a7c15), out[1] += sum of
  * mix(w_i + i * 0xc2b2ae3d27d4eb4f + 0x165667b19e3779f9), mod 2^64, mix being
  * SplitMix64's finaliser. */
 struct fakecuda_ebb_hash_params {
     const unsigned char *p;
     uint64_t n;
     uint64_t *out;
+    uint64_t lo, hi;
 };
 
 /* The random number of rand_f32 and rand_state_f32 at (seed, i): a mix of both bits,

@@ -157,18 +157,22 @@ static uint64_t hash_mix(uint64_t z)
 static void k_ebb_hash(const void *params)
 {
     struct fakecuda_ebb_hash_params a;
-    uint64_t s0 = 0, s1 = 0;
+    uint64_t s0 = 0, s1 = 0, ptrs = 0;
 
     memcpy(&a, params, sizeof a);
+    int aligned = ((uintptr_t)a.p & 7) == 0;
     for (uint64_t i = 0; i * 8 < a.n; i++) {
         uint64_t w = 0;
         for (unsigned b = 0; b < 8 && i * 8 + b < a.n; b++)
             w |= (uint64_t)a.p[i * 8 + b] << (8 * b);
+        if (aligned && i * 8 + 8 <= a.n)
+            ptrs += w >= a.lo && w < a.hi;
         s0 += hash_mix(w ^ (i * 0x9e3779b97f4a7c15ULL));
         s1 += hash_mix(w + i * 0xc2b2ae3d27d4eb4fULL + 0x165667b19e3779f9ULL);
     }
     a.out[0] += s0;
     a.out[1] += s1;
+    a.out[2] += ptrs;
 }
 
 /* Offset and size of member m of struct fakecuda_<k>_params. */
@@ -197,7 +201,8 @@ static const struct param p_rand_state_f32[] = { PARAM(rand_state_f32, dst),
                                                  PARAM(rand_state_f32, n),
                                                  PARAM(rand_state_f32, seed) };
 static const struct param p_ebb_hash[] = { PARAM(ebb_hash, p), PARAM(ebb_hash, n),
-                                           PARAM(ebb_hash, out) };
+                                           PARAM(ebb_hash, out), PARAM(ebb_hash, lo),
+                                           PARAM(ebb_hash, hi) };
 static const struct param p_square_sum_f32[] = { PARAM(square_sum_f32, dst),
                                                  PARAM(square_sum_f32, src),
                                                  PARAM(square_sum_f32, scratch),

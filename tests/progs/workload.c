@@ -1323,8 +1323,8 @@ scenario_plan(int iters)
  * axpy (writes y, reads x), rand_state (writes z and, through a pointer that
  * looks like an input, its state), square_sum (writes the sum and its
  * scratch, reads z), struct_ptrs (reads x and y through a struct, writes o),
- * gather (reads a small table of pointers and writes through it into x and
- * y, which it does not reference). One sync an iteration; prints a checksum
+ * gather (reads a table of pointers and writes through it into x and y,
+ * which it does not reference). One sync an iteration; prints a checksum
  * of every sum and of o's last word, the same with and without ebb.
  */
 static int
@@ -1339,7 +1339,7 @@ scenario_writesets(int iters)
 	CK(cu.MemAlloc(&state, n));
 	CK(cu.MemAlloc(&scratch, n));
 	CK(cu.MemAlloc(&sum, n));
-	CK(cu.MemAlloc(&table, 2 * sizeof(CUdeviceptr)));
+	CK(cu.MemAlloc(&table, n));	/* its own mapping: in the plan's profile */
 	CK(cu.MemcpyHtoD(state, &zero, sizeof zero));
 	for (int it = 0; it < iters; it++) {
 		CK(cu.MemAllocAsync(&x, n, s));
