@@ -285,6 +285,127 @@ START_TEST(launch_again_from_record)
 }
 END_TEST
 
+/* Buffers lrec_relocate names: each of N words; one not named at all. */
+static CUdeviceptr named[4];
+static CUdeviceptr unnamed_buf;
+
+/* lrec_relocate's callback over named[]: the index of the buffer holding
+ * word, LREC_UNNAMED inside unnamed_buf, else LREC_NO_BUF. */
+static uint32_t
+name_of(uint64_t word, uint64_t *delta, void *ctx)
+{
+	(void)ctx;
+	for (uint32_t i = 0; i < 4; i++)
+		if (word >= named[i] && word < named[i] + 4 * N) {
+			*delta = word - named[i];
+			return i;
+		}
+	return word >= unnamed_buf && word < unnamed_buf + 4 * N ? LREC_UNNAMED : LREC_NO_BUF;
+}
+
+/* Where the buffers of lrec_params live now (another iteration's). */
+static CUdeviceptr moved[4];
+
+static uint64_t
+moved_to(uint32_t buf, void *ctx)
+{
+	(void)ctx;
+	return buf < 4 ? moved[buf] : 0;
+}
+
+/*
+ * A record's words that held buffers' addresses are named (and no other:
+ * struct_ptrs's count, copy_bytes's byte count); its parameters remade for
+ * buffers elsewhere launch it on those: struct_ptrs from the pair's new
+ * buffers into the new output gives what a launch on them gives, and a
+ * pointer into the middle of a buffer keeps its offset. A word inside a
+ * buffer without a name leaves the record not relocated.
+ */
+START_TEST(relocated_to_other_buffers)
+{
+	struct lrec_set set;
+	ck_assert_int_eq(lrec_set_init(&set, 4, 1 << 20), 0);
+	named[0] = floats(1.0f);
+	named[1] = floats(2.0f);
+	named[2] = buffer(0);
+	named[3] = buffer(0x11u);
+	unnamed_buf = buffer(0);
+
+	/* 0: struct_ptrs over named 0, 1 into 2 */
+	struct fakecuda_struct_ptrs_params pp = { { (float *)named[0], (const float *)named[1], N },
+		(float *)named[2] };
+	void *pargs[] = { &pp.p, &pp.out };
+	struct ebb_launch pl = { .func = f_pair, .params = pargs, .grid = { 1, 1, 1 },
+		.block = { 32, 1, 1 }, .entry = EBB_LAUNCH_PLAIN };
+	ck_assert_int_eq(lrec_add(&set, 0, &pl, layout(f_pair), stream, 0, NULL, 0),
+	    LREC_REPLAYABLE);
+	ck_assert_int_eq(lrec_relocate(&set, 0, name_of, NULL), 0);
+	const struct lrec *r = lrec_at(&set, 0);
+	ck_assert_uint_eq(r->relocated, 1);
+	ck_assert_uint_eq(r->nrelocs, 3);
+	ck_assert_uint_eq(r->relocs[0].off, 0);
+	ck_assert_uint_eq(r->relocs[0].buf, 0);
+	ck_assert_uint_eq(r->relocs[1].off, 8);
+	ck_assert_uint_eq(r->relocs[1].buf, 1);
+	ck_assert_uint_eq(r->relocs[2].off, 24);
+	ck_assert_uint_eq(r->relocs[2].buf, 2);
+
+	/* 1: copy_bytes packed, from 16 bytes into named 3 to named 2 */
+	struct fakecuda_copy_bytes_params cp = { (void *)named[2], (const void *)(named[3] + 16),
+		4 * N - 16 };
+	size_t csize = sizeof cp;
+	void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, &cp, CU_LAUNCH_PARAM_BUFFER_SIZE, &csize,
+		CU_LAUNCH_PARAM_END };
+	struct ebb_launch cl = { .func = f_copy, .extra = extra, .grid = { 1, 1, 1 },
+		.block = { 128, 1, 1 }, .entry = EBB_LAUNCH_PLAIN };
+	ck_assert_int_eq(lrec_add(&set, 1, &cl, layout(f_copy), stream, 0, NULL, 0),
+	    LREC_REPLAYABLE);
+	ck_assert_int_eq(lrec_relocate(&set, 1, name_of, NULL), 0);
+	r = lrec_at(&set, 1);
+	ck_assert_uint_eq(r->nrelocs, 2);
+	ck_assert_uint_eq(r->relocs[1].buf, 3);
+	ck_assert_uint_eq(r->relocs[1].delta, 16);
+
+	/* the pair's buffers of another iteration, other values */
+	moved[0] = floats(3.0f);
+	moved[1] = floats(5.0f);
+	moved[2] = buffer(0);
+	moved[3] = buffer(0x22u);
+	CUdeviceptr want = buffer(0);
+	struct fakecuda_struct_ptrs_params dp = { { (float *)moved[0], (const float *)moved[1], N },
+		(float *)want };
+	void *dargs[] = { &dp.p, &dp.out };
+	CK(cuLaunchKernel(f_pair, 1, 1, 1, 32, 1, 1, 0, stream, dargs, NULL));
+	unsigned char bytes[256];
+	ck_assert_int_eq(lrec_params(lrec_at(&set, 0), bytes, moved_to, NULL), 0);
+	CK(lrec_launch(lrec_at(&set, 0), bytes));
+	same_bytes(want, moved[2], "struct_ptrs relocated");
+	/* copy_bytes relocated: moved 3 from its word 4 on lands in moved 2 */
+	ck_assert_int_eq(lrec_params(lrec_at(&set, 1), bytes, moved_to, NULL), 0);
+	uint64_t n;
+	memcpy(&n, bytes + 16, 8);
+	ck_assert_uint_eq(n, 4 * N - 16);	/* not a buffer: as recorded */
+	CK(lrec_launch(lrec_at(&set, 1), bytes));
+	CK(cuStreamSynchronize(stream));
+	uint32_t h[N];
+	CK(cuMemcpyDtoH_v2(h, moved[2], sizeof h));
+	ck_assert_uint_eq(h[0], 0x22u);
+
+	/* a buffer with no name in the arguments: not relocated, no parameters */
+	pp.out = (float *)unnamed_buf;
+	ck_assert_int_eq(lrec_add(&set, 2, &pl, layout(f_pair), stream, 0, NULL, 0),
+	    LREC_REPLAYABLE);
+	ck_assert_int_eq(lrec_relocate(&set, 2, name_of, NULL), -1);
+	ck_assert_uint_eq(lrec_at(&set, 2)->relocated, 0);
+	ck_assert_int_eq(lrec_params(lrec_at(&set, 2), bytes, moved_to, NULL), -1);
+	/* where no buffer lives now: no parameters */
+	moved[1] = 0;
+	ck_assert_int_eq(lrec_params(lrec_at(&set, 0), bytes, moved_to, NULL), -1);
+	ck_assert_int_eq(lrec_relocate(&set, 3, name_of, NULL), -1);	/* no launch there */
+	lrec_set_fini(&set);
+}
+END_TEST
+
 /* What cannot be launched again is recorded and marked so, and
  * lrec_launch refuses it. */
 START_TEST(unreplayable_marked)
@@ -432,6 +553,7 @@ main(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, launch_again_from_record);
+	tcase_add_test(tc, relocated_to_other_buffers);
 	tcase_add_test(tc, unreplayable_marked);
 	tcase_add_test(tc, bound_marks_unrecorded);
 	tcase_add_test(tc, records_stay_put);

@@ -400,6 +400,23 @@ say_launch(uint32_t pos, const struct lrec *r)
 	    r->packed ? " packed" : "", states[r->state]);
 }
 
+/* lrec_relocate's name of the buffer holding address word: its index in the
+ * recording's profile, with the word's offset in it. */
+static uint32_t
+name_buffer(uint64_t word, uint64_t *delta, void *ctx)
+{
+	(void)ctx;
+	struct ebb_buf *b = buftab_find(exec.tab, word);
+	if (b == NULL)
+		return LREC_NO_BUF;
+	uint32_t k = b->mv.managed == EBB_MANAGED_BIG ? idmap_get(&exec.cur.r.ids, b->id) :
+	    IDMAP_NONE;
+	if (k == IDMAP_NONE)
+		return LREC_UNNAMED;
+	*delta = word - b->addr;
+	return k;
+}
+
 void
 exec_launch(uint64_t seq, const struct ebb_launch *l, const struct ebb_kinfo *k,
     CUstream stream, int per_thread, struct ebb_stream *tracker, int captured)
@@ -410,9 +427,12 @@ exec_launch(uint64_t seq, const struct ebb_launch *l, const struct ebb_kinfo *k,
 	struct lrec_set *ls = &exec.cur.launches;
 	if (exec.conf->recompute)
 		probe_shape_launch(i);
-	if (lrec_add(ls, i, l, k, stream, per_thread, tracker, captured) == LREC_UNRECORDED &&
-	    ls->at != NULL)
+	int st = lrec_add(ls, i, l, k, stream, per_thread, tracker, captured);
+	if (st == LREC_UNRECORDED && ls->at != NULL)
 		say_unrecorded(i, ls->n);
+	/* for a replay in another iteration: which of its words are buffers */
+	if (st == LREC_REPLAYABLE && exec.conf->recompute)
+		lrec_relocate(ls, i, name_buffer, NULL);
 	if (ebb_log_level() >= EBB_LOG_DEBUG)
 		say_launch(i, lrec_at(ls, i));
 }

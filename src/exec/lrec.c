@@ -190,6 +190,103 @@ lrec_add(struct lrec_set *s, uint32_t pos, const struct ebb_launch *l,
 	return r->state;
 }
 
+/* The offsets of r's parameter words that may be pointers, as kparam_scan
+ * reads them, each given to fn; stops early when fn returns nonzero.
+ * Returns how many were given. */
+static uint32_t
+each_word(const struct lrec *r, int (*fn)(uint32_t off, void *ctx), void *ctx)
+{
+	uint32_t n = 0;
+
+	if (r->packed || r->k == NULL) {
+		for (uint32_t o = 0; o + 8 <= r->nbytes; o += 8, n++)
+			if (fn(o, ctx))
+				return n + 1;
+		return n;
+	}
+	for (uint32_t i = 0; i < r->k->nparams; i++)
+		for (uint32_t o = 0; o + 8 <= r->k->size[i]; o += 8, n++)
+			if (fn(r->k->offset[i] + o, ctx))
+				return n + 1;
+	return n;
+}
+
+/* lrec_relocate's pass over one record: counting (out NULL) or filling. */
+struct reloc_pass {
+	const struct lrec *r;
+	uint32_t (*name)(uint64_t word, uint64_t *delta, void *ctx);
+	void *ctx;
+	struct lrec_reloc *out;	/* filling: room for cap */
+	uint32_t n, cap;
+	int unnamed;		/* a word lies in a buffer without a name */
+};
+
+/* One word of lrec_relocate's pass: named, it is counted or kept. */
+static int
+reloc_word(uint32_t off, void *ctx)
+{
+	struct reloc_pass *p = ctx;
+	uint64_t w, delta = 0;
+
+	memcpy(&w, p->r->params + off, 8);
+	uint32_t b = w != 0 ? p->name(w, &delta, p->ctx) : LREC_NO_BUF;
+	if (b == LREC_UNNAMED)
+		p->unnamed = 1;
+	if (b == LREC_NO_BUF || b == LREC_UNNAMED)
+		return p->unnamed;
+	if (p->out != NULL) {
+		if (p->n == p->cap)
+			return 1;
+		p->out[p->n] = (struct lrec_reloc){ off, b, delta };
+	}
+	p->n++;
+	return 0;
+}
+
+int
+lrec_relocate(struct lrec_set *s, uint32_t pos,
+    uint32_t (*name)(uint64_t word, uint64_t *delta, void *ctx), void *ctx)
+{
+	struct lrec *r = s->at != NULL && pos < s->n ? (struct lrec *)s->at[pos] : NULL;
+
+	if (r == NULL || r->state != LREC_REPLAYABLE)
+		return -1;
+	struct reloc_pass p = { .r = r, .name = name, .ctx = ctx };
+	each_word(r, reloc_word, &p);
+	if (p.unnamed)
+		return -1;
+	if (p.n > 0) {
+		size_t bytes = (size_t)p.n * sizeof *p.out;
+		if ((p.out = take(s, bytes)) == NULL)
+			return -1;
+		p.cap = p.n;
+		p.n = 0;
+		each_word(r, reloc_word, &p);
+	}
+	r->relocs = p.out;
+	r->nrelocs = p.n;
+	r->relocated = 1;
+	return 0;
+}
+
+int
+lrec_params(const struct lrec *r, unsigned char *out,
+    uint64_t (*addr)(uint32_t buf, void *ctx), void *ctx)
+{
+	if (!r->relocated)
+		return -1;
+	if (r->nbytes > 0)
+		memcpy(out, r->params, r->nbytes);
+	for (uint32_t i = 0; i < r->nrelocs; i++) {
+		uint64_t a = addr(r->relocs[i].buf, ctx);
+		if (a == 0)
+			return -1;
+		a += r->relocs[i].delta;
+		memcpy(out + r->relocs[i].off, &a, 8);
+	}
+	return 0;
+}
+
 const struct lrec *
 lrec_at(const struct lrec_set *s, uint32_t pos)
 {

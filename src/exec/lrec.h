@@ -36,6 +36,20 @@ enum lrec_state {
 	LREC_UNRECORDED		/* past the bound: nothing else is kept of it */
 };
 
+/* A parameter word that held a buffer's address (lrec_relocate): what to
+ * write there for the buffer of another iteration. */
+struct lrec_reloc {
+	uint32_t off;		/* the word's byte offset in the parameter bytes */
+	uint32_t buf;		/* the buffer, as the caller names it */
+	uint64_t delta;		/* the word less the buffer's address then */
+};
+
+/* What lrec_relocate's naming callback answers for a word that names no
+ * buffer, and for one inside a buffer it has no name for (the record then
+ * cannot be relocated). */
+#define LREC_NO_BUF UINT32_MAX
+#define LREC_UNNAMED (UINT32_MAX - 1)
+
 /* One launch, as it can be launched again. */
 struct lrec {
 	uintptr_t func;			/* CUfunction or CUkernel, as the launch passed it */
@@ -46,6 +60,9 @@ struct lrec {
 	const struct ebb_kinfo *k;	/* the kernel's layout; NULL: none known */
 	const CUlaunchAttribute *attrs;	/* copies of cuLaunchKernelEx's attributes */
 	const unsigned char *params;	/* the parameter bytes, nbytes of them */
+	const struct lrec_reloc *relocs;	/* the words that held buffers' addresses */
+	uint32_t nrelocs;		/* at relocs; see lrec_relocate */
+	uint8_t relocated;		/* lrec_relocate has named them all */
 	uint32_t nattrs;		/* attributes at attrs */
 	uint32_t nbytes;		/* bytes at params */
 	uint32_t grid[3], block[3];	/* dimensions, x y z */
@@ -98,6 +115,28 @@ int lrec_add(struct lrec_set *s, uint32_t pos, const struct ebb_launch *l,
  * (none was made, or the index could not be made). A launch past the bound
  * has a record of state LREC_UNRECORDED and nothing else. */
 const struct lrec *lrec_at(const struct lrec_set *s, uint32_t pos);
+
+/*
+ * Name the buffers the record of position pos references: each 8-byte word
+ * of its parameters that kparam.h reads as a possible pointer is given to
+ * name(word, &delta, ctx), which returns the caller's name of the buffer
+ * holding that address (and the word less the buffer's start in delta),
+ * LREC_NO_BUF, or LREC_UNNAMED. Returns 0 (the record is marked relocated),
+ * or -1 when there is no replayable record there, a word is LREC_UNNAMED,
+ * or the bound leaves no room (then lrec_params cannot remake its
+ * parameters).
+ */
+int lrec_relocate(struct lrec_set *s, uint32_t pos,
+    uint32_t (*name)(uint64_t word, uint64_t *delta, void *ctx), void *ctx);
+
+/*
+ * The parameter bytes of r for buffers that live elsewhere now: r's bytes
+ * into out (r->nbytes), with each word that held a buffer's address given
+ * addr(buf, ctx) + its delta. Returns 0, or -1 when r is not relocated or
+ * addr answers 0 for one of its buffers.
+ */
+int lrec_params(const struct lrec *r, unsigned char *out,
+    uint64_t (*addr)(uint32_t buf, void *ctx), void *ctx);
 
 /* Free what s holds; s is then empty, as zeroed. */
 void lrec_set_fini(struct lrec_set *s);

@@ -529,7 +529,7 @@ probe_apply(struct prof *p, const struct idmap *ids, const struct lrec_set *ls,
 			continue;
 		}
 		const struct lrec *lr = lrec_at(ls, pos);
-		if (all && j > 0 && lr != NULL && lr->state == LREC_REPLAYABLE &&
+		if (all && j > 0 && lr != NULL && lr->state == LREC_REPLAYABLE && lr->relocated &&
 		    prof_replayable(p, pos) == 0)
 			replayable++;
 	}
