@@ -44,7 +44,8 @@ src_libebbcore_la_SOURCES = \
 	src/mover/mover.c src/mover/mover.h src/mover/mover_int.h \
 	src/mover/mover_slab.c src/mover/mover_tag.c src/mover/mover_lru.c \
 	src/mover/mover_copy.c src/mover/mover_rate.c \
-	src/exec/exec.c src/exec/exec.h src/exec/lrec.c src/exec/lrec.h \
+	src/exec/exec.c src/exec/exec.h src/exec/exec_int.h src/exec/exec_plan.c \
+	src/exec/lrec.c src/exec/lrec.h \
 	src/exec/probe.c src/exec/probe.h src/exec/hash_ptx.h \
 	src/engine/engine.c src/engine/engine.h src/engine/engine_int.h \
 	src/engine/life.c src/engine/pool.c src/engine/summary.c \

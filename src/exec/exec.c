@@ -1,6 +1,6 @@
 /*
- * exec.c: recording an iteration, planning it, and running the plan, on
- * the lifecycle owner's orders (see exec.h).
+ * exec.c: recording an iteration and running its plan, on the lifecycle
+ * owner's orders (see exec.h); exec_plan.c makes the plan.
  */
 #include "config.h"
 
@@ -12,6 +12,7 @@
 #include "conf.h"
 #include "ebb.h"
 #include "exec.h"
+#include "exec_int.h"
 #include "idmap.h"
 #include "log.h"
 #include "lrec.h"
@@ -23,96 +24,10 @@
 #include "trace.h"
 #include "tracer.h"
 
-/* A restore takes its memory when the device has this much work left
- * before the restore's copy may start (the host runs ahead). */
-#define GATE_LEAD_S 1e-3
 
-/* A buffer the plan moves: a persistent one by id and address, one the
- * iteration allocates by its ordinal. */
-struct xbuf {
-	uint64_t id, addr;
-	uint32_t ord;
-	uint8_t persistent;
-};
-
-struct xact {
-	uint32_t buf;
-	uint32_t gate;		/* prefetch: position the device must pass first; PROF_NONE: none */
-	uint8_t prefetch;
-	uint8_t after_op;	/* offload: not before the operation at its position is done
-				 * (a copy of the job's to the host it must not delay) */
-};
-
-struct xplan {
-	uint64_t period;
-	struct xbuf *buf;
-	uint32_t nbuf;
-	uint32_t *first;	/* actions of position i: act[first[i] .. first[i+1]) */
-	uint8_t *gate_mark;	/* a marker is wanted after position i (a gate) */
-	struct xact *act;
-	uint64_t *ord_size;	/* size of each movable-class allocation of the iteration */
-	uint32_t nord;
-	struct ebb_buf **slot;	/* this iteration's buffer of each ordinal */
-	uint64_t *slot_id;
-	struct xplan *retired_next;
-};
-
-/* A recorded iteration: the one being recorded (cur), or one taken out for
- * planning with the mover's state the plan depends on. */
-struct exec_recorded {
-	struct rec r;			/* the recording */
-	uint64_t *addr;			/* address of each buffer alive at its start */
-	uint32_t naddr;
-	uint32_t *tok;			/* each operation's token */
-	uint64_t *host, *self;		/* host issue times, the mover's host time */
-	uint8_t *sync;			/* the host waited for the device there */
-	double *gpu;			/* GPU times from CUPTI, by position (taken out only) */
-	uint64_t ngpu;
-	uint64_t fixed, limit;		/* the mover's fixed bytes, what ebb may hold (taken out
-					 * only) */
-	double off_s, res_s;		/* what a move has cost the host so far */
-	struct lrec_set launches;	/* each launch's record, by position */
-};
-
-/* mean GPU time of each token, from the timed recordings */
-struct tokdur {
-	uint32_t n;
-	double sum;
-};
-
-/* The executor's state, guarded by ebb_state_lock but for the GPU times. */
-static struct exec {
-	const struct ebb_conf *conf;	/* the configuration (exec_init) */
-	struct buftab *tab;		/* the engine's buffer table */
-	struct exec_stats xs;		/* what exec_stats reports */
-	/* the recording */
-	int recording;			/* open: operations, allocations and frees go into it */
-	int ended;			/* ended, not yet taken: frees after its last operation
-					 * still go into it */
-	struct exec_recorded cur;	/* the recording */
-	uint32_t cur_addr_cap;		/* room in cur.addr */
-	/* GPU times, arriving on whichever thread flushes CUPTI: times_lock */
-	pthread_mutex_t times_lock;
-	uint64_t times_s0, times_n;	/* the operations they are for: times_s0 on, times_n */
-	double *times;
-	/* the planner's alone (one plan at a time) */
-	struct tokdur *toks;		/* mean GPU time of each token */
-	uint32_t ntoks, captoks;
-	struct idmap tokidx;		/* token -> index in toks */
-	/* the plan */
-	struct xplan *ready, *running;	/* installed, and running */
-	struct xplan *retired;		/* stopped plans, freed at exit (exec_after_op may
-					 * still walk one) */
-	uint64_t run_s0;		/* the running plan's iteration started with this operation */
-	uint32_t run_ord;		/* allocations of that iteration so far */
-	uint64_t run_done;		/* whole iterations the running plan has run */
-} exec = { .times_lock = PTHREAD_MUTEX_INITIALIZER };
-
-static double
-gib(uint64_t b)
-{
-	return (double)b / (double)(1ULL << 30);
-}
+/* The executor's state (exec_int.h), guarded by ebb_state_lock but for the
+ * GPU times. */
+struct exec exec = { .times_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int
 movable(const struct ebb_buf *b)
@@ -127,36 +42,11 @@ exec_init(const struct ebb_conf *c, struct buftab *t)
 	exec.tab = t;
 }
 
-/* ---- per-token times ---- */
-
-/* The times of token tok so far (added when add), or NULL. */
-static struct tokdur *
-tok_slot(uint32_t tok, int add)
-{
-	uint32_t i = idmap_get(&exec.tokidx, tok);
-
-	if (i != IDMAP_NONE)
-		return &exec.toks[i];
-	if (!add)
-		return NULL;
-	if (exec.ntoks == exec.captoks) {
-		uint32_t cap = exec.captoks ? exec.captoks * 2 : 1024;
-		struct tokdur *v = realloc(exec.toks, cap * sizeof *v);
-		if (v == NULL)
-			return NULL;
-		exec.toks = v;
-		exec.captoks = cap;
-	}
-	if (idmap_put(&exec.tokidx, tok, exec.ntoks) < 0)
-		return NULL;
-	exec.toks[exec.ntoks] = (struct tokdur){ 0, 0 };
-	return &exec.toks[exec.ntoks++];
-}
-
 /* ---- the plan's life ---- */
 
-static void
-xplan_free(struct xplan *x)
+/* Free a plan's structure (exec_int.h). */
+void
+exec_xplan_free(struct xplan *x)
 {
 	if (x == NULL)
 		return;
@@ -172,8 +62,8 @@ xplan_free(struct xplan *x)
 
 /* A plan that stops: exec_after_op may still be walking it while it waits
  * with the mutex released, so it is freed only at exit. */
-static void
-retire(struct xplan *x)
+void
+exec_retire(struct xplan *x)
 {
 	if (x == NULL)
 		return;
@@ -484,8 +374,8 @@ exec_run_stop(void)
 {
 	if (exec.running == NULL && exec.ready == NULL)
 		return;
-	retire(exec.running);
-	retire(exec.ready);
+	exec_retire(exec.running);
+	exec_retire(exec.ready);
 	exec.running = exec.ready = NULL;
 	mover_set_planned(0);
 }
@@ -540,305 +430,10 @@ exec_after_op(uint64_t seq, struct ebb_stream *st)
 	return moved;
 }
 
-/* ---- planning ---- */
-
-/* The last position before at with GATE_LEAD_S of work between it and at's
- * end, or PROF_NONE. */
-static uint32_t
-gate_of(const struct prof *p, uint32_t at)
-{
-	double left = 0;
-
-	for (uint32_t j = at; j > 0; j--) {
-		left += p->dur[j];
-		if (left >= GATE_LEAD_S)
-			return j - 1;
-	}
-	return PROF_NONE;
-}
-
-/* The plan's actions by position, from the planner's moves. */
-static struct xplan *
-build(const struct prof *p, const struct plan *pl, const uint64_t *addr, uint32_t naddr)
-{
-	struct xplan *x = calloc(1, sizeof *x);
-	int32_t *xb_of = malloc((p->nbufs ? p->nbufs : 1) * sizeof *xb_of);
-
-	if (x == NULL || xb_of == NULL)
-		goto fail;
-	x->period = p->nops;
-	memset(xb_of, 0xff, (p->nbufs ? p->nbufs : 1) * sizeof *xb_of);
-	x->buf = calloc(pl->n ? pl->n : 1, sizeof *x->buf);
-	x->first = calloc(p->nops + 1, sizeof *x->first);
-	x->gate_mark = calloc(p->nops + 1, 1);
-	x->act = calloc(2 * (size_t)pl->n + 1, sizeof *x->act);
-	if (x->buf == NULL || x->first == NULL || x->gate_mark == NULL || x->act == NULL)
-		goto fail;
-	/* ordinals: the size of every allocation the recording saw */
-	for (uint32_t k = 0; k < p->nbufs; k++)
-		if (p->buf[k].key & REC_KEY_ORDINAL) {
-			uint32_t o = (uint32_t)(p->buf[k].key & ~REC_KEY_ORDINAL);
-			if (o + 1 > x->nord)
-				x->nord = o + 1;
-		}
-	x->ord_size = calloc(x->nord ? x->nord : 1, sizeof *x->ord_size);
-	x->slot = calloc(x->nord ? x->nord : 1, sizeof *x->slot);
-	x->slot_id = calloc(x->nord ? x->nord : 1, sizeof *x->slot_id);
-	if (x->ord_size == NULL || x->slot == NULL || x->slot_id == NULL)
-		goto fail;
-	for (uint32_t k = 0; k < p->nbufs; k++)
-		if (p->buf[k].key & REC_KEY_ORDINAL)
-			x->ord_size[p->buf[k].key & ~REC_KEY_ORDINAL] = p->buf[k].size;
-	/* buffers, and how many actions each position has */
-	for (uint32_t m = 0; m < pl->n; m++) {
-		const struct plan_move *mv = &pl->mv[m];
-		const struct prof_buf *pb = &p->buf[mv->buf];
-		if (xb_of[mv->buf] < 0) {
-			struct xbuf *xb = &x->buf[x->nbuf];
-			if (pb->key & REC_KEY_ORDINAL) {
-				xb->ord = (uint32_t)(pb->key & ~REC_KEY_ORDINAL);
-			} else {
-				if (mv->buf >= naddr)
-					continue;	/* cannot happen: live buffers come first */
-				xb->persistent = 1;
-				xb->id = pb->key;
-				xb->addr = addr[mv->buf];
-			}
-			xb_of[mv->buf] = (int32_t)x->nbuf++;
-		}
-		x->first[(mv->issue == PROF_NONE ? 0 : mv->issue) + 1]++;
-		if (mv->use != PROF_NONE)
-			x->first[mv->at + 1]++;
-	}
-	for (uint32_t i = 0; i < p->nops; i++)
-		x->first[i + 1] += x->first[i];
-	/* fill: offloads first at each position, so their memory goes first */
-	uint32_t *fill = calloc(p->nops + 1, sizeof *fill);
-	if (fill == NULL)
-		goto fail;
-	memcpy(fill, x->first, (p->nops + 1) * sizeof *fill);
-	for (int pass = 0; pass < 2; pass++)
-		for (uint32_t m = 0; m < pl->n; m++) {
-			const struct plan_move *mv = &pl->mv[m];
-			if (xb_of[mv->buf] < 0)
-				continue;
-			if (pass == 0) {
-				uint32_t pos = mv->issue == PROF_NONE ? 0 : mv->issue;
-				x->act[fill[pos]++] = (struct xact){ (uint32_t)xb_of[mv->buf], PROF_NONE, 0,
-				    mv->issue != mv->after };
-			} else if (mv->use != PROF_NONE) {
-				uint32_t gate = gate_of(p, mv->at);
-				if (gate != PROF_NONE)
-					x->gate_mark[gate] = 1;
-				x->act[fill[mv->at]++] = (struct xact){ (uint32_t)xb_of[mv->buf], gate, 1, 0 };
-			}
-		}
-	free(fill);
-	free(xb_of);
-	return x;
-fail:
-	free(xb_of);
-	xplan_free(x);
-	return NULL;
-}
-
-/* The durations of the recording: CUPTI's, else each token's mean from an
- * earlier timed recording, else the host's issue times. */
-static const char *
-durations(struct rec *r, const uint32_t *tok, const uint64_t *host, const double *gpu,
-    uint64_t ngpu)
-{
-	uint32_t n = r->p.nops;
-	const char *source = "cupti";
-
-	for (uint32_t i = 0; gpu != NULL && i < n && i < ngpu; i++)
-		if (gpu[i] > 0)
-			rec_time(r, r->s0 + i, gpu[i]);
-	if (r->timed > 0) {
-		for (uint32_t i = 0; i < n; i++) {
-			struct tokdur *t = r->p.dur[i] > 0 ? tok_slot(tok[i], 1) : NULL;
-			if (t != NULL) {
-				t->sum += r->p.dur[i];
-				t->n++;
-			}
-		}
-		return source;
-	}
-	uint32_t known = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		struct tokdur *t = tok_slot(tok[i], 0);
-		if (t != NULL && t->n > 0) {
-			r->p.dur[i] = t->sum / t->n;
-			known++;
-		}
-	}
-	if (known > 0)
-		return "learned";
-	/* (an operation ebb issued itself, for NCCL's registration, has no time) */
-	for (uint32_t i = 0; i < n; i++)
-		r->p.dur[i] = host[i] != 0 && host[i + 1] > host[i] ?
-		    (double)(host[i + 1] - host[i]) / 1e9 : 0;
-	return "host";
-}
-
-
-/* What exec_plan_make made: the plan (x), or why there is none, and what
- * the trace notes (plan_notes) and log lines (plan_logs) tell of it. */
-struct exec_made {
-	struct exec_recorded *rec;	/* the recorded iteration */
-	struct xplan *x;		/* the plan by position; NULL: none */
-	const char *why;		/* why there is none */
-	int have;			/* pl was made (plan_fini frees it) */
-	struct plan pl;			/* the planner's plan */
-	struct plan_params pp;		/* what it was made under */
-	struct plan_explain ex;		/* what is on the device at its peak */
-	const char *source;		/* where the durations came from */
-	uint64_t target;		/* the peak it aims at, bytes */
-	uint64_t bound;			/* the lowest peak without stalls, bytes */
-	uint64_t floor_nostall;		/* plan_floor without stalls, bytes */
-	uint64_t made_ns;		/* the time taken to make it */
-	double d2h, h2d;		/* the copy bandwidth assumed, bytes a second */
-	int replay_have;		/* replay was found (EBB_RECOMPUTE) */
-	struct replay_set replay;	/* the gaps a replay could bridge */
-};
-
-/* Write the plan's trace notes (plan-*, and the copy rates assumed and got). */
-static void
-plan_notes(const struct exec_made *rp)
-{
-	const struct rec *r = &rp->rec->r;
-	const struct plan *pl = &rp->pl;
-	const struct plan_params *pp = &rp->pp;
-	const struct plan_explain *ex = &rp->ex;
-	char buf[256];
-
-	ebb_trace_note("plan-times", rp->source);
-	ebb_trace_note_u64("plan-operations", r->p.nops);
-	ebb_trace_note_u64("plan-buffers", r->p.nbufs);
-	ebb_trace_note_u64("plan-moves", pl->n);
-	uint64_t deferred = 0;
-	for (uint32_t m = 0; m < pl->n; m++)
-		deferred += pl->mv[m].issue != pl->mv[m].after;
-	ebb_trace_note_u64("plan-job-copies-to-host", prof_xfers(&r->p, PROF_XFER_D2H));
-	ebb_trace_note_u64("plan-job-copies-to-device", prof_xfers(&r->p, PROF_XFER_H2D));
-	ebb_trace_note_u64("plan-offloads-deferred", deferred);
-	ebb_trace_note_u64("plan-target-bytes", rp->target);
-	ebb_trace_note_u64("plan-peak-before-bytes", pl->peak_before);
-	ebb_trace_note_u64("plan-peak-bytes", pl->peak);
-	ebb_trace_note_u64("plan-bound-bytes", rp->bound);
-	ebb_trace_note_u64("plan-floor-bytes", rp->floor_nostall);
-	ebb_trace_note_u64("plan-bytes-to-host", pl->bytes_d2h);
-	ebb_trace_note_u64("plan-bytes-to-device", pl->bytes_h2d);
-	ebb_trace_note_u64("plan-step-before-ns", (uint64_t)(pl->step_before_s * 1e9));
-	ebb_trace_note_u64("plan-step-ns", (uint64_t)(pl->step_s * 1e9));
-	ebb_trace_note_u64("plan-stall-ns", (uint64_t)(pl->stall_s * 1e9));
-	ebb_trace_note_u64("plan-host-idle-ns", (uint64_t)(pl->host_idle_s * 1e9));
-	ebb_trace_note_u64("plan-host-idle-before-ns", (uint64_t)(pl->host_idle_before_s * 1e9));
-	ebb_trace_note_u64("plan-host-offload-ns", (uint64_t)(pp->host_offload_s * 1e9));
-	ebb_trace_note_u64("plan-host-restore-ns", (uint64_t)(pp->host_restore_s * 1e9));
-	ebb_trace_note_u64("plan-stall-capped", (uint64_t)pl->stall_capped);
-	ebb_trace_note_u64("plan-time-capped", (uint64_t)pl->time_capped);
-	ebb_trace_note_u64("plan-waited", (uint64_t)pl->waited);
-	double waited_s = 0;
-	for (uint32_t k = 0; k < pl->nwaits; k++)
-		waited_s += pl->waits[k].s;
-	ebb_trace_note_u64("plan-waits", pl->nwaits);
-	ebb_trace_note_u64("plan-waits-ns", (uint64_t)(waited_s * 1e9));
-	for (uint32_t k = 0; k < pl->nwaits; k++) {
-		/* where: the position in the iteration, and for how long */
-		snprintf(buf, sizeof buf, "%u:%llu", pl->waits[k].op,
-		    (unsigned long long)(pl->waits[k].s * 1e9));
-		ebb_trace_note("plan-wait", buf);
-	}
-	ebb_trace_note_u64("plan-made-ns", rp->made_ns);
-	ebb_trace_note_u64("plan-simulations", pl->simulations);
-	ebb_trace_note_u64("plan-peak-seq", r->s0 + pl->peak_op);
-	ebb_trace_note_u64("plan-peak-used-bytes", ex->used);
-	ebb_trace_note_u64("plan-peak-unmovable-bytes", ex->unmovable);
-	ebb_trace_note_u64("plan-peak-kept-bytes", ex->kept);
-	ebb_trace_note_u64("plan-peak-moved-bytes", ex->moved);
-	snprintf(buf, sizeof buf, "%.2f", rp->d2h / 1e9);
-	ebb_trace_note("d2h-gbps", buf);
-	snprintf(buf, sizeof buf, "%.2f", rp->h2d / 1e9);
-	ebb_trace_note("h2d-gbps", buf);
-	/* what ebb's own copies got so far, beside the rates assumed */
-	double got[2];
-	uint32_t ncopies[2];
-	mover_copy_rates(got, ncopies);
-	snprintf(buf, sizeof buf, "%.2f/%u", got[0], ncopies[0]);
-	ebb_trace_note("d2h-gbps-copies", buf);
-	snprintf(buf, sizeof buf, "%.2f/%u", got[1], ncopies[1]);
-	ebb_trace_note("h2d-gbps-copies", buf);
-}
-
-/* Say what the plan does and costs, and where it cannot hold EBB_LIMIT. */
-static void
-plan_logs(const struct exec_made *rp)
-{
-	const struct rec *r = &rp->rec->r;
-	const struct plan *pl = &rp->pl;
-	const struct plan_params *pp = &rp->pp;
-	const struct plan_explain *ex = &rp->ex;
-
-	ebb_log(EBB_LOG_INFO, "plan: %u moves an iteration of %u operations (%s times), %.1f GiB "
-	    "to the host and %.1f GiB back; peak %.2f -> %.2f GiB (target %.2f, lowest without "
-	    "stalls %.2f); %.3f s an iteration predicted, %.3f s of it stalls (%.3f s without "
-	    "moves); made in %.3f s (%u simulations)", pl->n, r->p.nops, rp->source,
-	    gib(pl->bytes_d2h), gib(pl->bytes_h2d), gib(pl->peak_before), gib(pl->peak),
-	    gib(rp->target), gib(rp->bound), pl->step_s, pl->stall_s,
-	    pl->step_before_s + pl->host_idle_before_s, (double)rp->made_ns / 1e9, pl->simulations);
-	if (r->p.host != NULL)
-		ebb_log(EBB_LOG_INFO, "plan: of that, the device waits %.3f s for the host to issue "
-		    "work (%.3f s without moves; a move costs the host %.0f us to the host, %.0f us "
-		    "back, as measured so far)", pl->host_idle_s, pl->host_idle_before_s,
-		    pp->host_offload_s * 1e6, pp->host_restore_s * 1e6);
-	else
-		ebb_log(EBB_LOG_INFO, "plan: the host's time is not in the prediction (the "
-		    "durations are the host's)");
-	ebb_log(EBB_LOG_INFO, "plan: at its peak (operation %llu of the recorded iteration, "
-	    "position %u) %.2f GiB are used by the operation, %.2f GiB cannot move (pinned, "
-	    "small, ebb's slabs, the driver's), %.2f GiB are idle in gaps too short to bridge, "
-	    "%.2f GiB are on the host", (unsigned long long)(r->s0 + pl->peak_op), pl->peak_op,
-	    gib(ex->used), gib(ex->unmovable), gib(ex->kept), gib(ex->moved));
-	/* what the plan costs and why, at -v 1: its bound is where the link
-	 * becomes the limit */
-	double before = pl->step_before_s + pl->host_idle_before_s;
-	ebb_log(EBB_LOG_NOTE, "plan: %s %.2f GiB (target %.2f, EBB_LIMIT less EBB_PLAN_MARGIN) "
-	    "by moving %.2f GiB an iteration each way; %.3f s an iteration predicted against "
-	    "%.3f s without moves (%+.1f%%)%s", pl->met ? "holds" : "reaches", gib(pl->peak),
-	    gib(rp->target), gib(pl->bytes_d2h), pl->step_s, before,
-	    before > 0 ? (pl->step_s / before - 1) * 100 : 0,
-	    rp->target < rp->bound ? "" : "; the link is not the limit there");
-	if (rp->target < rp->bound)
-		ebb_log(EBB_LOG_NOTE, "plan: the lowest peak without stalls is %.2f GiB: below it "
-		    "the copies at %.1f and %.1f GB/s cannot keep up, and the device waits for "
-		    "them %.3f s an iteration", gib(rp->bound), rp->d2h / 1e9, rp->h2d / 1e9,
-		    pl->stall_s);
-	/* what must be on the device at once, wherever the rest is */
-	if (ex->used + ex->unmovable > rp->target)
-		ebb_log(EBB_LOG_WARN, "EBB_LIMIT cannot be held by moving buffers: operation %u of "
-		    "the iteration uses %.2f GiB at once, and %.2f GiB more cannot move (pinned, "
-		    "small, ebb's slabs, the driver's), against a target of %.2f GiB; allocations "
-		    "over EBB_LIMIT fail with CUDA_ERROR_OUT_OF_MEMORY", pl->peak_op, gib(ex->used),
-		    gib(ex->unmovable), gib(rp->target));
-	if (pl->stall_capped)
-		ebb_log(EBB_LOG_WARN, "the plan stops at %.2f GiB, above its target of %.2f GiB: "
-		    "its predicted stalls (%.3f s) reached the iteration's own time; above "
-		    "EBB_LIMIT the reactive mover does the rest", gib(pl->peak), gib(rp->target),
-		    pl->stall_s);
-	if (pl->time_capped && !pl->met)
-		ebb_log(EBB_LOG_WARN, "the plan stops at %.2f GiB, above its target of %.2f GiB: "
-		    "its search reached EBB_PLAN_SECONDS=%g; above EBB_LIMIT the reactive mover "
-		    "does the rest", gib(pl->peak), gib(rp->target), exec.conf->plan_seconds);
-	else if (pl->time_capped)
-		ebb_log(EBB_LOG_WARN, "the plan meets its target of %.2f GiB, but its search "
-		    "reached EBB_PLAN_SECONDS=%g before it was done: a longer one may find "
-		    "a faster plan", gib(rp->target), exec.conf->plan_seconds);
-}
 
 /* Free a recording taken out (NULL: none). */
-static void
-recorded_free(struct exec_recorded *r)
+void
+exec_recorded_free(struct exec_recorded *r)
 {
 	if (r == NULL)
 		return;
@@ -887,121 +482,6 @@ exec_record_take(void)
 	return r;
 }
 
-const struct lrec *
-exec_recorded_launch(const struct exec_recorded *r, uint64_t i)
-{
-	return i < r->launches.n ? lrec_at(&r->launches, (uint32_t)i) : NULL;
-}
-
-struct exec_made *
-exec_plan_make(struct exec_recorded *rc)
-{
-	struct exec_made *m = calloc(1, sizeof *m);
-
-	if (m == NULL) {
-		recorded_free(rc);
-		return NULL;
-	}
-	m->rec = rc;
-	struct rec *r = &rc->r;
-	m->source = durations(r, rc->tok, rc->host, rc->gpu, rc->ngpu);
-	rec_end(r);
-	r->p.fixed = rc->fixed;
-	/* the host's side, when the durations are the device's */
-	if (strcmp(m->source, "host") != 0)
-		prof_host_pace(&r->p, rc->host, rc->self, rc->sync);	/* (without memory, none) */
-
-	mover_bandwidth(&m->d2h, &m->h2d);
-	if (r->p.replay != NULL) {
-		struct replay_params rp = { .min_bytes = exec.conf->min_offload_bytes };
-		m->replay_have = replay_find(&r->p, &rp, &m->replay) == 0;
-	}
-	uint64_t learned = prof_peak(&r->p, NULL);
-	/* EBB_PLAN_MARGIN: what is held at a moment on the host's side runs a
-	 * little ahead of the device's */
-	uint64_t limit = rc->limit;
-	m->target = limit - (uint64_t)((double)limit * exec.conf->plan_margin);
-	if (exec.conf->target > 0 && (uint64_t)(exec.conf->target * (double)learned) < m->target)
-		m->target = (uint64_t)(exec.conf->target * (double)learned);
-	m->pp = (struct plan_params){
-		.target = m->target, .d2h_bps = m->d2h, .h2d_bps = m->h2d,
-		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = exec.conf->min_offload_bytes,
-		/* under the bound, stalls rather than faults */
-		.allow_stall = 1, .no_waits = !exec.conf->plan_waits,
-		.time_limit_s = exec.conf->plan_seconds,
-		.host_offload_s = rc->off_s, .host_restore_s = rc->res_s,
-	};
-	uint64_t t0 = ebb_now_ns();
-	m->have = !r->oom && m->d2h > 0 && m->h2d > 0 && plan_make(&r->p, &m->pp, &m->pl) == 0;
-	if (m->have) {
-		/* under the bound the plan went through it; else it is lower */
-		m->bound = m->pl.bound ? m->pl.bound : plan_bound(&r->p, &m->pp);
-		m->floor_nostall = plan_floor(&r->p, &m->pp, 0, NULL);
-		plan_explain(&r->p, &m->pp, &m->pl, m->pl.peak_op, &m->ex);
-		m->x = build(&r->p, &m->pl, rc->addr, rc->naddr);
-	}
-	m->made_ns = ebb_now_ns() - t0;	/* the job ran without a plan meanwhile */
-	if (m->x == NULL)
-		m->why = r->oom ? "out of memory" : m->d2h <= 0 || m->h2d <= 0 ?
-		    "no copy bandwidth: set EBB_D2H_GBPS and EBB_H2D_GBPS" : "out of memory";
-	return m;
-}
-
-/* What replay could bridge in m's iteration, into the statistics. */
-static void
-replay_counts(const struct exec_made *m)
-{
-	const struct replay_set *rs = &m->replay;
-	uint64_t buffers = 0, bytes = 0;
-
-	if (!m->replay_have)
-		return;
-	for (uint32_t i = 0; i < rs->n; i++) {
-		if (i > 0 && rs->c[i].buf == rs->c[i - 1].buf)
-			continue;	/* by buffer, then gap */
-		buffers++;
-		bytes += rs->c[i].bytes;
-	}
-	exec.xs.replay_considered = rs->considered;
-	exec.xs.replay_gaps = rs->n;
-	exec.xs.replay_buffers = buffers;
-	exec.xs.replay_bytes = bytes;
-	exec.xs.replay_refused = rs->refused;
-}
-
-int
-exec_plan_install(struct exec_made *m)
-{
-	if (m->x == NULL) {
-		ebb_log(EBB_LOG_WARN, "ebb could not plan the iteration (%s); buffers move only when "
-		    "over EBB_LIMIT", m->why);
-		return -1;
-	}
-	retire(exec.ready);
-	exec.ready = m->x;
-	m->x = NULL;
-	exec.xs.plans++;
-	replay_counts(m);
-	exec.xs.planned_peak = m->pl.peak;
-	exec.xs.predicted_step_ns = (uint64_t)(m->pl.step_s * 1e9);
-	plan_notes(m);
-	plan_logs(m);
-	return 0;
-}
-
-void
-exec_made_free(struct exec_made *m)
-{
-	if (m == NULL)
-		return;
-	if (m->have)
-		plan_fini(&m->pl);
-	if (m->replay_have)
-		replay_set_fini(&m->replay);
-	xplan_free(m->x);
-	recorded_free(m->rec);
-	free(m);
-}
 
 void
 exec_stats(struct exec_stats *out)

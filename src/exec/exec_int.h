@@ -1,0 +1,113 @@
+/*
+ * exec_int.h: what the executor's files share: its state (struct exec, one
+ * instance, exec), the recorded iteration, and the plan as it runs. exec.c
+ * records and runs; exec_plan.c plans. Guarded by ebb_state_lock, but for
+ * the GPU times (their own lock) and what the planner's thread holds alone.
+ */
+#ifndef EBB_EXEC_INT_H
+#define EBB_EXEC_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "buftab.h"
+#include "idmap.h"
+#include "lrec.h"
+#include "record.h"
+
+struct ebb_conf;
+
+/* A buffer the plan moves: a persistent one by id and address, one the
+ * iteration allocates by its ordinal. */
+struct xbuf {
+	uint64_t id, addr;
+	uint32_t ord;
+	uint8_t persistent;
+};
+
+struct xact {
+	uint32_t buf;
+	uint32_t gate;		/* prefetch: position the device must pass first; PROF_NONE: none */
+	uint8_t prefetch;
+	uint8_t after_op;	/* offload: not before the operation at its position is done
+				 * (a copy of the job's to the host it must not delay) */
+};
+
+struct xplan {
+	uint64_t period;
+	struct xbuf *buf;
+	uint32_t nbuf;
+	uint32_t *first;	/* actions of position i: act[first[i] .. first[i+1]) */
+	uint8_t *gate_mark;	/* a marker is wanted after position i (a gate) */
+	struct xact *act;
+	uint64_t *ord_size;	/* size of each movable-class allocation of the iteration */
+	uint32_t nord;
+	struct ebb_buf **slot;	/* this iteration's buffer of each ordinal */
+	uint64_t *slot_id;
+	struct xplan *retired_next;
+};
+
+/* A recorded iteration: the one being recorded (cur), or one taken out for
+ * planning with the mover's state the plan depends on. */
+struct exec_recorded {
+	struct rec r;			/* the recording */
+	uint64_t *addr;			/* address of each buffer alive at its start */
+	uint32_t naddr;
+	uint32_t *tok;			/* each operation's token */
+	uint64_t *host, *self;		/* host issue times, the mover's host time */
+	uint8_t *sync;			/* the host waited for the device there */
+	double *gpu;			/* GPU times from CUPTI, by position (taken out only) */
+	uint64_t ngpu;
+	uint64_t fixed, limit;		/* the mover's fixed bytes, what ebb may hold (taken out
+					 * only) */
+	double off_s, res_s;		/* what a move has cost the host so far */
+	struct lrec_set launches;	/* each launch's record, by position */
+};
+
+/* mean GPU time of each token, from the timed recordings */
+struct tokdur {
+	uint32_t n;
+	double sum;
+};
+
+/* The executor's state, guarded by ebb_state_lock but for the GPU times. */
+struct exec {
+	const struct ebb_conf *conf;	/* the configuration (exec_init) */
+	struct buftab *tab;		/* the engine's buffer table */
+	struct exec_stats xs;		/* what exec_stats reports */
+	/* the recording */
+	int recording;			/* open: operations, allocations and frees go into it */
+	int ended;			/* ended, not yet taken: frees after its last operation
+					 * still go into it */
+	struct exec_recorded cur;	/* the recording */
+	uint32_t cur_addr_cap;		/* room in cur.addr */
+	/* GPU times, arriving on whichever thread flushes CUPTI: times_lock */
+	pthread_mutex_t times_lock;
+	uint64_t times_s0, times_n;	/* the operations they are for: times_s0 on, times_n */
+	double *times;
+	/* the planner's alone (one plan at a time) */
+	struct tokdur *toks;		/* mean GPU time of each token */
+	uint32_t ntoks, captoks;
+	struct idmap tokidx;		/* token -> index in toks */
+	/* the plan */
+	struct xplan *ready, *running;	/* installed, and running */
+	struct xplan *retired;		/* stopped plans, freed at exit (exec_after_op may
+					 * still walk one) */
+	uint64_t run_s0;		/* the running plan's iteration started with this operation */
+	uint32_t run_ord;		/* allocations of that iteration so far */
+	uint64_t run_done;		/* whole iterations the running plan has run */
+};
+
+extern struct exec exec;
+
+/* Free a plan's structure (NULL: nothing). */
+void exec_xplan_free(struct xplan *x);
+
+/* A plan that stops: exec_after_op may still be walking it while it waits
+ * with the mutex released, so it is freed only at exit. */
+void exec_retire(struct xplan *x);
+
+/* Free a recording taken out (NULL: nothing). */
+void exec_recorded_free(struct exec_recorded *r);
+
+#endif
