@@ -1214,14 +1214,14 @@ checksum_of(const char *out)
 	return sum;
 }
 
-/* Run the write-set scenario for 10 iterations in offload mode under a
+/* Run the write-set scenario for 16 iterations in offload mode under a
  * limit it fits in, with recompute (EBB_RECOMPUTE=0 or 1) and env added
  * (NULL: none). */
 static void
 run_writesets(const char *recompute, const char *extra, const char *path, struct run_result *r,
     struct trace *t)
 {
-	char *argv[] = { workload_path(0), "writesets", "10", NULL };
+	char *argv[] = { workload_path(0), "writesets", "16", NULL };
 	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_VERBOSE=1", recompute,
 		extra, NULL };
 
@@ -1244,12 +1244,13 @@ run_writesets(const char *recompute, const char *extra, const char *path, struct
  * The gaps a replay could bridge, from the write sets alone: x's two (its
  * fill), y's two (its fill, then axpy in place, from x), o's one (struct_ptrs
  * from x and y, before gather); z's is refused, rand_state writing its
- * state too.
+ * state too. Each is replayed once in the plan's first iteration, into a
+ * scratch buffer, and remakes its buffer bit for bit.
  */
 START_TEST(write_sets_measured)
 {
 	const char *path = tmp_file("wsets");
-	char *argv[] = { workload_path(0), "writesets", "10", NULL };
+	char *argv[] = { workload_path(0), "writesets", "16", NULL };
 	struct run_result alone, r;
 	struct trace t;
 
@@ -1280,9 +1281,45 @@ START_TEST(write_sets_measured)
 	ck_assert_uint_eq(summary(&t, "replay-bytes"), 6u << 20);
 	ck_assert_uint_eq(summary(&t, "replay-refused-writes-other"), 1);
 	ck_assert_ptr_nonnull(strstr(r.err, "recompute candidates (EBB_RECOMPUTE): 5 of 6 gaps "));
+	ck_assert_uint_eq(summary(&t, "replay-tried"), 5);
+	ck_assert_uint_eq(summary(&t, "replay-verified"), 5);
+	ck_assert_uint_eq(summary(&t, "replay-failed"), 0);
+	ck_assert_uint_eq(summary(&t, "replay-skipped"), 0);
 	ck_assert_ptr_nonnull(strstr(r.err, "write sets (EBB_RECOMPUTE): 7 launches measured, 0 "
 	    "not; 13 buffer references, 8 written, 1 to tables of pointers; 6 launches can be "
 	    "launched again, 1 may write what they do not reference; 26 hashes of 52.0 MiB"));
+	trace_free(&t);
+	run_free(&alone);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
+ * A kernel whose output depends on nothing it is given (stamp, which
+ * writes a count of its launches, as a kernel reading a clock or racing
+ * atomics would) is a candidate by its write sets: its replay, compared
+ * with what it wrote, refuses it; the others stay verified, and the job
+ * computes what it computes without ebb.
+ */
+START_TEST(replay_verify_refuses)
+{
+	const char *path = tmp_file("wsetstamp");
+	char *argv[] = { workload_path(0), "writesets", "16", NULL };
+	const char *env[] = { "WORKLOAD_STAMP=1", NULL };
+	struct run_result alone, r;
+	struct trace t;
+
+	run_ebb(argv, env, NULL, &alone);
+	expect_ok(&alone);
+	run_writesets("EBB_RECOMPUTE=1", "WORKLOAD_STAMP=1", path, &r, &t);
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	ck_assert_uint_eq(summary(&t, "replay-gaps"), 6);
+	ck_assert_uint_eq(summary(&t, "replay-tried"), 6);
+	ck_assert_uint_eq(summary(&t, "replay-verified"), 5);
+	ck_assert_uint_eq(summary(&t, "replay-failed"), 1);
+	ck_assert_ptr_nonnull(strstr(r.err, "recompute candidates replayed once (EBB_RECOMPUTE): "
+	    "6, 5 remade their buffer bit for bit, 1 did not; 0 not tried"));
 	trace_free(&t);
 	run_free(&alone);
 	run_free(&r);
@@ -1677,6 +1714,7 @@ main(void)
 	tcase_add_test(tc, launch_records_bounded);
 	tcase_add_test(tc, write_sets_measured);
 	tcase_add_test(tc, write_sets_refused);
+	tcase_add_test(tc, replay_verify_refuses);
 	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);
 	tcase_add_test(tc, offload_host_exhausted);

@@ -199,6 +199,10 @@ summary_records(const struct engine_totals *t)
 		summary_record("replay-refused-writes-other", rf->writes_other);
 		summary_record("replay-refused-overwritten", rf->overwritten);
 		summary_record("replay-refused-freed", rf->freed);
+		summary_record("replay-tried", xs->replay_tried);
+		summary_record("replay-verified", xs->replay_verified);
+		summary_record("replay-failed", xs->replay_failed);
+		summary_record("replay-skipped", xs->replay_skipped);
 		summary_record("planned-offloads", ms->planned_offloads);
 		summary_record("prefetches", ms->prefetches);
 		summary_record("prefetches-skipped", ms->prefetches_skipped);
@@ -324,5 +328,12 @@ summary_lines(const struct engine_totals *t)
 			    (unsigned long long)xs->replay_refused.writes_other,
 			    (unsigned long long)(xs->replay_refused.overwritten +
 			    xs->replay_refused.freed));
+		if (engine.conf->recompute)
+			ebb_log(EBB_LOG_NOTE, "recompute candidates replayed once (EBB_RECOMPUTE): %llu, "
+			    "%llu remade their buffer bit for bit, %llu did not; %llu not tried",
+			    (unsigned long long)xs->replay_tried,
+			    (unsigned long long)xs->replay_verified,
+			    (unsigned long long)xs->replay_failed,
+			    (unsigned long long)xs->replay_skipped);
 	}
 }

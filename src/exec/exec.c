@@ -19,6 +19,7 @@
 #include "mover.h"
 #include "plan.h"
 #include "probe.h"
+#include "verify.h"
 #include "planrun.h"
 #include "record.h"
 #include "trace.h"
@@ -366,6 +367,7 @@ exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len)
 	exec.run_ord = 0;
 	memset(exec.running->slot, 0, exec.running->nord * sizeof *exec.running->slot);
 	exec.xs.iterations_run++;
+	verify_boundary();
 	return 0;
 }
 
@@ -378,6 +380,7 @@ exec_run_stop(void)
 	exec_retire(exec.ready);
 	exec.running = exec.ready = NULL;
 	mover_set_planned(0);
+	verify_drop();
 }
 
 uint64_t
@@ -395,6 +398,30 @@ resolve(const struct xplan *x, const struct xbuf *xb)
 	}
 	struct ebb_buf *b = x->slot[xb->ord];
 	return b != NULL && b->id == x->slot_id[xb->ord] ? b : NULL;
+}
+
+/* verify.h's buffer vb in the running iteration, as resolve finds a plan's. */
+static struct ebb_buf *
+resolve_vb(const struct verify_buf *vb, void *ctx)
+{
+	const struct xplan *x = exec.running;
+	struct xbuf xb = { .id = vb->id, .addr = vb->addr, .ord = vb->ord,
+		.persistent = vb->persistent };
+
+	(void)ctx;
+	if (x == NULL || (!vb->persistent && vb->ord >= x->nord))
+		return NULL;
+	return resolve(x, &xb);
+}
+
+void
+exec_before_op(uint64_t seq, struct ebb_stream *st, const struct ebb_launch *l)
+{
+	const struct xplan *x = exec.running;
+
+	if (x == NULL || exec.run_s0 == 0 || seq < exec.run_s0 || seq - exec.run_s0 >= x->period)
+		return;
+	verify_before((uint32_t)(seq - exec.run_s0), seq, st, l, resolve_vb, NULL);
 }
 
 int
@@ -486,5 +513,12 @@ exec_record_take(void)
 void
 exec_stats(struct exec_stats *out)
 {
+	struct verify_stats vs;
+
 	*out = exec.xs;
+	verify_stats(&vs);
+	out->replay_tried = vs.tried;
+	out->replay_verified = vs.verified;
+	out->replay_failed = vs.failed;
+	out->replay_skipped = vs.skipped;
 }

@@ -122,6 +122,11 @@ int exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len)
 /* Stop the running plan and drop an installed one. */
 void exec_run_stop(void);
 
+/* Operation seq (l: the launch it is, NULL: another operation) is about to
+ * be handed to the driver on stream st while the plan runs: the recompute
+ * candidates to verify there are replayed before it (verify.h). */
+void exec_before_op(uint64_t seq, struct ebb_stream *st, const struct ebb_launch *l);
+
 /* Whole iterations the running plan has run (0: none runs). */
 uint64_t exec_run_iterations(void);
 
@@ -161,6 +166,8 @@ struct exec_stats {
 	uint64_t replay_buffers;	/* buffers with a candidate gap */
 	uint64_t replay_bytes;		/* their bytes */
 	struct replay_refused replay_refused;	/* why the other gaps are not */
+	/* of the candidates, replayed once in the first planned iteration */
+	uint64_t replay_tried, replay_verified, replay_failed, replay_skipped;
 };
 
 void exec_stats(struct exec_stats *out);

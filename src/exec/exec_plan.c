@@ -20,6 +20,7 @@
 #include "mover.h"
 #include "plan.h"
 #include "probe.h"
+#include "verify.h"
 #include "planrun.h"
 #include "record.h"
 #include "trace.h"
@@ -439,6 +440,30 @@ replay_counts(const struct exec_made *m)
 	exec.xs.replay_refused = rs->refused;
 }
 
+/* Have the candidates of m replayed once in the plan's first iteration
+ * (verify.h), with its recording's launch records, which go with them. */
+static void
+prepare_verify(struct exec_made *m)
+{
+	const struct prof *p = &m->rec->r.p;
+	struct verify_buf *vb = calloc(p->nbufs ? p->nbufs : 1, sizeof *vb);
+
+	if (vb == NULL)
+		return;
+	for (uint32_t i = 0; i < p->nbufs; i++) {
+		uint64_t key = p->buf[i].key;
+		if (key & REC_KEY_ORDINAL)
+			vb[i].ord = (uint32_t)(key & ~REC_KEY_ORDINAL);
+		else
+			vb[i] = (struct verify_buf){ .id = key, .persistent = 1,
+				.addr = i < m->rec->naddr ? m->rec->addr[i] : 0 };
+	}
+	if (verify_prepare(p, &m->replay, &m->rec->launches, vb) < 0)
+		ebb_log(EBB_LOG_WARN, "no memory to verify the recompute candidates; nothing is "
+		    "recomputed");
+	free(vb);
+}
+
 int
 exec_plan_install(struct exec_made *m)
 {
@@ -452,6 +477,8 @@ exec_plan_install(struct exec_made *m)
 	m->x = NULL;
 	exec.xs.plans++;
 	replay_counts(m);
+	if (m->replay_have && m->replay.n > 0)
+		prepare_verify(m);
 	exec.xs.planned_peak = m->pl.peak;
 	exec.xs.predicted_step_ns = (uint64_t)(m->pl.step_s * 1e9);
 	plan_notes(m);

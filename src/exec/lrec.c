@@ -287,6 +287,31 @@ lrec_params(const struct lrec *r, unsigned char *out,
 	return 0;
 }
 
+int
+lrec_args(const struct lrec *r, const struct ebb_launch *l, unsigned char *out)
+{
+	const unsigned char *packed;
+	size_t nbytes;
+
+	if (r->state != LREC_REPLAYABLE || r->func != (uintptr_t)l->func ||
+	    memcmp(r->grid, l->grid, sizeof r->grid) != 0 ||
+	    memcmp(r->block, l->block, sizeof r->block) != 0 || r->shmem != l->shmem ||
+	    r->nattrs != l->nattrs || r->entry != l->entry ||
+	    r->packed != (l->params == NULL && l->extra != NULL) ||
+	    args_of(l, r->k, &packed, &nbytes) < 0 || nbytes != r->nbytes)
+		return -1;
+	if (nbytes == 0)
+		return 0;
+	if (packed != NULL) {
+		memcpy(out, packed, nbytes);
+		return 0;
+	}
+	memset(out, 0, nbytes);
+	for (uint32_t i = 0; i < r->k->nparams; i++)
+		memcpy(out + r->k->offset[i], l->params[i], r->k->size[i]);
+	return 0;
+}
+
 const struct lrec *
 lrec_at(const struct lrec_set *s, uint32_t pos)
 {

@@ -138,6 +138,15 @@ int lrec_relocate(struct lrec_set *s, uint32_t pos,
 int lrec_params(const struct lrec *r, unsigned char *out,
     uint64_t (*addr)(uint32_t buf, void *ctx), void *ctx);
 
+/*
+ * The arguments of l, a launch of another iteration at r's position, laid
+ * out as r's parameter bytes into out (r->nbytes): the same launch but for
+ * its values. Returns 0, or -1 when l is not r's launch there (another
+ * function, geometry, shared memory, attribute count or way of passing
+ * arguments, or its arguments are not all there).
+ */
+int lrec_args(const struct lrec *r, const struct ebb_launch *l, unsigned char *out);
+
 /* Free what s holds; s is then empty, as zeroed. */
 void lrec_set_fini(struct lrec_set *s);
 

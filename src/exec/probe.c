@@ -314,6 +314,21 @@ hash(const struct ebb_buf *b, CUdeviceptr out, CUstream h)
 	return 0;
 }
 
+int
+probe_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h)
+{
+	struct ebb_buf b = { .addr = p, .size = n };
+
+	if (probe.fn == NULL)
+		return -1;
+	uint64_t lo = probe.lo, hi = probe.hi;
+	probe.lo = probe.hi = 0;	/* no words counted as pointers */
+	int r = hash(&b, out, h);
+	probe.lo = lo;
+	probe.hi = hi;
+	return r;
+}
+
 /* Whether the launch at position pos references what the recording's did:
  * as many buffers, of the same sizes, in the same order. */
 static int

@@ -72,6 +72,11 @@ int probe_ref(uint32_t pos, uint32_t j, uint64_t *id);
  */
 int probe_begin(uint64_t s0, struct buftab *tab);
 
+/* Launch the hash of n bytes at p into the digest out (4 words, zeroed) on
+ * stream h, with the kernel a probe loaded. Returns 0, or -1 when it is not
+ * loaded or the launch fails. */
+int probe_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h);
+
 /* Buffer b was allocated while probing: words inside it count as pointers. */
 void probe_span(const struct ebb_buf *b);
 

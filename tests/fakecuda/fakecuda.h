@@ -148,6 +148,14 @@ struct fakecuda_square_sum_f32_params {
     uint64_t n;
 };
 
+/* stamp_u32: dst[i] = the number of stamp_u32 launches run so far in the process, for
+ * i < n: what it writes depends on nothing it is given (a kernel that is not
+ * deterministic, as one reading a clock or racing atomics is). */
+struct fakecuda_stamp_u32_params {
+    uint32_t *dst;
+    uint64_t n;
+};
+
 /* ebb_hash: the kernel ebb carries as PTX (src/exec/hash.cu), run natively when a
  * module loaded from PTX text names it: adds a 128-bit digest of the n bytes at p into
  * out[0] and out[1], and into out[2] the number of whole words, p 8-byte aligned, whose

@@ -145,6 +145,18 @@ static void k_square_sum_f32(const void *params)
     *a.dst = sum;
 }
 
+/* dst[i] = how many stamp_u32 launches have run (this one included). */
+static void k_stamp_u32(const void *params)
+{
+    static atomic_uint stamps;
+    struct fakecuda_stamp_u32_params a;
+
+    memcpy(&a, params, sizeof a);
+    uint32_t v = atomic_fetch_add(&stamps, 1) + 1;
+    for (uint64_t i = 0; i < a.n; i++)
+        a.dst[i] = v;
+}
+
 /* SplitMix64's finaliser. */
 static uint64_t hash_mix(uint64_t z)
 {
@@ -200,6 +212,7 @@ static const struct param p_rand_state_f32[] = { PARAM(rand_state_f32, dst),
                                                  PARAM(rand_state_f32, state),
                                                  PARAM(rand_state_f32, n),
                                                  PARAM(rand_state_f32, seed) };
+static const struct param p_stamp_u32[] = { PARAM(stamp_u32, dst), PARAM(stamp_u32, n) };
 static const struct param p_ebb_hash[] = { PARAM(ebb_hash, p), PARAM(ebb_hash, n),
                                            PARAM(ebb_hash, out), PARAM(ebb_hash, lo),
                                            PARAM(ebb_hash, hi) };
@@ -217,7 +230,7 @@ static const struct param p_square_sum_f32[] = { PARAM(square_sum_f32, dst),
 static const struct kdesc kernels[] = {
     KERNEL(fill_u32), KERNEL(copy_bytes), KERNEL(axpy_f32), KERNEL(sum_u32),
     KERNEL(struct_ptrs), KERNEL(sleep_us), KERNEL(gather_ptrs), KERNEL(rand_f32),
-    KERNEL(rand_state_f32), KERNEL(square_sum_f32), KERNEL(ebb_hash),
+    KERNEL(rand_state_f32), KERNEL(square_sum_f32), KERNEL(ebb_hash), KERNEL(stamp_u32),
 };
 
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };

@@ -93,7 +93,8 @@ static struct {
 
 static CUcontext ctx;
 static void *driver_lib;	/* the libcuda.so.1 handle, when dlopened */
-static CUfunction k_fill, k_copy, k_axpy, k_pair, k_sleep, k_rand_state, k_square_sum, k_gather;
+static CUfunction k_fill, k_copy, k_axpy, k_pair, k_sleep, k_rand_state, k_square_sum, k_gather,
+    k_stamp, k_sum;
 
 #ifdef WORKLOAD_LINKED
 /* Bind every entry to the ELF symbol (resolved by the dynamic linker). */
@@ -187,6 +188,10 @@ setup(void)
 	k_square_sum = (CUfunction)k;
 	CK(cu.LibraryGetKernel(&k, lib, "gather_ptrs"));
 	k_gather = (CUfunction)k;
+	CK(cu.LibraryGetKernel(&k, lib, "stamp_u32"));
+	k_stamp = (CUfunction)k;
+	CK(cu.LibraryGetKernel(&k, lib, "sum_u32"));
+	k_sum = (CUfunction)k;
 }
 
 static void
@@ -1324,16 +1329,19 @@ scenario_plan(int iters)
  * looks like an input, its state), square_sum (writes the sum and its
  * scratch, reads z), struct_ptrs (reads x and y through a struct, writes o),
  * gather (reads a table of pointers and writes through it into x and y,
- * which it does not reference). One sync an iteration; prints a checksum
- * of every sum and of o's last word, the same with and without ebb.
+ * which it does not reference). With WORKLOAD_STAMP=1, also stamp
+ * (writes t with a count of its launches: not deterministic) and sum_u32
+ * (reads t, writes the sum's second word). One sync an iteration; prints a
+ * checksum of every sum and of o's last word, the same with and without ebb.
  */
 static int
 scenario_writesets(int iters)
 {
 	const size_t n = 2u << 20, words = n / 4;
 	CUstream s;
-	CUdeviceptr x, y, z, o, state, scratch, sum, table;
+	CUdeviceptr x, y, z, o, t, state, scratch, sum, table;
 	uint64_t check = 0xcbf29ce484222325ULL, zero = 0;
+	int stamp = getenv("WORKLOAD_STAMP") != NULL && atoi(getenv("WORKLOAD_STAMP")) != 0;
 
 	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CK(cu.MemAlloc(&state, n));
@@ -1346,6 +1354,12 @@ scenario_writesets(int iters)
 		CK(cu.MemAllocAsync(&y, n, s));
 		CK(cu.MemAllocAsync(&z, n, s));
 		CK(cu.MemAllocAsync(&o, n, s));
+		if (stamp) {
+			CK(cu.MemAllocAsync(&t, n, s));
+			struct fakecuda_stamp_u32_params tp = { (uint32_t *)t, words };
+			void *ta[] = { &tp.dst, &tp.n };
+			CK(cu.LaunchKernel(k_stamp, 1, 1, 1, 32, 1, 1, 0, s, ta, NULL));
+		}
 		launch_fill(x, (uint32_t)it + 1, words, s);
 		launch_fill(y, (uint32_t)it * 7 + 3, words, s);
 		launch_axpy(y, x, 2.0f, words, s);
@@ -1365,6 +1379,13 @@ scenario_writesets(int iters)
 		struct fakecuda_gather_ptrs_params gp = { (void *const *)table, 2, (uint8_t)it };
 		void *ga[] = { &gp.table, &gp.count, &gp.value };
 		CK(cu.LaunchKernel(k_gather, 1, 1, 1, 32, 1, 1, 0, s, ga, NULL));
+		if (stamp) {
+			struct fakecuda_sum_u32_params up = { (uint64_t *)(sum + 8), (const uint32_t *)t,
+				words };
+			void *ua[] = { &up.out, &up.in, &up.n };
+			CK(cu.LaunchKernel(k_sum, 1, 1, 1, 32, 1, 1, 0, s, ua, NULL));
+			CK(cu.MemFreeAsync(t, s));
+		}
 		float got[2];
 		CK(cu.MemcpyDtoHAsync(&got[0], sum, sizeof got[0], s));
 		CK(cu.MemcpyDtoHAsync(&got[1], o + n - 4, sizeof got[1], s));

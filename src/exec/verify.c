@@ -1,0 +1,464 @@
+/*
+ * verify.c: each recompute candidate replayed once into a scratch buffer and
+ * compared with the buffer the job holds (see verify.h).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "buftab.h"
+#include "ebb.h"
+#include "log.h"
+#include "lrec.h"
+#include "mover.h"
+#include "plan.h"
+#include "probe.h"
+#include "real.h"
+#include "replay.h"
+#include "streams.h"
+#include "verify.h"
+
+/* The byte the scratch is filled with before each replay. */
+#define POISON 0x5a
+
+/* Bytes of digests a candidate takes: the scratch's and the buffer's, four
+ * words each (probe_hash's). */
+#define SLOT_BYTES 64
+
+/* The most buffers one job makes resident (its own and its chain's inputs). */
+#define JOB_BUFS 64
+
+/* The parameter bytes of a launch are remade on the stack up to this size. */
+#define PARAMS_MAX 4096
+
+/* One candidate: replay its chain before the operation at position at. */
+struct job {
+	uint32_t at;		/* the candidate's r_hi */
+	uint32_t x;		/* the buffer's index in the profile */
+	uint64_t size;		/* its bytes */
+	uint32_t first, n;	/* its chain: v.chain[first .. first + n) */
+	uint8_t state;		/* J_* */
+};
+
+enum { J_WAITING, J_TRIED, J_SKIPPED };
+
+/* Where a verification is (struct verify's state). */
+enum {
+	V_OFF,		/* nothing to verify */
+	V_PREPARED,	/* candidates taken; the next iteration start begins */
+	V_ACTIVE,	/* this iteration replays */
+	V_READING	/* replays issued: the digests are read once done */
+};
+
+/* The verification: one at a time. Guarded by ebb_state_lock. */
+static struct verify {
+	int state;			/* V_* */
+	struct lrec_set ls;		/* the recording's launch records */
+	struct verify_buf *bufs;	/* where each profile buffer is, by index */
+	uint32_t nbufs;
+	struct job *job;		/* by at */
+	uint32_t njobs, next;		/* next: the first job not yet reached */
+	const struct lrec **chain;	/* the jobs' chains */
+	uint32_t *chain_pos;		/* the position of each */
+	/* this iteration's arguments of every chain launch, taken at its launch */
+	uint32_t *cpos;			/* the chains' positions, increasing, once each */
+	size_t *coff;			/* where each one's bytes are in cbuf */
+	uint8_t *cgot;			/* taken this iteration */
+	unsigned char *cbuf;
+	uint32_t ncpos;
+	CUdeviceptr scratch, dig;	/* ebb's own device memory while active */
+	uint64_t scratch_bytes;
+	uint64_t *host;			/* the digests read back */
+	CUevent done;			/* recorded after each replay */
+	struct verify_stats st;
+} v;
+
+/* Free what a verification holds on the host. */
+static void
+free_host(void)
+{
+	lrec_set_fini(&v.ls);
+	free(v.bufs);
+	free(v.job);
+	free(v.chain);
+	free(v.chain_pos);
+	free(v.cpos);
+	free(v.coff);
+	free(v.cgot);
+	free(v.cbuf);
+	free(v.host);
+	v.bufs = NULL;
+	v.job = NULL;
+	v.chain = NULL;
+	v.chain_pos = NULL;
+	v.cpos = NULL;
+	v.coff = NULL;
+	v.cgot = NULL;
+	v.cbuf = NULL;
+	v.host = NULL;
+	v.njobs = v.next = v.ncpos = 0;
+}
+
+/* Order jobs by their point. */
+static int
+by_at(const void *a, const void *b)
+{
+	const struct job *x = a, *y = b;
+
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Order positions. */
+static int
+by_pos(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The index of position q in v.cpos, or -1. */
+static int64_t
+cpos_index(uint32_t q)
+{
+	uint32_t lo = 0, hi = v.ncpos;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (v.cpos[mid] < q)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < v.ncpos && v.cpos[lo] == q ? (int64_t)lo : -1;
+}
+
+/* Room for this iteration's arguments of every chain launch (v.cpos ..).
+ * Returns 0 or -1. */
+static int
+capture_room(const uint32_t *ops, uint32_t n)
+{
+	v.cpos = malloc((n ? n : 1) * sizeof *v.cpos);
+	if (v.cpos == NULL)
+		return -1;
+	memcpy(v.cpos, ops, n * sizeof *ops);
+	qsort(v.cpos, n, sizeof *v.cpos, by_pos);
+	uint32_t m = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (m == 0 || v.cpos[m - 1] != v.cpos[i])
+			v.cpos[m++] = v.cpos[i];
+	v.ncpos = m;
+	v.coff = malloc((m ? m : 1) * sizeof *v.coff);
+	v.cgot = calloc(m ? m : 1, 1);
+	if (v.coff == NULL || v.cgot == NULL)
+		return -1;
+	size_t total = 0;
+	for (uint32_t i = 0; i < m; i++) {
+		const struct lrec *r = lrec_at(&v.ls, v.cpos[i]);
+		v.coff[i] = total;
+		total += r != NULL ? r->nbytes : 0;
+	}
+	v.cbuf = malloc(total ? total : 1);
+	return v.cbuf != NULL ? 0 : -1;
+}
+
+/* Whether the records of a chain can be replayed where verification needs:
+ * all relocated, on one stream that is not a thread's own. */
+static int
+one_stream(const struct lrec *const *c, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (c[i] == NULL || c[i]->state != LREC_REPLAYABLE || !c[i]->relocated ||
+		    c[i]->per_thread || c[i]->tracker == NULL || c[i]->tracker != c[0]->tracker ||
+		    c[i]->nbytes > PARAMS_MAX)
+			return 0;
+	return 1;
+}
+
+int
+verify_prepare(const struct prof *p, const struct replay_set *rs, struct lrec_set *ls,
+    const struct verify_buf *bufs)
+{
+	verify_drop();
+	v.job = calloc(rs->n ? rs->n : 1, sizeof *v.job);
+	v.chain = calloc(rs->nops_used ? rs->nops_used : 1, sizeof *v.chain);
+	v.chain_pos = malloc((rs->nops_used ? rs->nops_used : 1) * sizeof *v.chain_pos);
+	v.bufs = malloc((p->nbufs ? p->nbufs : 1) * sizeof *v.bufs);
+	v.ls = *ls;
+	memset(ls, 0, sizeof *ls);
+	if (v.job == NULL || v.chain == NULL || v.chain_pos == NULL || v.bufs == NULL ||
+	    capture_room(rs->ops, rs->nops_used) < 0) {
+		free_host();
+		return -1;
+	}
+	memcpy(v.bufs, bufs, p->nbufs * sizeof *v.bufs);
+	v.nbufs = p->nbufs;
+	for (uint32_t i = 0; i < rs->nops_used; i++) {
+		v.chain[i] = lrec_at(&v.ls, rs->ops[i]);
+		v.chain_pos[i] = rs->ops[i];
+	}
+	for (uint32_t i = 0; i < rs->n; i++) {
+		const struct replay_cand *c = &rs->c[i];
+		v.job[i] = (struct job){ .at = c->r_hi, .x = c->buf, .size = c->bytes,
+			.first = c->chain_first, .n = c->nchain };
+	}
+	v.njobs = rs->n;
+	qsort(v.job, v.njobs, sizeof *v.job, by_at);
+	v.st.candidates = rs->n;
+	v.state = v.njobs > 0 ? V_PREPARED : V_OFF;
+	return 0;
+}
+
+/* Take the scratch, the digests and the event for the replays. Returns 0, or
+ * -1 (said once). */
+static int
+setup_memory(void)
+{
+	uint64_t most = 0;
+	CUresult r;
+
+	for (uint32_t i = 0; i < v.njobs; i++)
+		most = v.job[i].size > most ? v.job[i].size : most;
+	v.host = malloc((size_t)v.njobs * SLOT_BYTES);
+	if (v.host == NULL)
+		return -1;
+	ebb_inside = 1;
+	r = ebb_real.cuMemAlloc_v2(&v.scratch, most);
+	if (r == CUDA_SUCCESS && (r = ebb_real.cuMemAlloc_v2(&v.dig, (size_t)v.njobs * SLOT_BYTES)) !=
+	    CUDA_SUCCESS) {
+		ebb_real.cuMemFree_v2(v.scratch);
+		v.scratch = 0;
+	}
+	if (r == CUDA_SUCCESS && v.done == NULL &&
+	    ebb_real.cuEventCreate(&v.done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+		v.done = NULL;
+	ebb_inside = 0;
+	if (r != CUDA_SUCCESS || v.done == NULL) {
+		ebb_log(EBB_LOG_WARN, "no device memory for replaying recompute candidates once "
+		    "(%llu bytes of scratch; error %d): none is verified, and nothing is recomputed",
+		    (unsigned long long)most, (int)r);
+		return -1;
+	}
+	v.scratch_bytes = most;
+	return 0;
+}
+
+/* Give ebb's device memory back (after the device has passed the replays). */
+static void
+free_device(void)
+{
+	ebb_inside = 1;
+	if (v.scratch != 0)
+		ebb_real.cuMemFree_v2(v.scratch);
+	if (v.dig != 0)
+		ebb_real.cuMemFree_v2(v.dig);
+	ebb_inside = 0;
+	v.scratch = v.dig = 0;
+}
+
+/* The digests are in: each job tried is verified or failed. */
+static void
+compare(void)
+{
+	for (uint32_t i = 0; i < v.njobs; i++) {
+		const struct job *j = &v.job[i];
+		if (j->state != J_TRIED)
+			continue;
+		const uint64_t *d = v.host + (size_t)i * (SLOT_BYTES / 8);
+		if (d[0] == d[4] && d[1] == d[5])
+			v.st.verified++;
+		else
+			v.st.failed++;
+	}
+}
+
+/* The replays issued: read the digests once the device has done them.
+ * Returns 1 when they were read (or cannot be), else 0. */
+static int
+read_back(void)
+{
+	ebb_inside = 1;
+	CUresult q = ebb_real.cuEventQuery(v.done);
+	ebb_inside = 0;
+	if (q == CUDA_ERROR_NOT_READY)
+		return 0;
+	ebb_inside = 1;
+	CUresult r = q == CUDA_SUCCESS ?
+	    ebb_real.cuMemcpyDtoH_v2(v.host, v.dig, (size_t)v.njobs * SLOT_BYTES) : q;
+	ebb_inside = 0;
+	if (r == CUDA_SUCCESS)
+		compare();
+	else
+		ebb_log(EBB_LOG_WARN, "cannot read the recompute candidates' digests back (error "
+		    "%d): none is verified", (int)r);
+	free_device();
+	return 1;
+}
+
+void
+verify_boundary(void)
+{
+	switch (v.state) {
+	case V_PREPARED:
+		if (setup_memory() < 0) {
+			v.st.skipped += v.njobs;
+			free_host();
+			v.state = V_OFF;
+			return;
+		}
+		v.next = 0;
+		v.state = V_ACTIVE;
+		return;
+	case V_ACTIVE:
+		for (uint32_t i = v.next; i < v.njobs; i++)
+			v.st.skipped++;	/* its point was not reached */
+		v.next = v.njobs;
+		v.state = V_READING;
+		/* fall through */
+	case V_READING:
+		if (v.st.tried == 0 || read_back()) {
+			if (v.st.tried == 0)
+				free_device();
+			free_host();
+			v.state = V_OFF;
+		}
+		return;
+	default:
+		return;
+	}
+}
+
+/*
+ * The arguments of chain launch r (at position q) as this iteration passed
+ * them, with every word that pointed into job j's buffer pointing into the
+ * scratch instead, into out. Returns 0, or -1 when this iteration's launch
+ * there was not taken (another launch, or none).
+ */
+static int
+this_iteration(const struct lrec *r, uint32_t q, const struct job *j, unsigned char *out)
+{
+	int64_t ci = cpos_index(q);
+
+	if (ci < 0 || !v.cgot[ci])
+		return -1;
+	memcpy(out, v.cbuf + v.coff[ci], r->nbytes);
+	for (uint32_t k = 0; k < r->nrelocs; k++) {
+		if (r->relocs[k].buf != j->x)
+			continue;
+		uint64_t a = v.scratch + r->relocs[k].delta;
+		memcpy(out + r->relocs[k].off, &a, 8);
+	}
+	return 0;
+}
+
+/*
+ * The buffers job j's replay uses, resolved into out (its own first), at
+ * most JOB_BUFS. Returns how many, or 0 when one is not found.
+ */
+static size_t
+job_buffers(const struct job *j, verify_resolve_fn resolve, void *ctx, struct ebb_buf **out)
+{
+	size_t n = 0;
+
+	out[n] = resolve(&v.bufs[j->x], ctx);
+	if (out[n++] == NULL)
+		return 0;
+	for (uint32_t c = 0; c < j->n; c++) {
+		const struct lrec *r = v.chain[j->first + c];
+		for (uint32_t k = 0; k < r->nrelocs; k++) {
+			uint32_t bi = r->relocs[k].buf;
+			if (bi >= v.nbufs)
+				return 0;
+			struct ebb_buf *b = resolve(&v.bufs[bi], ctx);
+			if (b == NULL || n == JOB_BUFS)
+				return 0;
+			size_t q = 0;
+			while (q < n && out[q] != b)
+				q++;
+			if (q == n)
+				out[n++] = b;
+		}
+	}
+	return n;
+}
+
+/* Replay job i into the scratch and hash both, on stream st. Returns 0, or
+ * -1 when it could not be (skipped). */
+static int
+run_job(uint32_t i, uint64_t seq, struct ebb_stream *st, verify_resolve_fn resolve, void *ctx)
+{
+	struct job *j = &v.job[i];
+	struct ebb_buf *bufs[JOB_BUFS];
+	unsigned char params[PARAMS_MAX];
+
+	if (!one_stream(v.chain + j->first, j->n) || v.chain[j->first]->tracker != st)
+		return -1;
+	size_t n = job_buffers(j, resolve, ctx, bufs);
+	if (n == 0 || bufs[0]->size < j->size)
+		return -1;
+	/* used by this operation: nothing moves them while the replay runs */
+	for (size_t k = 0; k < n; k++) {
+		buftab_note_use(bufs[k], (uintptr_t)st, seq);
+		mover_touch(bufs[k]);
+	}
+	if (mover_ensure(bufs, n, st, seq) != CUDA_SUCCESS)
+		return -1;
+	CUstream h = streams_handle(st);
+	CUdeviceptr slot = v.dig + (CUdeviceptr)i * SLOT_BYTES;
+	ebb_inside = 1;
+	int ok = ebb_real.cuMemsetD8Async(v.scratch, POISON, j->size, h) == CUDA_SUCCESS &&
+	    ebb_real.cuMemsetD8Async(slot, 0, SLOT_BYTES, h) == CUDA_SUCCESS;
+	for (uint32_t c = 0; ok && c < j->n; c++) {
+		const struct lrec *r = v.chain[j->first + c];
+		ok = this_iteration(r, v.chain_pos[j->first + c], j, params) == 0 &&
+		    lrec_launch(r, params) == CUDA_SUCCESS;
+	}
+	ok = ok && probe_hash(v.scratch, j->size, slot, h) == 0 &&
+	    probe_hash(bufs[0]->addr, j->size, slot + SLOT_BYTES / 2, h) == 0 &&
+	    ebb_real.cuEventRecord(v.done, h) == CUDA_SUCCESS;
+	ebb_inside = 0;
+	return ok ? 0 : -1;
+}
+
+void
+verify_before(uint32_t pos, uint64_t seq, struct ebb_stream *st, const struct ebb_launch *l,
+    verify_resolve_fn resolve, void *ctx)
+{
+	if (v.state != V_ACTIVE || st == NULL || streams_capturing(st))
+		return;
+	/* a chain's launch: its arguments as this iteration passes them */
+	int64_t ci = l != NULL ? cpos_index(pos) : -1;
+	if (ci >= 0) {
+		const struct lrec *r = lrec_at(&v.ls, pos);
+		v.cgot[ci] = r != NULL && lrec_args(r, l, v.cbuf + v.coff[ci]) == 0;
+	}
+	while (v.next < v.njobs && v.job[v.next].at < pos) {
+		v.job[v.next++].state = J_SKIPPED;	/* its point passed unseen */
+		v.st.skipped++;
+	}
+	for (; v.next < v.njobs && v.job[v.next].at == pos; v.next++) {
+		int r = run_job(v.next, seq, st, resolve, ctx);
+		v.job[v.next].state = r == 0 ? J_TRIED : J_SKIPPED;
+		if (r == 0)
+			v.st.tried++;
+		else
+			v.st.skipped++;
+	}
+}
+
+void
+verify_drop(void)
+{
+	/* cuMemFree waits for the device: no replay still runs in that memory */
+	free_device();
+	if (v.state != V_OFF)
+		free_host();
+	v.state = V_OFF;
+}
+
+void
+verify_stats(struct verify_stats *out)
+{
+	*out = v.st;
+}
