@@ -1300,7 +1300,9 @@ END_TEST
  * writes a count of its launches, as a kernel reading a clock or racing
  * atomics would) is a candidate by its write sets: its replay, compared
  * with what it wrote, refuses it; the others stay verified, and the job
- * computes what it computes without ebb.
+ * computes what it computes without ebb. Under a limit that the replay's
+ * scratch takes the job to, other buffers move to make room for it: what
+ * ebb holds stays within EBB_LIMIT.
  */
 START_TEST(replay_verify_refuses)
 {
@@ -1320,6 +1322,18 @@ START_TEST(replay_verify_refuses)
 	ck_assert_uint_eq(summary(&t, "replay-failed"), 1);
 	ck_assert_ptr_nonnull(strstr(r.err, "recompute candidates replayed once (EBB_RECOMPUTE): "
 	    "6, 5 remade their buffer bit for bit, 1 did not; 0 not tried"));
+	trace_free(&t);
+	run_free(&r);
+	const char *tight[] = { "EBB_MODE=offload", "EBB_LIMIT=20M", "EBB_VERBOSE=1",
+		"EBB_RECOMPUTE=1", "WORKLOAD_STAMP=1", NULL };
+	run_ebb(argv, tight, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	ck_assert_uint_eq(summary(&t, "replay-tried"), 6);
+	ck_assert_uint_eq(summary(&t, "replay-verified"), 5);
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 20u << 20);
+	ck_assert_uint_gt(summary(&t, "offloads"), 0);
 	trace_free(&t);
 	run_free(&alone);
 	run_free(&r);

@@ -67,8 +67,12 @@ static struct verify {
 	uint8_t *cgot;			/* taken this iteration */
 	unsigned char *cbuf;
 	uint32_t ncpos;
-	CUdeviceptr scratch, dig;	/* ebb's own device memory while active */
-	uint64_t scratch_bytes;
+	struct ebb_buf *scratch_buf;	/* the scratch (mover_own_alloc); NULL: none yet */
+	struct ebb_buf *dig_buf;	/* the digests (the same) */
+	CUdeviceptr scratch, dig;	/* their addresses */
+	uint64_t scratch_bytes;		/* what the scratch is to hold */
+	struct ebb_stream *last_st;	/* the stream of the last replay */
+	uint64_t last_seq;		/* the operation it went before */
 	uint64_t *host;			/* the digests read back */
 	CUevent done;			/* recorded after each replay */
 	struct verify_stats st;
@@ -210,51 +214,76 @@ verify_prepare(const struct prof *p, const struct replay_set *rs, struct lrec_se
 	return 0;
 }
 
-/* Take the scratch, the digests and the event for the replays. Returns 0, or
- * -1 (said once). */
+/* Take the host's side and the event for the replays; the device memory
+ * comes at the first replay (take_scratch). Returns 0, or -1 (said). */
 static int
 setup_memory(void)
 {
 	uint64_t most = 0;
-	CUresult r;
 
 	for (uint32_t i = 0; i < v.njobs; i++)
 		most = v.job[i].size > most ? v.job[i].size : most;
+	v.scratch_bytes = most;
 	v.host = malloc((size_t)v.njobs * SLOT_BYTES);
 	if (v.host == NULL)
 		return -1;
+	CUresult r = CUDA_SUCCESS;
 	ebb_inside = 1;
-	r = ebb_real.cuMemAlloc_v2(&v.scratch, most);
-	if (r == CUDA_SUCCESS && (r = ebb_real.cuMemAlloc_v2(&v.dig, (size_t)v.njobs * SLOT_BYTES)) !=
-	    CUDA_SUCCESS) {
-		ebb_real.cuMemFree_v2(v.scratch);
-		v.scratch = 0;
-	}
-	if (r == CUDA_SUCCESS && v.done == NULL &&
-	    ebb_real.cuEventCreate(&v.done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+	if (v.done == NULL &&
+	    (r = ebb_real.cuEventCreate(&v.done, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
 		v.done = NULL;
 	ebb_inside = 0;
-	if (r != CUDA_SUCCESS || v.done == NULL) {
-		ebb_log(EBB_LOG_WARN, "no device memory for replaying recompute candidates once "
-		    "(%llu bytes of scratch; error %d): none is verified, and nothing is recomputed",
-		    (unsigned long long)most, (int)r);
+	if (r != CUDA_SUCCESS) {
+		ebb_log(EBB_LOG_WARN, "cannot set up the replay of recompute candidates (error %d): "
+		    "none is verified, and nothing is recomputed", (int)r);
 		return -1;
 	}
-	v.scratch_bytes = most;
 	return 0;
 }
 
-/* Give ebb's device memory back (after the device has passed the replays). */
+/*
+ * The scratch, as large as the largest candidate, and the digests, from the
+ * mover: within EBB_LIMIT (it makes room as for an allocation of the job's,
+ * which is why this waits for the first replay, where an operation's
+ * buffers are made resident anyway) and never moved. Returns 0, or -1 when
+ * there is no room (said once; no candidate is tried).
+ */
+static int
+take_scratch(void)
+{
+	static int said;
+
+	if (v.scratch_buf != NULL)
+		return 0;
+	if (v.scratch_bytes == 0)
+		return -1;
+	CUresult r = mover_own_alloc(v.scratch_bytes, &v.scratch_buf);
+	if (r == CUDA_SUCCESS)
+		r = mover_own_alloc((size_t)v.njobs * SLOT_BYTES, &v.dig_buf);
+	if (r != CUDA_SUCCESS) {
+		mover_own_free(v.scratch_buf, NULL, 0);
+		v.scratch_buf = NULL;
+		v.scratch_bytes = 0;	/* not again this time */
+		ebb_log_once(&said, EBB_LOG_WARN, "no room within EBB_LIMIT for the scratch that "
+		    "replaying recompute candidates once takes (error %d): none is verified, and "
+		    "nothing is recomputed", (int)r);
+		return -1;
+	}
+	v.scratch = v.scratch_buf->addr;
+	v.dig = v.dig_buf->addr;
+	return 0;
+}
+
+/* Give the scratch and the digests back to the mover once the last replay's
+ * stream has passed them. */
 static void
 free_device(void)
 {
-	ebb_inside = 1;
-	if (v.scratch != 0)
-		ebb_real.cuMemFree_v2(v.scratch);
-	if (v.dig != 0)
-		ebb_real.cuMemFree_v2(v.dig);
-	ebb_inside = 0;
+	mover_own_free(v.scratch_buf, v.last_st, v.last_seq);
+	mover_own_free(v.dig_buf, v.last_st, v.last_seq);
+	v.scratch_buf = v.dig_buf = NULL;
 	v.scratch = v.dig = 0;
+	v.last_st = NULL;
 }
 
 /* The digests are in: each job tried is verified or failed. */
@@ -392,7 +421,8 @@ run_job(uint32_t i, uint64_t seq, struct ebb_stream *st, verify_resolve_fn resol
 	struct ebb_buf *bufs[JOB_BUFS];
 	unsigned char params[PARAMS_MAX];
 
-	if (!one_stream(v.chain + j->first, j->n) || v.chain[j->first]->tracker != st)
+	if (!one_stream(v.chain + j->first, j->n) || v.chain[j->first]->tracker != st ||
+	    take_scratch() < 0)
 		return -1;
 	size_t n = job_buffers(j, resolve, ctx, bufs);
 	if (n == 0 || bufs[0]->size < j->size)
@@ -418,6 +448,9 @@ run_job(uint32_t i, uint64_t seq, struct ebb_stream *st, verify_resolve_fn resol
 	    probe_hash(bufs[0]->addr, j->size, slot + SLOT_BYTES / 2, h) == 0 &&
 	    ebb_real.cuEventRecord(v.done, h) == CUDA_SUCCESS;
 	ebb_inside = 0;
+	/* whatever was issued runs on st before seq: the scratch is free after it */
+	v.last_st = st;
+	v.last_seq = seq;
 	return ok ? 0 : -1;
 }
 
@@ -450,7 +483,7 @@ verify_before(uint32_t pos, uint64_t seq, struct ebb_stream *st, const struct eb
 void
 verify_drop(void)
 {
-	/* cuMemFree waits for the device: no replay still runs in that memory */
+	/* the scratch is free once the last replay's stream has passed it */
 	free_device();
 	if (v.state != V_OFF)
 		free_host();

@@ -18,9 +18,10 @@
  * replay replaces by the scratch.
  *
  * The digests are read once the device has passed the last replay, at a
- * later iteration start; then the scratch is freed (cuMemFree, which waits
- * for the device once). The scratch, as large as the largest candidate, is
- * device memory beyond EBB_LIMIT for that time; where the driver refuses it,
+ * later iteration start. The scratch, as large as the largest candidate, is
+ * served by the mover at the first replay, within EBB_LIMIT as an
+ * allocation of the job's is (it makes room), and pinned; it goes back once
+ * the last replay's stream has passed it. Where there is no room for it,
  * nothing is verified (said).
  *
  * Called with ebb_state_lock held.

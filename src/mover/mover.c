@@ -783,6 +783,45 @@ mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
 	return r;
 }
 
+/* Device memory of ebb's own, within EBB_LIMIT and never moved (mover.h). */
+CUresult
+mover_own_alloc(size_t size, struct ebb_buf **out)
+{
+	struct ebb_buf *b = ebb_buf_new();
+	CUdeviceptr p;
+
+	*out = NULL;
+	if (b == NULL)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	CUresult r = mover_alloc(b, size, NULL, &p);
+	if (r != CUDA_SUCCESS) {
+		ebb_buf_put(b);
+		return r == MOVER_DECLINE ? CUDA_ERROR_NOT_SUPPORTED : r;
+	}
+	/* what the engine's record of an allocation gives a buffer (its kind stays
+	 * 0, cuMemAlloc's) */
+	b->addr = p;
+	b->size = size;
+	if (b->mv.managed == EBB_MANAGED_BIG)
+		mover_pin(b);
+	*out = b;
+	return CUDA_SUCCESS;
+}
+
+/* Give ebb's own memory b back once st has passed seq (mover.h). */
+void
+mover_own_free(struct ebb_buf *b, struct ebb_stream *st, uint64_t seq)
+{
+	struct ebb_tag t = { .n = st != NULL };
+
+	if (b == NULL)
+		return;
+	t.s[0] = st;
+	t.seq[0] = seq;
+	if (!mover_free(b, &t))
+		ebb_buf_put(b);
+}
+
 /* The plan's offload of b (mover.h). */
 int
 mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq)

@@ -105,6 +105,20 @@ CUresult mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *stream,
     CUdeviceptr *dptr);
 
 /*
+ * Device memory of ebb's own (scratch, digests), served as an allocation of
+ * the job's is: within EBB_LIMIT (other buffers move to make room), never
+ * moved, in no buffer table. *out gets its buffer (its address and size),
+ * for mover_own_free. Returns CUDA_SUCCESS, CUDA_ERROR_NOT_SUPPORTED where
+ * the mover does not serve it (not offloading, another context), or the
+ * allocation's error.
+ */
+CUresult mover_own_alloc(size_t size, struct ebb_buf **out);
+
+/* Give b (mover_own_alloc's; NULL: nothing) back once stream st has passed
+ * operation seq (st NULL: now). */
+void mover_own_free(struct ebb_buf *b, struct ebb_stream *st, uint64_t seq);
+
+/*
  * The job freed b (already out of the buffer table), reusable once tag is
  * done. Returns 1 when the mover keeps the struct (and recycles it later),
  * 0 when the engine may recycle it now.
