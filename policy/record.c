@@ -77,6 +77,19 @@ rec_use(struct rec *r, uint64_t seq, uint64_t id)
 		r->oom = 1;
 }
 
+/* A launch's measured access to one of its buffers into the profile
+ * (record.h). Returns 0, 1 when nothing is set, or -1 when out of memory. */
+int
+rec_access(struct rec *r, uint64_t seq, uint64_t id, unsigned acc)
+{
+	uint32_t k = idmap_get(&r->ids, id);
+
+	if ((acc != PROF_ACC_READ && acc != PROF_ACC_WRITE) || k == IDMAP_NONE || seq < r->s0 ||
+	    seq - r->s0 >= r->p.nops)
+		return 1;
+	return prof_access(&r->p, k, (uint32_t)(seq - r->s0), acc);
+}
+
 void
 rec_xfer(struct rec *r, uint64_t seq, unsigned dir)
 {

@@ -50,6 +50,18 @@ void rec_free(struct rec *r, uint64_t id, uint64_t last_seq);
 /* Operation seq used buffer id. */
 void rec_use(struct rec *r, uint64_t seq, uint64_t id);
 
+/*
+ * Operation seq, a launch, accessed buffer id, one of its references, as acc
+ * (PROF_ACC_READ or PROF_ACC_WRITE, measured; PROF_ACC_UNKNOWN: not). A
+ * launch can be launched again only where this holds for each of its
+ * references: a buffer outside the profile has no uses there to prove it
+ * unchanged. Returns 0 when the access is measured and set on id's use at
+ * seq; 1 when it is not measured, id is not in the profile or has no use at
+ * seq (nothing set); -1 when out of memory (nothing set: the access is
+ * lost, not the event, so r->oom stays as it was).
+ */
+int rec_access(struct rec *r, uint64_t seq, uint64_t id, unsigned acc);
+
 /* Operation seq is a copy of the job's between host and device (PROF_XFER_*). */
 void rec_xfer(struct rec *r, uint64_t seq, unsigned dir);
 

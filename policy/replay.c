@@ -323,3 +323,18 @@ replay_set_fini(struct replay_set *s)
 	free(s->ops);
 	memset(s, 0, sizeof *s);
 }
+
+/* The buffers with a candidate, and their bytes (replay.h): the set is by
+ * buffer, then gap, so a buffer's candidates are next to one another. */
+void
+replay_totals(const struct replay_set *s, uint64_t *buffers, uint64_t *bytes)
+{
+	*buffers = 0;
+	*bytes = 0;
+	for (uint32_t i = 0; i < s->n; i++) {
+		if (i > 0 && s->c[i].buf == s->c[i - 1].buf)
+			continue;
+		(*buffers)++;
+		*bytes += s->c[i].bytes;
+	}
+}

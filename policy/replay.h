@@ -126,6 +126,10 @@ int replay_find(const struct prof *p, const struct replay_params *rp, struct rep
 /* Free what a set holds, and empty it. */
 void replay_set_fini(struct replay_set *s);
 
+/* The buffers that have a candidate in s, and the sum of their sizes (each
+ * buffer counted once, however many of its gaps are candidates). */
+void replay_totals(const struct replay_set *s, uint64_t *buffers, uint64_t *bytes);
+
 /* The operations of a candidate's chain, in launch order (c->nchain). */
 static inline const uint32_t *
 replay_chain(const struct replay_set *s, const struct replay_cand *c)

@@ -2,7 +2,8 @@
  * check_replay.c: the gaps a kernel replay can bridge (policy/replay.h) on
  * hand-made profiles whose answer is known, and against the definitions
  * evaluated the slow way on random ones; and the profile's accesses
- * (prof_access, prof_access_of, prof_replayable). Operation i lasts
+ * (prof_access, prof_access_of, prof_replayable, and rec_access from a
+ * recording's buffer ids). Operation i lasts
  * (i + 1) * 2^-10 s, so every chain's cost is exact in binary.
  */
 #include "config.h"
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "record.h"
 #include "replay.h"
 #include "testutil.h"
 
@@ -130,6 +132,10 @@ START_TEST(simple_producer)
 	/* A's two gaps: its writer is not replayable */
 	ck_assert_uint_eq(rs.considered, 4);
 	ck_assert_uint_eq(rs.refused.not_replayable, 2);
+	uint64_t nb, bytes;
+	replay_totals(&rs, &nb, &bytes);
+	ck_assert_uint_eq(nb, 1);
+	ck_assert_uint_eq(bytes, 4 * KIB);
 	/* under min_bytes, nothing is looked at */
 	find(0, 8 * KIB);
 	ck_assert_uint_eq(rs.n, 0);
@@ -423,6 +429,62 @@ START_TEST(use_keeps_access_aligned)
 }
 END_TEST
 
+/* Buffers with candidates are counted once each, however many of their
+ * gaps are candidates; an empty set counts none. */
+START_TEST(totals_count_each_buffer_once)
+{
+	uint64_t nb = 7, bytes = 7;
+
+	replay_totals(&rs, &nb, &bytes);
+	ck_assert_uint_eq(nb, 0);
+	ck_assert_uint_eq(bytes, 0);
+	uint32_t x = buf(4 * KIB, 1, 19, 1, (int[]){ 1, WR, 3, RD, 9, RD, -1 });
+	buf(8 * KIB, 0, 19, 1, (int[]){ 0, WR, 1, RD, -1 });
+	uint32_t y = buf(16 * KIB, 4, 19, 1, (int[]){ 4, WR, 5, RD, 7, RD, 8, RD, -1 });
+	replayable((int[]){ 1, 4, -1 });
+	find(0, 1);
+	ck_assert_uint_eq(rs.n, 5);
+	ck_assert_uint_eq(rs.c[0].buf, x);
+	ck_assert_uint_eq(rs.c[4].buf, y);
+	replay_totals(&rs, &nb, &bytes);
+	ck_assert_uint_eq(nb, 2);
+	ck_assert_uint_eq(bytes, 4 * KIB + 16 * KIB);
+}
+END_TEST
+
+/*
+ * rec_access: a launch's measured access to a buffer of the recording,
+ * named by its id, sets the use at that operation; an access not measured,
+ * a buffer not in the profile, an operation outside the recording or one
+ * where the buffer has no use set nothing, and say so.
+ */
+START_TEST(rec_access_names_buffers_by_id)
+{
+	struct rec r;
+
+	ck_assert_int_eq(rec_begin(&r, 100, 4), 0);
+	rec_live(&r, 7, 4 * KIB, 1);
+	rec_alloc(&r, 9, 4 * KIB, 1, 101);
+	rec_use(&r, 101, 7);
+	rec_use(&r, 101, 9);
+	rec_use(&r, 102, 9);
+	ck_assert_int_eq(rec_access(&r, 101, 9, WR), 0);
+	ck_assert_int_eq(rec_access(&r, 101, 7, RD), 0);
+	ck_assert_int_eq(rec_access(&r, 102, 9, UN), 1);
+	ck_assert_int_eq(rec_access(&r, 102, 9, 3), 1);
+	ck_assert_int_eq(rec_access(&r, 102, 8, RD), 1);	/* not in the profile */
+	ck_assert_int_eq(rec_access(&r, 103, 9, RD), 1);	/* no use there */
+	ck_assert_int_eq(rec_access(&r, 104, 9, RD), 1);	/* past the recording */
+	ck_assert_int_eq(rec_access(&r, 99, 7, RD), 1);	/* before it */
+	uint32_t k7 = idmap_get(&r.ids, 7), k9 = idmap_get(&r.ids, 9);
+	ck_assert_uint_eq(prof_access_of(&r.p, k9, 1), WR);
+	ck_assert_uint_eq(prof_access_of(&r.p, k7, 1), RD);
+	ck_assert_uint_eq(prof_access_of(&r.p, k9, 2), UN);
+	ck_assert_int_eq(r.oom, 0);
+	rec_fini(&r);
+}
+END_TEST
+
 /* prof_replayable marks one operation; one past the end is ignored. */
 START_TEST(replayable_marks_ops)
 {
@@ -665,6 +727,8 @@ main(void)
 	tcase_add_test(tc, access_keeps_writes);
 	tcase_add_test(tc, use_keeps_access_aligned);
 	tcase_add_test(tc, replayable_marks_ops);
+	tcase_add_test(tc, totals_count_each_buffer_once);
+	tcase_add_test(tc, rec_access_names_buffers_by_id);
 	tcase_add_test(tc, random_profiles_match_the_definitions);
 	tcase_add_test(tc, profile_of_a_training_step);
 	suite_add_tcase(s, tc);

@@ -484,7 +484,7 @@ exec_record_take(void)
 	exec.ended = 0;
 	/* the probe's write sets, where it was read, go with the recording */
 	struct probe_stats ps;
-	exec.xs.replayable_launches = probe_apply(&r->r.p, &r->r.ids, &r->launches, &ps,
+	exec.xs.replayable_launches = probe_apply(&r->r, &r->launches, &ps,
 	    &exec.xs.wild_launches);
 	exec.xs.write_set_pointers = ps.pointers;
 	exec.xs.write_set_launches = ps.launches;

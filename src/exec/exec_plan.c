@@ -423,16 +423,11 @@ static void
 replay_counts(const struct exec_made *m)
 {
 	const struct replay_set *rs = &m->replay;
-	uint64_t buffers = 0, bytes = 0;
+	uint64_t buffers, bytes;
 
 	if (!m->replay_have)
 		return;
-	for (uint32_t i = 0; i < rs->n; i++) {
-		if (i > 0 && rs->c[i].buf == rs->c[i - 1].buf)
-			continue;	/* by buffer, then gap */
-		buffers++;
-		bytes += rs->c[i].bytes;
-	}
+	replay_totals(rs, &buffers, &bytes);
 	exec.xs.replay_considered = rs->considered;
 	exec.xs.replay_gaps = rs->n;
 	exec.xs.replay_buffers = buffers;

@@ -11,12 +11,12 @@
 #include "buftab.h"
 #include "ebb.h"
 #include "hash_ptx.h"
-#include "idmap.h"
 #include "log.h"
 #include "lrec.h"
 #include "plan.h"
 #include "probe.h"
 #include "real.h"
+#include "record.h"
 #include "streams.h"
 #include "trace.h"
 
@@ -518,9 +518,9 @@ probe_stats(struct probe_stats *out)
 }
 
 uint64_t
-probe_apply(struct prof *p, const struct idmap *ids, const struct lrec_set *ls,
-    struct probe_stats *st, uint64_t *wild)
+probe_apply(struct rec *r, const struct lrec_set *ls, struct probe_stats *st, uint64_t *wild)
 {
+	struct prof *p = &r->p;
 	uint64_t replayable = 0;
 
 	*st = probe.st;
@@ -532,10 +532,8 @@ probe_apply(struct prof *p, const struct idmap *ids, const struct lrec_set *ls,
 		uint32_t j;
 		int all = 1, pointers = 0;
 		for (j = 0; probe_ref(pos, j, &id) == 0; j++) {
-			unsigned acc = probe_access(pos, j);
-			uint32_t k = idmap_get(ids, id);
 			pointers |= probe_pointers(pos, j);
-			if (acc == PROF_ACC_UNKNOWN || k == IDMAP_NONE || prof_access(p, k, pos, acc) != 0)
+			if (rec_access(r, r->s0 + pos, id, probe_access(pos, j)) != 0)
 				all = 0;
 		}
 		int measured = probe.state[pos] == (P_BEFORE | P_AFTER);

@@ -30,9 +30,8 @@
 struct buftab;
 struct ebb_buf;
 struct ebb_stream;
-struct idmap;
 struct lrec_set;
-struct prof;
+struct rec;
 
 /* What a probe did, for the summary. */
 struct probe_stats {
@@ -126,19 +125,19 @@ int probe_pointers(uint32_t pos, uint32_t j);
 void probe_stats(struct probe_stats *out);
 
 /*
- * The read probe's write sets into the recording's profile p (ids: the
- * recording's buffer ids to p's indices; ls: its launch records): how each
- * measured launch accessed each buffer of p it references (prof_access),
- * which launches can be launched again (prof_replayable): a replayable
- * record whose every reference was measured, is in p (a buffer outside it,
- * from a slab, has no uses there to prove it unchanged) and holds no
- * pointers; and which launches may write buffers they do not reference
- * (prof_wild): those not measured, and those that reference a table of
- * pointers. st gets the probe's statistics. Returns how many launches can
- * be launched again (0 when the probe was not read); *wild: how many may
- * write what they do not reference.
+ * The read probe's write sets into the recording r (ls: its launch
+ * records): how each measured launch accessed each buffer of r's profile it
+ * references (rec_access), which launches can be launched again
+ * (prof_replayable): a replayable record whose every reference was
+ * measured, is in the profile (a buffer outside it, from a slab, has no uses
+ * there to prove it unchanged) and holds no pointers; and which launches
+ * may write buffers they do not reference (prof_wild): those not measured,
+ * and those that reference a table of pointers. st gets the probe's
+ * statistics. Returns how many launches can be launched again (0 when the
+ * probe was not read); *wild: how many may write what they do not
+ * reference.
  */
-uint64_t probe_apply(struct prof *p, const struct idmap *ids, const struct lrec_set *ls,
-    struct probe_stats *st, uint64_t *wild);
+uint64_t probe_apply(struct rec *r, const struct lrec_set *ls, struct probe_stats *st,
+    uint64_t *wild);
 
 #endif
