@@ -13,6 +13,8 @@
 #ifndef EBB_TRACE_FORMAT_H
 #define EBB_TRACE_FORMAT_H
 
+#include <stdint.h>
+
 #define EBB_TRACE_MAGIC "#ebb-trace"
 #define EBB_TRACE_VERSION 2
 
@@ -97,6 +99,14 @@
 
 /* Allocation kinds of A records, by enum ebb_alloc_kind. */
 #define EBB_TRACE_ALLOC_KINDS { "sync", "pitch", "async", "pool", "map" }
+/*
+ * In offload mode, an allocation of kind sync, async or pool (A records)
+ * of more than this many bytes gets a range of its own, and a recording
+ * names it in its profile; one of at most this many comes from ebb's slabs
+ * (ebb(7), Allocations and frees), never moves and is in no profile. A
+ * reader of an offload trace tells the two apart by the A record's size.
+ */
+#define EBB_SLAB_MAX_BYTES ((uint64_t)1 << 20)
 /* Free kinds of F records. */
 #define EBB_TRACE_FREE_KINDS { "sync", "async", "lost", "unmap" }
 /* Synchronisation kinds of Y records, by enum ebb_sync_kind. */

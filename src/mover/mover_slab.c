@@ -14,11 +14,12 @@
 #include "log.h"
 #include "mover_int.h"
 #include "trace.h"
+#include "trace_format.h"
 #include "vmm.h"
 
 /* Small allocations come from slabs of this size, in these classes. */
 #define SLAB_BYTES ((size_t)2 << 20)
-#define SMALL_MAX ((size_t)1 << 20)
+#define SMALL_MAX ((size_t)EBB_SLAB_MAX_BYTES)
 #define NCLASSES 32	/* 256 B to 1 MiB in steps of 1.5 and 2 need 25 */
 
 /* A freed small buffer, waiting for its tag or for reuse. */
