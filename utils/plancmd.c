@@ -35,13 +35,6 @@ struct ev {
 	uint64_t nlist;		/* buffer ids after it */
 };
 
-/* Buffers alive before the iteration starts: id -> size, open addressing. */
-struct live {
-	uint64_t *id, *size;
-	uint8_t *used;
-	size_t cap, n;
-};
-
 static void bad(struct plancmd_src *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -411,97 +404,6 @@ choose(struct plancmd_scan *sc, struct plancmd_choice *ch)
 	return found ? 0 : -1;
 }
 
-/* The home slot of id in l (cap a power of two, not 0). */
-static size_t
-live_slot(const struct live *l, uint64_t id)
-{
-	return (size_t)((id * 0x9e3779b97f4a7c15ULL) >> 32) & (l->cap - 1);
-}
-
-/* Double l's slots (1,024 at first), rehashing its entries. Returns 0, or
- * -1 when out of memory (l unchanged). */
-static int
-live_grow(struct live *l)
-{
-	struct live n = { 0 };
-
-	n.cap = l->cap ? l->cap * 2 : 1024;
-	n.id = malloc(n.cap * sizeof *n.id);
-	n.size = malloc(n.cap * sizeof *n.size);
-	n.used = calloc(n.cap, 1);
-	if (n.id == NULL || n.size == NULL || n.used == NULL) {
-		free(n.id);
-		free(n.size);
-		free(n.used);
-		return -1;
-	}
-	for (size_t i = 0; i < l->cap; i++) {
-		if (!l->used[i])
-			continue;
-		size_t j = live_slot(&n, l->id[i]);
-		while (n.used[j])
-			j = (j + 1) & (n.cap - 1);
-		n.used[j] = 1;
-		n.id[j] = l->id[i];
-		n.size[j] = l->size[i];
-	}
-	n.n = l->n;
-	free(l->id);
-	free(l->size);
-	free(l->used);
-	*l = n;
-	return 0;
-}
-
-/* Set id's size in l, adding it if new. Returns 0, or -1 when out of memory. */
-static int
-live_put(struct live *l, uint64_t id, uint64_t size)
-{
-	if (2 * (l->n + 1) > l->cap && live_grow(l) < 0)
-		return -1;
-	size_t i = live_slot(l, id);
-	while (l->used[i] && l->id[i] != id)
-		i = (i + 1) & (l->cap - 1);
-	l->n += !l->used[i];
-	l->used[i] = 1;
-	l->id[i] = id;
-	l->size[i] = size;
-	return 0;
-}
-
-/* Remove id, shifting back the entries after it that may take its slot. */
-static void
-live_del(struct live *l, uint64_t id)
-{
-	if (l->cap == 0)
-		return;
-	size_t m = l->cap - 1, i = live_slot(l, id);
-	while (l->used[i] && l->id[i] != id)
-		i = (i + 1) & m;
-	if (!l->used[i])
-		return;
-	for (size_t j = (i + 1) & m; l->used[j]; j = (j + 1) & m) {
-		size_t home = live_slot(l, l->id[j]);
-		if (((j - home) & m) >= ((j - i) & m)) {
-			l->id[i] = l->id[j];
-			l->size[i] = l->size[j];
-			i = j;
-		}
-	}
-	l->used[i] = 0;
-	l->n--;
-}
-
-/* Free l's slots and leave it empty. */
-static void
-live_free(struct live *l)
-{
-	free(l->id);
-	free(l->size);
-	free(l->used);
-	memset(l, 0, sizeof *l);
-}
-
 /* What a buffer takes in the profile: movable ones a whole number of granules. */
 static uint64_t
 counted(const struct plancmd_build *b, uint64_t size, int *movable)
@@ -528,7 +430,7 @@ note_bid(struct plancmd_build *b, uint32_t nbufs_before, uint64_t id)
 
 /* The buffers alive at the start, in the order of their ids (allocation order). */
 static int
-record_live(struct plancmd_build *b, struct live *l)
+record_live(struct plancmd_build *b, struct planlive *l)
 {
 	uint64_t *ids = malloc((l->n ? l->n : 1) * sizeof *ids);
 	size_t n = 0;
@@ -540,9 +442,7 @@ record_live(struct plancmd_build *b, struct live *l)
 			ids[n++] = l->id[i];
 	qsort(ids, n, sizeof *ids, cmp_u64);
 	for (size_t k = 0; k < n; k++) {
-		size_t i = live_slot(l, ids[k]);
-		while (l->id[i] != ids[k] || !l->used[i])
-			i = (i + 1) & (l->cap - 1);
+		size_t i = planlive_find(l, ids[k]);
 		int mov;
 		uint64_t size = counted(b, l->size[i], &mov);
 		uint32_t nb = b->r.p.nbufs;
@@ -551,7 +451,7 @@ record_live(struct plancmd_build *b, struct live *l)
 			b->r.oom = 1;
 	}
 	free(ids);
-	live_free(l);
+	planlive_free(l);
 	return 0;
 }
 
@@ -574,7 +474,7 @@ build_profile(struct plancmd_src *s, const struct plancmd_scan *sc, const struct
 	uint64_t s0 = ch->m->seq, end = s0 + ch->m->period;
 	uint64_t last = 0, prev_seq = 0, prev_t = 0;
 	int started = 0, have_prev = 0, rc;
-	struct live live = { 0 };
+	struct planlive live = { 0 };
 	struct ev e;
 
 	if (ebb_trace_rewind(&s->rd) < 0) {
@@ -616,7 +516,7 @@ build_profile(struct plancmd_src *s, const struct plancmd_scan *sc, const struct
 				rec_alloc(&b->r, e.id, size, mov, last + 1);
 				if (note_bid(b, nb, e.id) < 0)
 					b->r.oom = 1;
-			} else if (live_put(&live, e.id, e.size) < 0) {
+			} else if (planlive_put(&live, e.id, e.size, 0) < 0) {
 				b->r.oom = 1;
 			}
 			break;
@@ -624,7 +524,7 @@ build_profile(struct plancmd_src *s, const struct plancmd_scan *sc, const struct
 			if (started)
 				rec_free(&b->r, e.id, last);
 			else
-				live_del(&live, e.id);
+				planlive_del(&live, e.id);
 			break;
 		default:
 			break;
@@ -651,7 +551,7 @@ build_profile(struct plancmd_src *s, const struct plancmd_scan *sc, const struct
 		}
 		last = e.seq;
 	}
-	live_free(&live);
+	planlive_free(&live);
 	if (rc < 0)
 		return -1;
 	if (!started) {

@@ -5,6 +5,7 @@
  *              profile, and the command's flow (ebb_plan)
  * planprint.c  printing what was learned, the floor, the plan at each
  *              target and the moves of the last one
+ * planlive.c   the buffers alive at a point of the trace (id -> size)
  */
 #ifndef EBB_PLANCMD_INT_H
 #define EBB_PLANCMD_INT_H
@@ -94,6 +95,30 @@ struct plancmd {
 	struct plan_floor *fl;		/* the floor under every plan; NULL: none made */
 	struct plan pl;			/* the last plan made */
 };
+
+/* ---- planlive.c ---- */
+
+/* Buffers alive at a point of the trace: id -> size and the caller's tag,
+ * open addressing. Empty when zeroed. */
+struct planlive {
+	uint64_t *id, *size;
+	uint8_t *used;
+	uint8_t *tag;
+	size_t cap, n;
+};
+
+/* Set id's size and tag in l, adding it if new. Returns 0, or -1 when out of
+ * memory (l unchanged). */
+int planlive_put(struct planlive *l, uint64_t id, uint64_t size, uint8_t tag);
+
+/* id's slot in l (its size and tag there), or SIZE_MAX when it is not there. */
+size_t planlive_find(const struct planlive *l, uint64_t id);
+
+/* Remove id, if l has it. */
+void planlive_del(struct planlive *l, uint64_t id);
+
+/* Free l's slots and leave it empty. */
+void planlive_free(struct planlive *l);
 
 /* ---- planprint.c ---- */
 
