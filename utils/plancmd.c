@@ -5,7 +5,8 @@
  * detached) and I records name operations already written, so the first
  * pass collects them and chooses the iteration, and the second builds its
  * profile with policy/record.h as the engine would. planprint.c prints
- * what is learned and planned.
+ * what is learned and planned. V records (write sets) are kept, and
+ * plancmd_launches reads the trace again for the launches they name.
  */
 #include "config.h"
 
@@ -20,6 +21,7 @@
 #include "plancmd.h"
 #include "plancmd_int.h"
 #include "record.h"
+#include "trace_format.h"
 #include "trace_read.h"
 
 #define GRANULE ((uint64_t)2 << 20)	/* VMM granularity: what a moved buffer takes */
@@ -144,6 +146,34 @@ list_field(char type)
 	return 0;
 }
 
+/* Check and take a V record's seq and accesses (its list: each 1, read, or
+ * 2, written). Returns 0 or -1 (said). */
+static int
+decode_access(struct plancmd_src *s, struct ev *e)
+{
+	const struct ebb_trace_rec *r = &s->rd.rec;
+
+	if (num(s, 0, &e->t) < 0 || num(s, 1, &e->seq) < 0)
+		return -1;
+	e->list = list_field(r->type);
+	if (strcmp(r->field[e->list], "?") == 0) {
+		bad(s, "access record's accs is '?': a V record gives each of its accesses");
+		return -1;
+	}
+	e->nlist = r->nfields - e->list - 1;
+	for (size_t k = e->list + 1; k < r->nfields; k++) {
+		uint64_t acc;
+		if (num(s, k, &acc) < 0)
+			return -1;
+		if (acc != PROF_ACC_READ && acc != PROF_ACC_WRITE) {
+			bad(s, "access record's access '%s' is neither 1 (read) nor 2 (written)",
+			    r->field[k]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Check and take the numbers ebb plan uses from s->rd.rec. Returns 0 or -1 (said). */
 static int
 decode(struct plancmd_src *s, struct ev *e)
@@ -195,12 +225,43 @@ decode(struct plancmd_src *s, struct ev *e)
 		return num(s, 1, &e->a) < 0 || num(s, 2, &e->b) < 0 || num(s, 3, &e->c) < 0 ? -1 : 0;
 	case 'D':
 		return num(s, 1, &e->seq);
+	case 'V':
+		return decode_access(s, e);
 	default:
 		return 0;
 	}
 }
 
-/* First pass: operations in order, and the G, I, D and Q records. */
+/* Keep the V record just decoded as e: its seq and accesses. Returns 0, or
+ * -1 when out of memory (said). */
+static int
+scan_access(struct plancmd_src *s, struct plancmd_scan *sc, const struct ev *e)
+{
+	struct plancmd_access *v = grow(sc->v, &sc->cv, sc->nv, sizeof *v);
+
+	if (v == NULL)
+		return oom(s);
+	sc->v = v;
+	if (sc->nacc + e->nlist > sc->cacc) {
+		size_t c = sc->cacc ? sc->cacc : 256;
+		while (c < sc->nacc + e->nlist)
+			c *= 2;
+		uint8_t *a = realloc(sc->acc, c);
+		if (a == NULL)
+			return oom(s);
+		sc->acc = a;
+		sc->cacc = c;
+	}
+	sc->v[sc->nv++] = (struct plancmd_access){ e->seq, sc->nacc, (size_t)e->nlist };
+	for (size_t k = 0; k < e->nlist; k++) {
+		uint64_t acc;
+		ebb_trace_u64(&s->rd.rec, e->list + 1 + k, &acc);
+		sc->acc[sc->nacc++] = (uint8_t)acc;
+	}
+	return 0;
+}
+
+/* First pass: operations in order, and the G, I, D, Q and V records. */
 static int
 scan_trace(struct plancmd_src *s, struct plancmd_scan *sc)
 {
@@ -251,6 +312,10 @@ scan_trace(struct plancmd_src *s, struct plancmd_scan *sc)
 			sc->dep[sc->ndep++] = e.seq;
 			break;
 		}
+		case 'V':
+			if (scan_access(s, sc, &e) < 0)
+				return -1;
+			break;
 		case 'O':
 		case 'B':
 			sc->offload = 1;
@@ -571,6 +636,92 @@ build_profile(struct plancmd_src *s, const struct plancmd_scan *sc, const struct
 	return 0;
 }
 
+/* Whether an allocation of this A record kind, of more than
+ * EBB_SLAB_MAX_BYTES, gets a range of its own in offload mode. */
+static int
+own_range_kind(const char *kind)
+{
+	return strcmp(kind, "sync") == 0 || strcmp(kind, "async") == 0 ||
+	    strcmp(kind, "pool") == 0;
+}
+
+/* The buffers launch record e lists, from s->rd.rec, into *ref (grown, *cap
+ * updated) with what l knows of each. Returns 0, or -1 when out of memory. */
+static int
+launch_refs(struct plancmd_src *s, const struct ev *e, const struct planlive *l,
+    struct plancmd_ref **ref, size_t *cap)
+{
+	if (e->nlist > *cap) {
+		struct plancmd_ref *v = realloc(*ref, e->nlist * sizeof *v);
+		if (v == NULL)
+			return -1;
+		*ref = v;
+		*cap = e->nlist;
+	}
+	for (size_t k = 0; k < e->nlist; k++) {
+		uint64_t id = 0;
+		ebb_trace_u64(&s->rd.rec, e->list + 1 + k, &id);
+		size_t i = planlive_find(l, id);
+		(*ref)[k] = (struct plancmd_ref){ .bid = id };
+		if (i != SIZE_MAX) {
+			(*ref)[k].size = l->size[i];
+			(*ref)[k].known = 1;
+			(*ref)[k].own = l->tag[i];
+		}
+	}
+	return 0;
+}
+
+/* plancmd_launches (plancmd_int.h): each launch from lo up to hi that lists
+ * its buffers, to fn. Returns 0, or -1 (said, or fn's). */
+int
+plancmd_launches(struct plancmd_src *s, uint64_t lo, uint64_t hi, plancmd_launch_fn *fn,
+    void *arg)
+{
+	struct planlive live = { 0 };
+	struct plancmd_ref *ref = NULL;
+	size_t cref = 0;
+	struct ev e;
+	int rc;
+
+	if (ebb_trace_rewind(&s->rd) < 0) {
+		fprintf(s->err, "ebb plan: %s: cannot read it again: %s\n", s->path, strerror(errno));
+		return -1;
+	}
+	while ((rc = next_record(s)) > 0) {
+		if (decode(s, &e) < 0) {
+			rc = -1;
+			break;
+		}
+		if (e.type == 'A') {
+			int own = e.size > EBB_SLAB_MAX_BYTES && own_range_kind(s->rd.rec.field[5]);
+			if (planlive_put(&live, e.id, e.size, (uint8_t)own) < 0) {
+				rc = oom(s);
+				break;
+			}
+		} else if (e.type == 'F') {
+			planlive_del(&live, e.id);
+		}
+		if (!is_op(e.type) || e.seq < lo)
+			continue;
+		if (e.seq >= hi)
+			break;
+		if (e.type != 'L' || strcmp(s->rd.rec.field[e.list], "?") == 0)
+			continue;
+		if (launch_refs(s, &e, &live, &ref, &cref) < 0) {
+			rc = oom(s);
+			break;
+		}
+		if (fn(arg, e.seq, ref, (size_t)e.nlist) < 0) {
+			rc = -1;
+			break;
+		}
+	}
+	free(ref);
+	planlive_free(&live);
+	return rc < 0 ? -1 : 0;
+}
+
 /*
  * Read the trace twice: choose the iteration, then build its profile.
  * Returns 0, or -1 when the trace is malformed, holds no usable iteration
@@ -676,6 +827,8 @@ planning_fini(struct plancmd *g)
 	free(g->sc.g);
 	free(g->sc.launch);
 	free(g->sc.dep);
+	free(g->sc.v);
+	free(g->sc.acc);
 	ebb_trace_reader_close(&g->s.rd);
 }
 

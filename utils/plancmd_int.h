@@ -40,6 +40,12 @@ struct plancmd_gtime {
 	uint64_t seq, start, end;
 };
 
+/* A V record: the accesses of one launch of the probed iteration. */
+struct plancmd_access {
+	uint64_t seq;		/* the launch */
+	size_t first, n;	/* its accesses: acc[first .. first + n), PROF_ACC_* */
+};
+
 /* What the first pass keeps. */
 struct plancmd_scan {
 	struct plancmd_mark *mark;
@@ -56,6 +62,10 @@ struct plancmd_scan {
 				 * last plan-host-offload-ns, plan-host-restore-ns notes;
 				 * -1: none */
 	int offload;		/* the trace has offload mode's moves (O or B records) */
+	struct plancmd_access *v;	/* V records, in the trace's order */
+	size_t nv, cv;
+	uint8_t *acc;		/* their accesses */
+	size_t nacc, cacc;
 };
 
 /* The iteration chosen. */
@@ -95,6 +105,29 @@ struct plancmd {
 	struct plan_floor *fl;		/* the floor under every plan; NULL: none made */
 	struct plan pl;			/* the last plan made */
 };
+
+/* One buffer a launch lists (plancmd_launches). */
+struct plancmd_ref {
+	uint64_t bid;
+	uint64_t size;		/* its A record's; 0 when known is 0 */
+	uint8_t known;		/* an A record of it came before the launch */
+	uint8_t own;		/* in offload mode it had a range of its own (an
+				 * allocation of kind sync, async or pool of more than
+				 * EBB_SLAB_MAX_BYTES), which the library's profile names */
+};
+
+/* What plancmd_launches gives each launch: its seq and the n buffers it
+ * lists, in order. Returns 0 to go on, or -1 to stop with an error (said). */
+typedef int plancmd_launch_fn(void *arg, uint64_t seq, const struct plancmd_ref *ref, size_t n);
+
+/*
+ * Read the trace again from its start and give fn each launch (L record)
+ * from operation lo up to hi (exclusive) whose buffers are known (not '?').
+ * Returns 0, or -1 when reading fails, memory runs out (said on s->err) or
+ * fn returns -1.
+ */
+int plancmd_launches(struct plancmd_src *s, uint64_t lo, uint64_t hi, plancmd_launch_fn *fn,
+    void *arg);
 
 /* ---- planlive.c ---- */
 
