@@ -11,6 +11,10 @@
  * With a fast link, buffer 1 is offloaded after operation 7 and back before
  * operation 12: the peak falls to 1 GiB. On a slow link nothing can move.
  * G and I records come last, as the library writes them.
+ *
+ * --replay is tested on a trace of the fake driver's workload writesets,
+ * against the library's own answer (its Z records), and on hand-written
+ * traces with V records (vbody below).
  */
 #include "config.h"
 
@@ -19,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "integ.h"
 #include "testutil.h"
 #include "trace_format.h"
 
@@ -466,6 +471,276 @@ START_TEST(usage_errors)
 }
 END_TEST
 
+/* The number after "key" in out (the test fails when there is none). */
+static unsigned long long
+count_after(const char *out, const char *key)
+{
+	const char *p = strstr(out, key);
+	unsigned long long v = 0;
+
+	ck_assert_msg(p != NULL, "no '%s' in:\n%s", key, out);
+	ck_assert_int_eq(sscanf(p + strlen(key), "%llu", &v), 1);
+	return v;
+}
+
+/* One line of --replay's candidates. */
+struct cand_row {
+	unsigned long long bid, gap_after, gap_before, lo, hi;
+	double mib, ms;
+	unsigned chain;
+	char ops[64];
+};
+
+/* Candidate row i (from 0) of out; returns 0, or -1 when there is none. */
+static int
+cand_row(const char *out, int i, struct cand_row *w)
+{
+	const char *p = strstr(out, "chain's operations\n");
+
+	if (p == NULL)
+		return -1;
+	for (int k = 0; k <= i; k++) {
+		p = strchr(p, '\n');
+		if (p == NULL || p[1] == '\0' || p[1] == '\n')
+			return -1;
+		p++;
+	}
+	return sscanf(p, "%llu %lf %llu-%llu %llu-%llu %u %lf %63s", &w->bid, &w->mib,
+	    &w->gap_after, &w->gap_before, &w->lo, &w->hi, &w->chain, &w->ms, w->ops) == 9 ? 0 : -1;
+}
+
+/* The refusals --replay prints, by the Z records' key suffixes. */
+static const char *const refusals[] = {
+	"unknown", "no-writer", "first-read", "too-long", "not-replayable", "unknown-other",
+	"writes-other", "overwritten", "freed"
+};
+
+/* The count of refusal reason in out's "refused:" line. */
+static unsigned long long
+refused(const char *out, const char *reason)
+{
+	char key[64];
+	const char *line = strstr(out, "\nrefused: ");
+
+	ck_assert_msg(line != NULL, "no refusals in:\n%s", out);
+	snprintf(key, sizeof key, " %s ", reason);
+	return count_after(line, key);
+}
+
+/*
+ * The workload's write-set scenario under the library with EBB_RECOMPUTE=1
+ * (as tests/check_integration.c's write_sets_measured runs it): ebb plan
+ * --replay applies the V records of the probed iteration (the 8th) to the
+ * iteration it plans (the 10th) and finds what the library found on the
+ * recorded one (the 7th): 6 gaps, 5 candidates of 3 buffers (x, y and o,
+ * 2 MiB each), z's gap refused for rand_state writing its state too; gather
+ * references a table from a slab, so 6 of the 7 launches measured can be
+ * launched again. Every number equals the library's Z record.
+ */
+START_TEST(replay_matches_the_library)
+{
+	const char *path = tmp_file("planws");
+	char *argv[] = { workload_path(0), "writesets", "10", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_RECOMPUTE=1", NULL };
+	static const char *const args[] = { "--replay", NULL };
+	struct run_result w, r;
+	struct trace t;
+	char key[64];
+
+	run_ebb(argv, env, path, &w);
+	expect_ok(&w);
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "plans"), 1);
+	ck_assert_uint_eq(count_type(&t, 'V'), 7);
+	plan(&r, path, args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "iteration: 10, from operation 101, 11 operations\n"));
+	ck_assert_ptr_nonnull(strstr(r.out, "write sets: iteration 8, from operation 79: "));
+	ck_assert_uint_eq(count_after(r.out, "from operation 79: "), summary(&t, "write-set-launches"));
+	ck_assert_uint_eq(count_after(r.out, "launches measured, "), 7);
+	ck_assert_uint_eq(count_after(r.out, "planned iteration, "), summary(&t, "replayable-launches"));
+	ck_assert_uint_eq(count_after(r.out, "planned iteration, "), 6);
+	ck_assert_uint_eq(count_after(r.out, "gaps considered: "), summary(&t, "replay-gaps-considered"));
+	ck_assert_uint_eq(count_after(r.out, "gaps considered: "), 6);
+	ck_assert_uint_eq(count_after(r.out, "\ncandidates: "), summary(&t, "replay-gaps"));
+	ck_assert_uint_eq(count_after(r.out, "\ncandidates: "), 5);
+	ck_assert_uint_eq(count_after(r.out, ", of "), summary(&t, "replay-buffers"));
+	ck_assert_uint_eq(count_after(r.out, ", of "), 3);
+	ck_assert_uint_eq(summary(&t, "replay-bytes"), 6u << 20);
+	ck_assert_ptr_nonnull(strstr(r.out, "of 3 buffers (6.00 MiB)\n"));
+	for (size_t i = 0; i < sizeof refusals / sizeof *refusals; i++) {
+		snprintf(key, sizeof key, "replay-refused-%s", refusals[i]);
+		ck_assert_uint_eq(refused(r.out, refusals[i]), summary(&t, key));
+	}
+	ck_assert_uint_eq(refused(r.out, "writes-other"), 1);
+	/* the candidates, the most bytes times window first: o's gap from
+	 * struct_ptrs to its copy to the host (window 3), then x's and y's
+	 * second gaps (window 2; y's chain is its fill and axpy) */
+	struct cand_row c;
+	unsigned chains = 0;
+	for (int i = 0; i < 5; i++) {
+		ck_assert_int_eq(cand_row(r.out, i, &c), 0);
+		ck_assert_double_eq_tol(c.mib, 2.0, 1e-9);
+		ck_assert_uint_eq(c.lo, c.gap_after + 1);
+		ck_assert_uint_le(c.hi, c.gap_before);
+		ck_assert_uint_eq(c.hi - c.lo, i == 0 ? 3 : i < 3 ? 2 : i == 3 ? 1 : 0);
+		chains += c.chain;
+	}
+	ck_assert_uint_eq(chains, 6);
+	ck_assert_int_eq(cand_row(r.out, 5, &c), -1);
+	ck_assert_int_eq(cand_row(r.out, 0, &c), 0);
+	ck_assert_uint_eq(c.gap_after, 106);
+	ck_assert_uint_eq(c.gap_before, 110);
+	ck_assert_str_eq(c.ops, "106");
+	ck_assert_int_eq(cand_row(r.out, 2, &c), 0);
+	ck_assert_str_eq(c.ops, "102,103");
+	trace_free(&t);
+	run_free(&w);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
+ * A hand-written offload trace of three iterations of 4 launches (seq 1, 5,
+ * 9; the third is planned) over a weight w (buffer 1, 4 MiB), a bias
+ * (buffer 2, 4 KiB: from a slab) and two activations x and y (4 MiB) each
+ * iteration: a writes x from w, b writes y from x and the bias, c reads x,
+ * d reads y. The V records are those of iteration 1, whose x is XSIZE.
+ */
+static const char vbody_fmt[] =
+	"K 1 1 ok kernel\n"
+	"A 10 1 0x7f0000000000 4194304 0x1 async 0x0\n"
+	"A 11 2 0x7f0000400000 4096 0x1 async 0x0\n"
+	"A 20 3 0x7f0000800000 %s 0x1 async 0x0\n"
+	"A 21 4 0x7f0000c00000 4194304 0x1 async 0x0\n"
+	"L 100 1 0x1 1 2 3 1\n"
+	"L 200 2 0x1 1 3 4 3 2\n"
+	"L 300 3 0x1 1 1 3\n"
+	"L 400 4 0x1 1 1 4\n"
+	"F 410 3 0x1 async\n"
+	"F 411 4 0x1 async\n"
+	"A 420 5 0x7f0000800000 4194304 0x1 async 0x0\n"
+	"A 421 6 0x7f0000c00000 4194304 0x1 async 0x0\n"
+	"L 500 5 0x1 1 2 5 1\n"
+	"L 600 6 0x1 1 3 6 5 2\n"
+	"L 700 7 0x1 1 1 5\n"
+	"L 800 8 0x1 1 1 6\n"
+	"F 810 5 0x1 async\n"
+	"F 811 6 0x1 async\n"
+	"A 820 7 0x7f0000800000 4194304 0x1 async 0x0\n"
+	"A 821 8 0x7f0000c00000 4194304 0x1 async 0x0\n"
+	"L 900 9 0x1 1 2 7 1\n"
+	"L 1000 10 0x1 1 3 8 7 2\n"
+	"L 1100 11 0x1 1 1 7\n"
+	"L 1200 12 0x1 1 1 8\n"
+	"F 1210 7 0x1 async\n"
+	"F 1211 8 0x1 async\n"
+	"I 1300 1 1 4\n"
+	"I 1301 2 5 4\n"
+	"I 1302 3 9 4\n"
+	"V 1400 1 2 2 1\n"
+	"V 1400 2 3 2 1 1\n"
+	"V 1400 3 1 1\n"
+	"V 1400 4 1 1\n";
+
+/* The hand-written trace with iteration 1's x of xsize bytes, then extra. */
+static const char *
+write_vtrace(const char *xsize, const char *extra)
+{
+	char text[sizeof vbody_fmt + 64];
+
+	snprintf(text, sizeof text, vbody_fmt, xsize);
+	return write_body(EBB_TRACE_VERSION, text, "", extra);
+}
+
+/*
+ * Iteration 1's accesses, position by position, are those of iteration 3's
+ * buffers: x's two gaps (after a and b) can be bridged by launching a again
+ * (it reads w, which nothing writes); y's gap cannot, b referencing the
+ * bias, which is from a slab and in none of the library's profiles. Where
+ * iteration 1's x has another size, a, b and c are not measured: only d's
+ * accesses are applied, and every gap is refused as unmeasured.
+ */
+START_TEST(replay_matches_positions_and_shapes)
+{
+	static const char *const args[] = { "--replay", NULL };
+	struct run_result r;
+	struct cand_row c;
+
+	plan(&r, write_vtrace("4194304", ""), args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "iteration: 3, from operation 9, 4 operations\n"));
+	ck_assert_ptr_nonnull(strstr(r.out, "write sets: iteration 1, from operation 1: 4 launches "
+	    "measured, 4 of them matched to the planned iteration, 3 can be launched again\n"));
+	ck_assert_uint_eq(count_after(r.out, "gaps considered: "), 3);
+	ck_assert_ptr_nonnull(strstr(r.out, "\ncandidates: 2, of 1 buffers (4.00 MiB)\n"));
+	ck_assert_uint_eq(refused(r.out, "not-replayable"), 1);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(cand_row(r.out, i, &c), 0);
+		ck_assert_uint_eq(c.bid, 7);
+		ck_assert_uint_eq(c.gap_after, 9 + (unsigned)i);
+		ck_assert_uint_eq(c.gap_before, 10 + (unsigned)i);
+		ck_assert_uint_eq(c.lo, 10 + (unsigned)i);
+		ck_assert_uint_eq(c.hi, 10 + (unsigned)i);
+		ck_assert_uint_eq(c.chain, 1);
+		ck_assert_str_eq(c.ops, "9");
+	}
+	ck_assert_int_eq(cand_row(r.out, 2, &c), -1);
+	run_free(&r);
+
+	plan(&r, write_vtrace("3145728", ""), args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "4 launches measured, 1 of them matched to the planned "
+	    "iteration, 1 can be launched again\n"));
+	ck_assert_uint_eq(count_after(r.out, "gaps considered: "), 3);
+	ck_assert_uint_eq(count_after(r.out, "\ncandidates: "), 0);
+	ck_assert_uint_eq(refused(r.out, "unknown"), 3);
+	ck_assert_ptr_nonnull(strstr(r.out, "(none)\n"));
+	run_free(&r);
+}
+END_TEST
+
+/*
+ * A trace without V records says it has no write sets and how to get them,
+ * and plans as without --replay (status 0). V records whose launches lie
+ * in no iteration match nothing; a V record's access other than 1 or 2 is
+ * malformed.
+ */
+START_TEST(replay_without_write_sets)
+{
+	static const char *const args[] = { "--replay", NULL };
+	struct run_result r;
+
+	plan(&r, write_trace("", ""), args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "the trace has no write sets (V records): run the job "
+	    "in offload mode with EBB_RECOMPUTE=1"));
+	ck_assert_ptr_nonnull(strstr(r.out, "target GiB"));
+	ck_assert_ptr_null(strstr(r.out, "gaps considered"));
+	run_free(&r);
+
+	static const char *const none[] = { NULL };
+	plan(&r, write_trace("", ""), none);
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_ptr_null(strstr(r.out, "recompute by replay"));
+	run_free(&r);
+
+	plan(&r, write_trace("", "V 1600 40 1 2\n"), args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "the write sets (V records) are of no iteration (I "
+	    "record), not of one of 6 operations as the planned one: nothing is matched\n"));
+	run_free(&r);
+
+	plan(&r, write_vtrace("4194304", "V 1600 12 1 3\n"), args);
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_ptr_nonnull(strstr(r.err, "access record's access '3' is neither 1 (read) nor 2 "
+	    "(written)"));
+	ck_assert_str_eq(r.out, "");
+	run_free(&r);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -483,6 +758,9 @@ main(void)
 	tcase_add_test(tc, usage_errors);
 	tcase_add_test(tc, job_copies_are_read);
 	tcase_add_test(tc, allow_stall_plans_under_the_bound);
+	tcase_add_test(tc, replay_matches_the_library);
+	tcase_add_test(tc, replay_matches_positions_and_shapes);
+	tcase_add_test(tc, replay_without_write_sets);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

@@ -58,13 +58,14 @@ tests_check_iter_SOURCES = tests/check_iter.c
 tests_check_iter_CFLAGS = $(TEST_CFLAGS)
 tests_check_iter_LDADD = policy/libpolicy.la $(TEST_LIBS)
 
-# `ebb plan` run on hand-written traces.
+# `ebb plan` run on hand-written traces, and on one of the workload under
+# libebb.so on the fake driver (--replay).
 check_PROGRAMS += tests/check_ebb_plan
 TESTS += tests/check_ebb_plan
-tests_check_ebb_plan_SOURCES = tests/check_ebb_plan.c
+tests_check_ebb_plan_SOURCES = tests/check_ebb_plan.c tests/integ.c tests/integ.h
 tests_check_ebb_plan_CFLAGS = $(TEST_CFLAGS)
-tests_check_ebb_plan_LDADD = $(TEST_LIBS)
-EXTRA_tests_check_ebb_plan_DEPENDENCIES = utils/ebb
+tests_check_ebb_plan_LDADD = src/libebbcommon.la $(TEST_LIBS)
+EXTRA_tests_check_ebb_plan_DEPENDENCIES = utils/ebb src/libebb.la tests/progs/workload
 
 # A trace path that is not a regular file, refused `ebb run` options, and
 # traces `ebb report` and `ebb plan` cannot read.

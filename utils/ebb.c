@@ -41,7 +41,7 @@ usage(FILE *f)
 	    "       ebb report TRACE\n"
 	    "       ebb plan TRACE [--target SIZE]... [--fraction F]... [--d2h GBPS] [--h2d GBPS]\n"
 	    "                [--min-bytes SIZE] [--allow-stall [--no-waits]] [--moves]\n"
-	    "                [--move-cost US,US] [--time-limit S]\n"
+	    "                [--move-cost US,US] [--time-limit S] [--replay]\n"
 	    "       ebb --version | --help\n"
 	    "\n"
 	    "run      run CMD with libebb.so preloaded (see ebb(1); variables in ebb(7))\n"
@@ -73,6 +73,8 @@ usage(FILE *f)
 	    "      --no-waits      with --allow-stall: only the greedy search's stalls, not\n"
 	    "                      also waits placed where the floor wants them\n"
 	    "      --moves         list the moves of the last target\n"
+	    "      --replay        from the trace's write sets (EBB_RECOMPUTE=1): the gaps\n"
+	    "                      a recompute by replay could bridge\n"
 	    "      --move-cost OFF,RES  the host's microseconds to issue an offload and a\n"
 	    "                      restore (default: the trace's plan-host-offload-ns and\n"
 	    "                      plan-host-restore-ns notes, else 0)\n"
@@ -562,6 +564,7 @@ cmd_plan(int argc, char **argv)
 		{ "allow-stall", no_argument, NULL, 's' },
 		{ "no-waits", no_argument, NULL, 'W' },
 		{ "moves", no_argument, NULL, 'M' },
+		{ "replay", no_argument, NULL, 'R' },
 		{ "move-cost", required_argument, NULL, 'C' },
 		{ "time-limit", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
@@ -623,6 +626,9 @@ cmd_plan(int argc, char **argv)
 			break;
 		case 'M':
 			o.moves = 1;
+			break;
+		case 'R':
+			o.replay = 1;
 			break;
 		case 'T':
 			if (ebb_conf_parse_real(optarg, &v) < 0 || v < 0 || v > 86400) {

@@ -5,8 +5,8 @@
  * detached) and I records name operations already written, so the first
  * pass collects them and chooses the iteration, and the second builds its
  * profile with policy/record.h as the engine would. planprint.c prints
- * what is learned and planned. V records (write sets) are kept, and
- * plancmd_launches reads the trace again for the launches they name.
+ * what is learned and planned; planreplay.c, with --replay, reads the trace
+ * a third time (plancmd_launches) for the write sets.
  */
 #include "config.h"
 
@@ -832,7 +832,8 @@ planning_fini(struct plancmd *g)
 	ebb_trace_reader_close(&g->s.rd);
 }
 
-/* ebb plan (plancmd.h): learn the iteration, print it, then plan at each target. */
+/* ebb plan (plancmd.h): learn the iteration, print it, plan at each target,
+ * then, with o->replay, what a replay could bridge. */
 int
 ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 {
@@ -859,6 +860,8 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	}
 	if (o->moves)
 		planprint_moves(out, &g.b, &g.pl, g.s0, target);
+	if (o->replay && planreplay(&g, o, out) < 0)
+		goto out;
 	rc = 0;
 out:
 	planning_fini(&g);

@@ -23,6 +23,8 @@ struct ebb_plan_opts {
 	int no_waits;		/* with allow_stall: the greedy search's stalls only */
 	double time_limit_s;	/* each target's search at most (0: no limit) */
 	int moves;		/* list the moves of the last target */
+	int replay;		/* say what recompute by replay could bridge, from the
+				 * trace's write sets (V records) */
 	int move_given;		/* move_us given: else the trace's plan-host-* notes, else 0 */
 	double move_us[2];	/* the host's microseconds for an offload, a restore */
 };

@@ -6,6 +6,8 @@
  * planprint.c  printing what was learned, the floor, the plan at each
  *              target and the moves of the last one
  * planlive.c   the buffers alive at a point of the trace (id -> size)
+ * planreplay.c the trace's write sets applied to the profile, and the gaps
+ *              a recompute by replay could bridge (--replay)
  */
 #ifndef EBB_PLANCMD_INT_H
 #define EBB_PLANCMD_INT_H
@@ -152,6 +154,16 @@ void planlive_del(struct planlive *l, uint64_t id);
 
 /* Free l's slots and leave it empty. */
 void planlive_free(struct planlive *l);
+
+/* ---- planreplay.c ---- */
+
+/*
+ * With --replay: the trace's write sets (V records) into g's profile, the
+ * gaps replay_find says a replay could bridge, and their summary on out; a
+ * trace without V records is said to have none. Returns 0, or -1 when the
+ * trace cannot be read again or memory runs out (said on g->s.err).
+ */
+int planreplay(struct plancmd *g, const struct ebb_plan_opts *o, FILE *out);
 
 /* ---- planprint.c ---- */
 

@@ -1,0 +1,336 @@
+/*
+ * planreplay.c: `ebb plan --replay`: the write sets the library measured
+ * (V records, EBB_RECOMPUTE=1) applied to the planned iteration's profile
+ * as the library applies them to its recording (src/exec/probe.c,
+ * probe_apply), and the gaps replay_find (policy/replay.h) says a replay
+ * could bridge.
+ *
+ * The V records of one probe name launches of one iteration, the probed
+ * one. The profile is of the iteration ebb plan chose: the same one, or
+ * another of the same period, matched position by position. A position is
+ * measured where its L record in both iterations lists as many buffers as
+ * the V record, of the same sizes (A records) in the same order; access j
+ * of the probed launch is then that of the planned launch's buffer j. A
+ * launch can be launched again where every reference is measured and its
+ * buffer is in the library's profile: a range of its own, not a slab's
+ * (EBB_SLAB_MAX_BYTES). ebb plan has no launch records: a launch whose L
+ * record lists its buffers counts as having a complete one.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "plancmd_int.h"
+#include "record.h"
+#include "replay.h"
+
+#define MIB (1024.0 * 1024.0)
+
+/* Candidates listed, those with the most bytes times window first. */
+#define TOP 20
+
+/* What is known of a V record's position (struct match's state). */
+enum {
+	M_PROBED = 1,	/* the probed launch's sizes are in qsize */
+	M_PLANNED = 2,	/* the planned launch's buffers are in pref */
+	M_OTHER = 4	/* a launch listed another number of buffers, or one
+			 * without an A record */
+};
+
+/* The last probe's V records, and the launches of both iterations at their
+ * positions (what plancmd_launches gives on_launch). */
+struct match {
+	const struct plancmd_scan *sc;
+	uint64_t q0, s0;	/* the probed and the planned iterations' first operations */
+	uint32_t nops;		/* the period of both */
+	uint32_t *at;		/* position -> its V record in sc->v; UINT32_MAX: none */
+	uint8_t *state;		/* M_* of each V record */
+	uint64_t *qsize;	/* the probed launch's buffer sizes (indexed as sc->acc) */
+	struct plancmd_ref *pref;	/* the planned launch's buffers (likewise) */
+	uint64_t measured;	/* the probe's V records */
+	uint64_t matched;	/* of them, those whose position is measured */
+	uint64_t replayable;	/* launches that can be launched again */
+};
+
+/* The iteration the last probe measured: the I record with the latest
+ * start whose operations hold the last V record's launch; NULL when none. */
+static const struct plancmd_mark *
+probed_iteration(const struct plancmd_scan *sc)
+{
+	uint64_t q = sc->v[sc->nv - 1].seq;
+	const struct plancmd_mark *best = NULL;
+
+	for (size_t i = 0; i < sc->nmark; i++) {
+		const struct plancmd_mark *m = &sc->mark[i];
+		if (m->period > 0 && m->seq <= q && q - m->seq < m->period &&
+		    (best == NULL || m->seq >= best->seq))
+			best = m;
+	}
+	return best;
+}
+
+/* Keep the n buffers of one launch for the V record at its position in
+ * iteration from (m->q0 or m->s0): their sizes (probed) or the buffers
+ * (planned). */
+static void
+keep_launch(struct match *m, uint64_t seq, uint64_t from, int planned,
+    const struct plancmd_ref *ref, size_t n)
+{
+	if (seq < from || seq - from >= m->nops || m->at[seq - from] == UINT32_MAX)
+		return;
+	uint32_t k = m->at[seq - from];
+	const struct plancmd_access *v = &m->sc->v[k];
+	if (n != v->n) {
+		m->state[k] |= M_OTHER;
+		return;
+	}
+	for (size_t j = 0; j < n; j++) {
+		if (!ref[j].known)
+			m->state[k] |= M_OTHER;
+		if (planned)
+			m->pref[v->first + j] = ref[j];
+		else
+			m->qsize[v->first + j] = ref[j].size;
+	}
+	m->state[k] |= planned ? M_PLANNED : M_PROBED;
+}
+
+/* plancmd_launch_fn: a launch of the trace, kept where it is at a V record's
+ * position of either iteration. Returns 0. */
+static int
+on_launch(void *arg, uint64_t seq, const struct plancmd_ref *ref, size_t n)
+{
+	struct match *m = arg;
+
+	keep_launch(m, seq, m->q0, 0, ref, n);
+	keep_launch(m, seq, m->s0, 1, ref, n);
+	return 0;
+}
+
+/* Whether V record k's position is measured: both launches seen, with the
+ * same number of buffers, of the same sizes. */
+static int
+same_shape(const struct match *m, uint32_t k)
+{
+	const struct plancmd_access *v = &m->sc->v[k];
+
+	if (m->state[k] != (M_PROBED | M_PLANNED))
+		return 0;
+	for (size_t j = 0; j < v->n; j++)
+		if (m->qsize[v->first + j] != m->pref[v->first + j].size)
+			return 0;
+	return 1;
+}
+
+/* The measured positions' accesses into r (rec_access), and the launches
+ * that can be launched again (prof_replayable). Returns 0, or -1 when out
+ * of memory. */
+static int
+apply(struct match *m, struct rec *r)
+{
+	for (uint32_t pos = 0; pos < m->nops; pos++) {
+		uint32_t k = m->at[pos];
+		if (k == UINT32_MAX || !same_shape(m, k))
+			continue;
+		const struct plancmd_access *v = &m->sc->v[k];
+		int all = 1;
+		m->matched++;
+		for (size_t j = 0; j < v->n; j++) {
+			const struct plancmd_ref *b = &m->pref[v->first + j];
+			int rc = b->own ? rec_access(r, m->s0 + pos, b->bid, m->sc->acc[v->first + j]) : 1;
+			if (rc < 0)
+				return -1;
+			all &= rc == 0;
+		}
+		if (all && v->n > 0) {
+			if (prof_replayable(&r->p, pos) < 0)
+				return -1;
+			m->replayable++;
+		}
+	}
+	return 0;
+}
+
+/* Free what m holds. */
+static void
+match_free(struct match *m)
+{
+	free(m->at);
+	free(m->state);
+	free(m->qsize);
+	free(m->pref);
+}
+
+/*
+ * Match the last probe of iteration q to g's profile and apply it. Returns
+ * 0, or -1 when the trace cannot be read again or memory runs out (said).
+ */
+static int
+match_probe(struct plancmd *g, const struct plancmd_mark *q, struct match *m)
+{
+	const struct plancmd_scan *sc = &g->sc;
+
+	m->sc = sc;
+	m->q0 = q->seq;
+	m->s0 = g->s0;
+	m->nops = g->b.r.p.nops;
+	m->at = malloc((m->nops ? m->nops : 1) * sizeof *m->at);
+	m->state = calloc(sc->nv, 1);
+	m->qsize = calloc(sc->nacc ? sc->nacc : 1, sizeof *m->qsize);
+	m->pref = calloc(sc->nacc ? sc->nacc : 1, sizeof *m->pref);
+	if (m->at == NULL || m->state == NULL || m->qsize == NULL || m->pref == NULL) {
+		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
+		return -1;
+	}
+	memset(m->at, 0xff, (m->nops ? m->nops : 1) * sizeof *m->at);
+	for (size_t k = 0; k < sc->nv; k++) {
+		uint64_t seq = sc->v[k].seq;
+		if (seq >= m->q0 && seq - m->q0 < m->nops) {
+			m->at[seq - m->q0] = (uint32_t)k;	/* a later record of a position wins */
+			m->measured++;
+		}
+	}
+	uint64_t lo = m->q0 < m->s0 ? m->q0 : m->s0;
+	uint64_t hi = (m->q0 > m->s0 ? m->q0 : m->s0) + m->nops;
+	if (plancmd_launches(&g->s, lo, hi, on_launch, m) < 0)
+		return -1;
+	if (apply(m, &g->b.r) < 0) {
+		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
+		return -1;
+	}
+	return 0;
+}
+
+/* One candidate and what it is ranked by. */
+struct ranked {
+	double score;		/* bytes times (r_hi - r_lo) */
+	uint32_t i;		/* its index in the set */
+};
+
+/* qsort order of candidates: the highest score first, then the set's order. */
+static int
+cmp_ranked(const void *a, const void *b)
+{
+	const struct ranked *x = a, *y = b;
+
+	if (x->score != y->score)
+		return x->score > y->score ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The TOP candidates of rs with the most bytes times window, on out.
+ * Returns 0, or -1 when out of memory. */
+static int
+print_top(const struct plancmd *g, const struct replay_set *rs, FILE *out)
+{
+	const struct prof *p = &g->b.r.p;
+	struct ranked *rk = malloc((rs->n ? rs->n : 1) * sizeof *rk);
+	char gap[48], win[48];
+
+	if (rk == NULL)
+		return -1;
+	for (uint32_t i = 0; i < rs->n; i++)
+		rk[i] = (struct ranked){ (double)rs->c[i].bytes * (rs->c[i].r_hi - rs->c[i].r_lo), i };
+	if (rs->n > 1)
+		qsort(rk, rs->n, sizeof *rk, cmp_ranked);
+	uint32_t n = rs->n < TOP ? rs->n : TOP;
+	fprintf(out, "\ncandidates by bytes x window, the %u of %u with the most:\n", n, rs->n);
+	fprintf(out, "%10s  %10s  %15s  %15s  %5s  %10s  %s\n", "bid", "MiB", "gap", "window",
+	    "chain", "chain ms", "chain's operations");
+	if (n == 0)
+		fprintf(out, "(none)\n");
+	for (uint32_t k = 0; k < n; k++) {
+		const struct replay_cand *c = &rs->c[rk[k].i];
+		const struct prof_buf *b = &p->buf[c->buf];
+		snprintf(gap, sizeof gap, "%llu-%llu", (unsigned long long)(g->s0 + b->use[c->gap]),
+		    (unsigned long long)(g->s0 + b->use[c->gap + 1]));
+		snprintf(win, sizeof win, "%llu-%llu", (unsigned long long)(g->s0 + c->r_lo),
+		    (unsigned long long)(g->s0 + c->r_hi));
+		fprintf(out, "%10llu  %10.2f  %15s  %15s  %5u  %10.3f  ",
+		    (unsigned long long)g->b.bid[c->buf], (double)c->bytes / MIB, gap, win, c->nchain,
+		    c->cost_s * 1e3);
+		const uint32_t *ops = replay_chain(rs, c);
+		for (uint32_t j = 0; j < c->nchain; j++)
+			fprintf(out, "%s%llu", j ? "," : "", (unsigned long long)(g->s0 + ops[j]));
+		fputc('\n', out);
+	}
+	free(rk);
+	return 0;
+}
+
+/* The summary of rs on out: what was measured and matched, the gaps, the
+ * refusals and the top candidates. Returns 0, or -1 when out of memory. */
+static int
+print_summary(const struct plancmd *g, const struct plancmd_mark *q, const struct match *m,
+    const struct replay_set *rs, FILE *out)
+{
+	const struct replay_refused *f = &rs->refused;
+	uint64_t nb, bytes;
+
+	replay_totals(rs, &nb, &bytes);
+	fprintf(out, "write sets: iteration %llu, from operation %llu: %llu launches measured, "
+	    "%llu of them matched to the planned iteration, %llu can be launched again\n",
+	    (unsigned long long)q->iter, (unsigned long long)q->seq,
+	    (unsigned long long)m->measured, (unsigned long long)m->matched,
+	    (unsigned long long)m->replayable);
+	if (g->b.r.p.replay == NULL)
+		fprintf(out, "no launch can be launched again: no gap is considered\n");
+	fprintf(out, "gaps considered: %llu\n", (unsigned long long)rs->considered);
+	fprintf(out, "candidates: %u, of %llu buffers (%.2f MiB)\n", rs->n,
+	    (unsigned long long)nb, (double)bytes / MIB);
+	fprintf(out, "refused: unknown %llu, no-writer %llu, first-read %llu, too-long %llu, "
+	    "not-replayable %llu, unknown-other %llu, writes-other %llu, overwritten %llu, "
+	    "freed %llu\n", (unsigned long long)f->unknown, (unsigned long long)f->no_writer,
+	    (unsigned long long)f->first_read, (unsigned long long)f->too_long,
+	    (unsigned long long)f->not_replayable, (unsigned long long)f->unknown_other,
+	    (unsigned long long)f->writes_other, (unsigned long long)f->overwritten,
+	    (unsigned long long)f->freed);
+	return print_top(g, rs, out);
+}
+
+/* planreplay (plancmd_int.h): the write sets into g's profile, and what a
+ * replay could bridge. Returns 0, or -1 (said). */
+int
+planreplay(struct plancmd *g, const struct ebb_plan_opts *o, FILE *out)
+{
+	const struct plancmd_scan *sc = &g->sc;
+	struct replay_params rp = { .min_bytes = o->min_bytes };
+	struct match m = { 0 };
+	struct replay_set rs = { 0 };
+	int rc = -1;
+
+	fprintf(out, "\nrecompute by replay (buffers of at least %.2f MiB; chain ms: the %s "
+	    "times):\n", (double)o->min_bytes / MIB, g->b.host ? "host's" : "GPU's");
+	if (sc->nv == 0) {
+		fprintf(out, "the trace has no write sets (V records): run the job in offload mode "
+		    "with EBB_RECOMPUTE=1 and EBB_TRACE set, then plan on that trace\n");
+		return 0;
+	}
+	const struct plancmd_mark *q = probed_iteration(sc);
+	if (q == NULL || q->period != g->b.r.p.nops) {
+		fprintf(out, "the write sets (V records) are of %s, not of one of %u operations as "
+		    "the planned one: nothing is matched\n", q == NULL ? "no iteration (I record)" :
+		    "an iteration of another period", g->b.r.p.nops);
+		return 0;
+	}
+	if (match_probe(g, q, &m) < 0)
+		goto out;
+	/* as the library: no gap is looked at when no launch can be launched again */
+	if (g->b.r.p.replay != NULL && replay_find(&g->b.r.p, &rp, &rs) < 0) {
+		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
+		goto out;
+	}
+	if (print_summary(g, q, &m, &rs, out) < 0) {
+		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
+		goto out;
+	}
+	rc = 0;
+out:
+	replay_set_fini(&rs);
+	match_free(&m);
+	return rc;
+}
