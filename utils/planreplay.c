@@ -25,6 +25,7 @@
 
 #include "plan.h"
 #include "plancmd_int.h"
+#include "trace_format.h"
 #include "record.h"
 #include "replay.h"
 
@@ -48,12 +49,14 @@ struct match {
 	uint64_t q0, s0;	/* the probed and the planned iterations' first operations */
 	uint32_t nops;		/* the period of both */
 	uint32_t *at;		/* position -> its V record in sc->v; UINT32_MAX: none */
+	uint8_t *launch;	/* the planned iteration has a launch at the position */
 	uint8_t *state;		/* M_* of each V record */
 	uint64_t *qsize;	/* the probed launch's buffer sizes (indexed as sc->acc) */
 	struct plancmd_ref *pref;	/* the planned launch's buffers (likewise) */
 	uint64_t measured;	/* the probe's V records */
 	uint64_t matched;	/* of them, those whose position is measured */
 	uint64_t replayable;	/* launches that can be launched again */
+	uint64_t wild;		/* launches that may write what they do not reference */
 };
 
 /* The iteration the last probe measured: the I record with the latest
@@ -106,6 +109,8 @@ on_launch(void *arg, uint64_t seq, const struct plancmd_ref *ref, size_t n)
 {
 	struct match *m = arg;
 
+	if (seq >= m->s0 && seq - m->s0 < m->nops)
+		m->launch[seq - m->s0] = 1;
 	keep_launch(m, seq, m->q0, 0, ref, n);
 	keep_launch(m, seq, m->s0, 1, ref, n);
 	return 0;
@@ -126,22 +131,36 @@ same_shape(const struct match *m, uint32_t k)
 	return 1;
 }
 
-/* The measured positions' accesses into r (rec_access), and the launches
- * that can be launched again (prof_replayable). Returns 0, or -1 when out
- * of memory. */
+/* The measured positions' accesses into r (rec_access), the launches that
+ * can be launched again (prof_replayable), and those that may write what
+ * they do not reference (prof_wild: not measured, or referencing a buffer
+ * that held pointers, EBB_TRACE_ACC_POINTERS), as the library's probe_apply. Returns
+ * 0, or -1 when out of memory. */
 static int
 apply(struct match *m, struct rec *r)
 {
 	for (uint32_t pos = 0; pos < m->nops; pos++) {
 		uint32_t k = m->at[pos];
-		if (k == UINT32_MAX || !same_shape(m, k))
+		int measured = k != UINT32_MAX && same_shape(m, k), pointers = 0;
+		if (measured) {
+			const struct plancmd_access *v = &m->sc->v[k];
+			for (size_t j = 0; j < v->n; j++)
+				pointers |= (m->sc->acc[v->first + j] & EBB_TRACE_ACC_POINTERS) != 0;
+		}
+		if (m->launch[pos] && (!measured || pointers)) {
+			if (prof_wild(&r->p, pos) < 0)
+				return -1;
+			m->wild++;
+		}
+		if (!measured)
 			continue;
 		const struct plancmd_access *v = &m->sc->v[k];
-		int all = 1;
+		int all = !pointers;
 		m->matched++;
 		for (size_t j = 0; j < v->n; j++) {
 			const struct plancmd_ref *b = &m->pref[v->first + j];
-			int rc = b->own ? rec_access(r, m->s0 + pos, b->bid, m->sc->acc[v->first + j]) : 1;
+			unsigned acc = m->sc->acc[v->first + j] & ~(unsigned)EBB_TRACE_ACC_POINTERS;
+			int rc = b->own ? rec_access(r, m->s0 + pos, b->bid, acc) : 1;
 			if (rc < 0)
 				return -1;
 			all &= rc == 0;
@@ -160,6 +179,7 @@ static void
 match_free(struct match *m)
 {
 	free(m->at);
+	free(m->launch);
 	free(m->state);
 	free(m->qsize);
 	free(m->pref);
@@ -179,10 +199,11 @@ match_probe(struct plancmd *g, const struct plancmd_mark *q, struct match *m)
 	m->s0 = g->s0;
 	m->nops = g->b.r.p.nops;
 	m->at = malloc((m->nops ? m->nops : 1) * sizeof *m->at);
+	m->launch = calloc(m->nops ? m->nops : 1, 1);
 	m->state = calloc(sc->nv, 1);
 	m->qsize = calloc(sc->nacc ? sc->nacc : 1, sizeof *m->qsize);
 	m->pref = calloc(sc->nacc ? sc->nacc : 1, sizeof *m->pref);
-	if (m->at == NULL || m->state == NULL || m->qsize == NULL || m->pref == NULL) {
+	if (m->at == NULL || m->launch == NULL || m->state == NULL || m->qsize == NULL || m->pref == NULL) {
 		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
 		return -1;
 	}
@@ -273,18 +294,20 @@ print_summary(const struct plancmd *g, const struct plancmd_mark *q, const struc
 
 	replay_totals(rs, &nb, &bytes);
 	fprintf(out, "write sets: iteration %llu, from operation %llu: %llu launches measured, "
-	    "%llu of them matched to the planned iteration, %llu can be launched again\n",
+	    "%llu of them matched to the planned iteration, %llu can be launched again, %llu may "
+	    "write what they do not reference\n",
 	    (unsigned long long)q->iter, (unsigned long long)q->seq,
 	    (unsigned long long)m->measured, (unsigned long long)m->matched,
-	    (unsigned long long)m->replayable);
+	    (unsigned long long)m->replayable, (unsigned long long)m->wild);
 	if (g->b.r.p.replay == NULL)
 		fprintf(out, "no launch can be launched again: no gap is considered\n");
 	fprintf(out, "gaps considered: %llu\n", (unsigned long long)rs->considered);
 	fprintf(out, "candidates: %u, of %llu buffers (%.2f MiB)\n", rs->n,
 	    (unsigned long long)nb, (double)bytes / MIB);
-	fprintf(out, "refused: unknown %llu, no-writer %llu, first-read %llu, too-long %llu, "
-	    "not-replayable %llu, unknown-other %llu, writes-other %llu, overwritten %llu, "
-	    "freed %llu\n", (unsigned long long)f->unknown, (unsigned long long)f->no_writer,
+	fprintf(out, "refused: unknown %llu, wild %llu, no-writer %llu, first-read %llu, too-long "
+	    "%llu, not-replayable %llu, unknown-other %llu, writes-other %llu, overwritten %llu, "
+	    "freed %llu\n", (unsigned long long)f->unknown, (unsigned long long)f->wild,
+	    (unsigned long long)f->no_writer,
 	    (unsigned long long)f->first_read, (unsigned long long)f->too_long,
 	    (unsigned long long)f->not_replayable, (unsigned long long)f->unknown_other,
 	    (unsigned long long)f->writes_other, (unsigned long long)f->overwritten,

@@ -33,6 +33,10 @@
  * are pasted onto prefixes (EBB_TRACE_MAP's callers), so none of them may
  * be a macro where the list is expanded.
  */
+/* Added to a V record's access (1 read, 2 written) when the buffer held a
+ * word inside the span of the tracked buffers: a table of pointers. */
+#define EBB_TRACE_ACC_POINTERS 4
+
 #define EBB_TRACE_RECORDS(X)							\
 	X('K', kernel,    u64(kid), u64(nparams), word(layout), word(name))	\
 	X('A', alloc,     u64(t), u64(bid), hex(addr), u64(size), hex(stream),	\

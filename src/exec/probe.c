@@ -19,6 +19,7 @@
 #include "record.h"
 #include "streams.h"
 #include "trace.h"
+#include "trace_format.h"
 
 /* Threads a hash block runs, and the most blocks a hash launches. */
 #define HASH_THREADS 256
@@ -457,7 +458,8 @@ trace_accesses(void)
 			return;
 		ebb_line_u64(&l, n);
 		for (uint32_t j = 0; j < n; j++)
-			ebb_line_u64(&l, probe_access(pos, j));
+			ebb_line_u64(&l, probe_access(pos, j) +
+			    (probe_pointers(pos, j) ? EBB_TRACE_ACC_POINTERS : 0));
 		ebb_line_end(&l);
 	}
 }
