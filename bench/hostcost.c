@@ -4,7 +4,7 @@
  * libcuda.so.1, every entry point through cuGetProcAddress_v2), so that it
  * measures a preloaded libebb.so on the path PyTorch's calls take.
  *
- *   hostcost [--launches N] [--allocs N] [--live N]
+ *   hostcost [--launches N] [--allocs N] [--live N] [--struct]
  *
  * Prints one JSON object: the median over blocks of host nanoseconds per
  * cuLaunchKernel of an empty kernel with one pointer parameter (blocks of
@@ -14,10 +14,16 @@
  * 8 MiB. --live N (default 0) allocates N buffers of 4 KiB first and has
  * the launches pass them in turn, 64 of them spread over the N, as a job's
  * launches pass its tensors (ebb looks each pointer up among all the live
- * buffers). Run it without ebb and under `ebb run --mode observe` and
- * `ebb run --limit SIZE`; the differences are ebb's costs. On the fake
- * driver of tests/fakecuda (no PTX) it launches the fake's sleep_us kernel,
- * and with --live its copy_bytes kernel (two pointers, no bytes).
+ * buffers). --struct launches a kernel whose parameters are an int and a
+ * 288-byte struct by value holding three of the buffers and the sizes and
+ * strides of a 16-dimension view (36 8-byte words, three of them pointers),
+ * as PyTorch's elementwise kernels pass a TensorIterator's pointers and
+ * offset calculator; with --live the pointers are three of the 64 in turn,
+ * else three 4 KiB buffers. Run it without ebb and under
+ * `ebb run --mode observe` and `ebb run --limit SIZE`; the differences are
+ * ebb's costs. On the fake driver of tests/fakecuda (no PTX) it launches
+ * the fake's sleep_us kernel, with --live its copy_bytes kernel (two
+ * pointers, no bytes), and with --struct its strided_add_f32 (n = 0).
  * Build: cc -O2 -I$CUDA_HOME/include bench/hostcost.c -o hostcost -ldl
  */
 #define _GNU_SOURCE
@@ -41,7 +47,20 @@ static const char ptx[] =
     ".visible .entry noop(.param .u64 p)\n"
     "{\n"
     "	ret;\n"
+    "}\n"
+    ".visible .entry strided(.param .u32 n, .param .align 8 .b8 it[288])\n"
+    "{\n"
+    "	ret;\n"
     "}\n";
+
+/* The struct argument of --struct's kernel: tests/fakecuda's struct
+ * fakecuda_strided3, by layout. */
+struct strided3 {
+	CUdeviceptr data[3];
+	int dims;
+	unsigned sizes[16];
+	unsigned strides[16][3];
+};
 
 static struct {
 	CUresult (*Init)(unsigned);
@@ -118,7 +137,7 @@ median(double *v, int n)
 int
 main(int argc, char **argv)
 {
-	int launches = 20480, allocs = 10240, live = 0;
+	int launches = 20480, allocs = 10240, live = 0, big = 0;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--launches") == 0 && i + 1 < argc)
 			launches = atoi(argv[++i]);
@@ -126,8 +145,10 @@ main(int argc, char **argv)
 			allocs = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--live") == 0 && i + 1 < argc)
 			live = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--struct") == 0)
+			big = 1;
 		else
-			FAIL("usage: hostcost [--launches N] [--allocs N] [--live N]");
+			FAIL("usage: hostcost [--launches N] [--allocs N] [--live N] [--struct]");
 	}
 	if (launches < BLOCK || allocs < BLOCK)
 		FAIL("--launches and --allocs must be at least %d", BLOCK);
@@ -146,10 +167,11 @@ main(int argc, char **argv)
 	CK(cu.CtxSetCurrent(ctx));
 	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	if (cu.ModuleLoadData(&mod, ptx) == CUDA_SUCCESS) {
-		CK(cu.ModuleGetFunction(&f, mod, "noop"));
+		CK(cu.ModuleGetFunction(&f, mod, big ? "strided" : "noop"));
 	} else {
 		CK(cu.ModuleLoad(&mod, "fakecuda"));	/* tests/fakecuda: no PTX */
-		CK(cu.ModuleGetFunction(&f, mod, live > 0 ? "copy_bytes" : "sleep_us"));
+		CK(cu.ModuleGetFunction(&f, mod, big ? "strided_add_f32" :
+		    live > 0 ? "copy_bytes" : "sleep_us"));
 		fake = 1;
 	}
 	/* the live buffers, and the 64 the launches pass, spread over them */
@@ -171,11 +193,25 @@ main(int argc, char **argv)
 	unsigned zero = 0;
 	void *args_noop[] = { &buf };
 	void *args_fake[] = { &zero };
-	void **args = live > 0 && fake ? args_copy : fake ? args_fake : args_noop;
+	/* --struct: a 2-dimension view of 16 x 64 floats; the other dimensions
+	 * have size 1 and stride 0, as PyTorch's offset calculator fills them */
+	int n_zero = 0;
+	struct strided3 it = { { 0, 0, 0 }, 2, { 16, 64 }, { { 4, 4, 4 }, { 64, 256, 64 } } };
+	for (int d = it.dims; d < 16; d++)
+		it.sizes[d] = 1;
+	void *args_struct[] = { &n_zero, &it };
+	CUdeviceptr three[3];
+	for (int i = 0; big && live == 0 && i < 3; i++)
+		CK(cu.MemAlloc(&three[i], 4096));
+	for (int i = 0; big && live == 0 && i < 3; i++)
+		it.data[i] = three[i];
+	void **args = big ? args_struct : live > 0 && fake ? args_copy : fake ? args_fake :
+	    args_noop;
 	int w = 0;	/* the next of work[] a launch passes */
 #define NEXT_ARGS() do { \
 		if (live > 0) { \
 			dst = work[w]; src = work[(w + 1) % WORKING]; buf = dst; \
+			it.data[0] = dst; it.data[1] = src; it.data[2] = work[(w + 2) % WORKING]; \
 			w = (w + 1) % WORKING; \
 		} \
 	} while (0)
@@ -231,11 +267,13 @@ main(int argc, char **argv)
 	}
 	double sync_ns = median(t, ns);
 	CK(cu.MemFree(buf0));
+	for (int i = 0; big && live == 0 && i < 3; i++)
+		CK(cu.MemFree(three[i]));
 	for (int i = 0; i < live; i++)
 		CK(cu.MemFree(bufs[i]));
 	free(bufs);
-	printf("{\"live\": %d, \"launch_ns\": %.0f, \"alloc_free_async_64k_ns\": %.0f, \"alloc_free_async_8m_ns\": "
+	printf("{\"live\": %d, \"struct\": %d, \"launch_ns\": %.0f, \"alloc_free_async_64k_ns\": %.0f, \"alloc_free_async_8m_ns\": "
 	    "%.0f, \"alloc_free_sync_8m_ns\": %.0f, \"launches\": %d, \"allocs\": %d, \"fake\": %d}\n",
-	    live, launch_ns, async_ns[0], async_ns[1], sync_ns, nb * BLOCK, na * BLOCK, fake);
+	    live, big, launch_ns, async_ns[0], async_ns[1], sync_ns, nb * BLOCK, na * BLOCK, fake);
 	return 0;
 }

@@ -170,6 +170,33 @@ struct fakecuda_ebb_hash_params {
     uint64_t lo, hi;
 };
 
+/* Dimensions of the offset calculator of strided_add_f32. */
+#define FAKECUDA_STRIDED_DIMS 16
+
+/*
+ * The by-value struct argument of strided_add_f32, shaped like what PyTorch's elementwise
+ * kernels pass (the data pointers of a TensorIterator and its offset calculator): 288 bytes,
+ * 36 8-byte words of which three are pointers and the rest small integers or zeros.
+ */
+struct fakecuda_strided3 {
+    float *data[3];                                  /* out, a, b */
+    int32_t dims;                                    /* dimensions used, at most 16 */
+    uint32_t sizes[FAKECUDA_STRIDED_DIMS];           /* elements of each, innermost first */
+    uint32_t strides[FAKECUDA_STRIDED_DIMS][3];      /* bytes between elements of each, per
+                                                      * pointer of data */
+};
+
+/*
+ * strided_add_f32: out = a + b over the n elements of a strided view: element i's index
+ * in dimension d is (i / (sizes[0] * ... * sizes[d - 1])) % sizes[d], and its byte offset
+ * from data[k] the sum over d of that index times strides[d][k]. n is an int as PyTorch's
+ * N is (4 bytes, at offset 0); it at offset 8.
+ */
+struct fakecuda_strided_add_f32_params {
+    int32_t n;
+    struct fakecuda_strided3 it;
+};
+
 /* The random number of rand_f32 and rand_state_f32 at (seed, i): a mix of both bits,
  * 24 of them as a float in [0, 1). */
 static inline float fakecuda_rand_f32(uint64_t seed, uint64_t i)

@@ -187,6 +187,27 @@ static void k_ebb_hash(const void *params)
     a.out[2] += ptrs;
 }
 
+/* data[0][i] = data[1][i] + data[2][i] over the strided view of it. */
+static void k_strided_add_f32(const void *params)
+{
+    struct fakecuda_strided_add_f32_params a;
+
+    memcpy(&a, params, sizeof a);
+    for (int32_t i = 0; i < a.n; i++) {
+        uint64_t off[3] = { 0, 0, 0 };
+        uint32_t rest = (uint32_t)i;
+        for (int32_t d = 0; d < a.it.dims && d < FAKECUDA_STRIDED_DIMS; d++) {
+            uint32_t size = a.it.sizes[d] ? a.it.sizes[d] : 1;
+            for (int k = 0; k < 3; k++)
+                off[k] += (uint64_t)(rest % size) * a.it.strides[d][k];
+            rest /= size;
+        }
+        float *out = (float *)((char *)a.it.data[0] + off[0]);
+        *out = *(const float *)((const char *)a.it.data[1] + off[1]) +
+               *(const float *)((const char *)a.it.data[2] + off[2]);
+    }
+}
+
 /* Offset and size of member m of struct fakecuda_<k>_params. */
 #define PARAM(k, m)                                                   \
     {                                                                 \
@@ -220,6 +241,8 @@ static const struct param p_square_sum_f32[] = { PARAM(square_sum_f32, dst),
                                                  PARAM(square_sum_f32, src),
                                                  PARAM(square_sum_f32, scratch),
                                                  PARAM(square_sum_f32, n) };
+static const struct param p_strided_add_f32[] = { PARAM(strided_add_f32, n),
+                                                  PARAM(strided_add_f32, it) };
 
 /* One kernel table entry. */
 #define KERNEL(k)                                                                           \
@@ -231,6 +254,7 @@ static const struct kdesc kernels[] = {
     KERNEL(fill_u32), KERNEL(copy_bytes), KERNEL(axpy_f32), KERNEL(sum_u32),
     KERNEL(struct_ptrs), KERNEL(sleep_us), KERNEL(gather_ptrs), KERNEL(rand_f32),
     KERNEL(rand_state_f32), KERNEL(square_sum_f32), KERNEL(ebb_hash), KERNEL(stamp_u32),
+    KERNEL(strided_add_f32),
 };
 
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };

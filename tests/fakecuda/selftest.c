@@ -161,7 +161,7 @@ static char lib_dir[PATH_MAX];   /* where the fake libraries are ("" : the loade
 static int failures;
 static CUcontext ctx;            /* the primary context, current in the main thread */
 static CUfunction fn_fill, fn_copy, fn_axpy, fn_sum, fn_pair, fn_sleep, fn_gather;
-static CUfunction fn_rand, fn_rand_state, fn_square_sum;
+static CUfunction fn_rand, fn_rand_state, fn_square_sum, fn_strided;
 
 /*
  * A decoy of a driver entry point exported by this program (linked with -export-dynamic),
@@ -325,6 +325,7 @@ static void init_driver(void)
     OK(D.cuModuleGetFunction(&fn_rand, mod, "rand_f32"));
     OK(D.cuModuleGetFunction(&fn_rand_state, mod, "rand_state_f32"));
     OK(D.cuModuleGetFunction(&fn_square_sum, mod, "square_sum_f32"));
+    OK(D.cuModuleGetFunction(&fn_strided, mod, "strided_add_f32"));
 }
 
 /* Launches fill_u32(dst, value, n) on stream s. */
@@ -942,6 +943,23 @@ static void test_kernel_launches(void)
         OK(D.cuStreamSynchronize(s));
         CHECK(o[3] == x[3] + y[3] && o[999] == x[999] + y[999]);
         OK(D.cuLibraryUnload(lib));
+    }
+    {
+        /* strided_add_f32 over 40 x 25: out row-major, a read transposed, b row-major. */
+        struct fakecuda_strided_add_f32_params a;
+        void *args[] = { &a.n, &a.it };
+        size_t off, size;
+
+        memset(&a, 0, sizeof a);
+        a.n = 1000;
+        a.it = (struct fakecuda_strided3){ { hp(fo), hp(fx), hp(fy) }, 2, { 25, 40 },
+                                           { { 4, 160, 4 }, { 100, 4, 100 } } };
+        OK(D.cuFuncGetParamInfo(fn_strided, 1, &off, &size));
+        CHECK(off == 8 && size == sizeof(struct fakecuda_strided3) && size == 288);
+        OK(D.cuLaunchKernel(fn_strided, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        OK(D.cuStreamSynchronize(s));
+        CHECK(o[0] == x[0] + y[0] && o[1] == x[40] + y[1] && o[26] == x[41] + y[26] &&
+              o[999] == x[999] + y[999]);
     }
     {
         struct fakecuda_gather_ptrs_params a;
