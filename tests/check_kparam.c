@@ -134,7 +134,7 @@ START_TEST(scan_params_and_structs)
 	void *params[] = { &p0, &p1, &p2 };
 	struct words s = { .n = 0 };
 
-	ck_assert_int_eq(kparam_scan(k, params, NULL, collect, &s), 0);
+	ck_assert_int_eq(kparam_scan(k, params, NULL, 0, UINT64_MAX, collect, &s), 0);
 	/* the pointer, then every word of the struct; the int is too small to be one */
 	ck_assert_int_eq(s.n, 4);
 	ck_assert_uint_eq(s.w[0], 0x7000);
@@ -158,12 +158,51 @@ START_TEST(scan_extra_buffer)
 		CU_LAUNCH_PARAM_END };
 	struct words s = { .n = 0 };
 
-	ck_assert_int_eq(kparam_scan(f, NULL, extra, collect, &s), 0);
+	ck_assert_int_eq(kparam_scan(f, NULL, extra, 0, UINT64_MAX, collect, &s), 0);
 	ck_assert_int_eq(s.n, 2);
 	ck_assert_uint_eq(s.w[1], 0xb000);
 	/* no buffer pointer: unreadable */
 	void *bad[] = { CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END };
-	ck_assert_int_eq(kparam_scan(f, NULL, bad, collect, &s), -1);
+	ck_assert_int_eq(kparam_scan(f, NULL, bad, 0, UINT64_MAX, collect, &s), -1);
+	kparam_fini(&c);
+}
+END_TEST
+
+/* Only the words in [lo, hi) reach the callback, in their order; an empty
+ * range (an empty table's: lo above hi) lets none through. */
+START_TEST(scan_skips_words_out_of_range)
+{
+	struct kparam_cache c;
+
+	setup();
+	kparam_init(&c);
+	struct ebb_kinfo *k = kparam_add(&c, K_HANDLE);
+	uint64_t p0 = 0x7000;
+	int p1 = 5;
+	struct { uint64_t a, b, n; } p2 = { 0x8000, 0x9000, 0x8fff };
+	void *params[] = { &p0, &p1, &p2 };
+	struct words s = { .n = 0 };
+
+	ck_assert_int_eq(kparam_scan(k, params, NULL, 0x7800, 0x9000, collect, &s), 0);
+	ck_assert_int_eq(s.n, 2);
+	ck_assert_uint_eq(s.w[0], 0x8000);
+	ck_assert_uint_eq(s.w[1], 0x8fff);
+	s.n = 0;
+	ck_assert_int_eq(kparam_scan(k, params, NULL, 0x7000, 0x7001, collect, &s), 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.w[0], 0x7000);
+	s.n = 0;
+	ck_assert_int_eq(kparam_scan(k, params, NULL, UINT64_MAX, 0, collect, &s), 0);
+	ck_assert_int_eq(s.n, 0);
+	/* the packed buffer alike */
+	uint64_t blob[3] = { 0, 0xb000, 0xc000 };
+	size_t size = sizeof blob;
+	void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, blob, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+		CU_LAUNCH_PARAM_END };
+	struct ebb_kinfo *f = kparam_add(&c, F_HANDLE);
+	ck_assert_int_eq(kparam_scan(f, NULL, extra, 0xb000, 0xc000, collect, &s), 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_uint_eq(s.w[0], 0xb000);
 	kparam_fini(&c);
 }
 END_TEST
@@ -181,8 +220,8 @@ START_TEST(unknown_layout_is_unreadable)
 	kparam_init(&c);
 	struct ebb_kinfo *k = kparam_add(&c, K_HANDLE);
 	ck_assert_int_eq(k->layout_known, 0);
-	ck_assert_int_eq(kparam_scan(k, params, NULL, collect, &s), -1);
-	ck_assert_int_eq(kparam_scan(k, NULL, NULL, collect, &s), 0);	/* no arguments */
+	ck_assert_int_eq(kparam_scan(k, params, NULL, 0, UINT64_MAX, collect, &s), -1);
+	ck_assert_int_eq(kparam_scan(k, NULL, NULL, 0, UINT64_MAX, collect, &s), 0);	/* no arguments */
 	kparam_fini(&c);
 }
 END_TEST
@@ -196,6 +235,7 @@ main(void)
 	tcase_add_test(tc, layouts_cached_per_handle);
 	tcase_add_test(tc, scan_params_and_structs);
 	tcase_add_test(tc, scan_extra_buffer);
+	tcase_add_test(tc, scan_skips_words_out_of_range);
 	tcase_add_test(tc, unknown_layout_is_unreadable);
 	suite_add_tcase(s, tc);
 	return run_suite(s);

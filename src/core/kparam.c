@@ -222,24 +222,37 @@ kparam_extra(void **extra, const unsigned char **buf, size_t *size)
 	return *buf != NULL ? 0 : -1;
 }
 
-int
-kparam_scan(const struct ebb_kinfo *k, void **params, void **extra,
+/*
+ * Call fn for each 8-byte word of the size bytes at p that lies in
+ * [lo, lo + span). One subtraction and one comparison a word: the many
+ * words of a parameter struct that hold sizes, strides or zeros fall
+ * outside, and cost no call.
+ */
+static void
+scan_words(const unsigned char *p, size_t size, uint64_t lo, uint64_t span,
     void (*fn)(uint64_t word, void *ctx), void *ctx)
 {
 	uint64_t w;
 
+	for (size_t o = 0; o + 8 <= size; o += 8) {
+		memcpy(&w, p + o, 8);
+		if (w - lo < span)
+			fn(w, ctx);
+	}
+}
+
+int
+kparam_scan(const struct ebb_kinfo *k, void **params, void **extra, uint64_t lo, uint64_t hi,
+    void (*fn)(uint64_t word, void *ctx), void *ctx)
+{
+	uint64_t span = hi > lo ? hi - lo : 0;
+
 	if (params != NULL) {
 		if (!k->layout_known)
 			return -1;
-		for (uint32_t i = 0; i < k->nparams; i++) {
-			const unsigned char *p = params[i];
-			if (p == NULL)
-				continue;
-			for (uint32_t o = 0; o + 8 <= k->size[i]; o += 8) {
-				memcpy(&w, p + o, 8);
-				fn(w, ctx);
-			}
-		}
+		for (uint32_t i = 0; i < k->nparams; i++)
+			if (params[i] != NULL)
+				scan_words(params[i], k->size[i], lo, span, fn, ctx);
 		return 0;
 	}
 	if (extra != NULL) {
@@ -247,10 +260,7 @@ kparam_scan(const struct ebb_kinfo *k, void **params, void **extra,
 		size_t size;
 		if (kparam_extra(extra, &buf, &size) < 0)
 			return -1;
-		for (size_t o = 0; o + 8 <= size; o += 8) {
-			memcpy(&w, buf + o, 8);
-			fn(w, ctx);
-		}
+		scan_words(buf, size, lo, span, fn, ctx);
 		return 0;
 	}
 	/* No arguments at all: nothing to resolve. */

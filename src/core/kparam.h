@@ -44,12 +44,15 @@ struct ebb_kinfo *kparam_get(const struct kparam_cache *c, uintptr_t handle);
 struct ebb_kinfo *kparam_add(struct kparam_cache *c, uintptr_t handle);
 
 /*
- * Call fn(word, ctx) for every 8-byte word of a launch's arguments: of each
- * parameter at least 8 bytes long (a pointer, or a struct passed by value
- * with pointers inside), or of the whole packed `extra` argument buffer.
- * Returns 0, or -1 when the arguments cannot be read (layout unknown).
+ * Call fn(word, ctx) for every 8-byte word of a launch's arguments that lies
+ * in [lo, hi): of each parameter at least 8 bytes long (a pointer, or a
+ * struct passed by value with pointers inside), or of the whole packed
+ * `extra` argument buffer. The caller passes the bounds of the addresses it
+ * looks words up among (the buffer table's), so that the words that cannot
+ * be one of them cost no call; lo >= hi skips every word. Returns 0, or -1
+ * when the arguments cannot be read (layout unknown).
  */
-int kparam_scan(const struct ebb_kinfo *k, void **params, void **extra,
+int kparam_scan(const struct ebb_kinfo *k, void **params, void **extra, uint64_t lo, uint64_t hi,
     void (*fn)(uint64_t word, void *ctx), void *ctx);
 
 /*

@@ -489,7 +489,8 @@ resolve_op(struct ebb_op *op, const struct ebb_kinfo *k, unsigned *xfer)
 	s->seq = op->seq;
 	*xfer = 0;
 	if (op->kind == EBB_OP_LAUNCH)
-		r = kparam_scan(k, op->launch.params, op->launch.extra, resolve_word, s);
+		r = kparam_scan(k, op->launch.params, op->launch.extra, engine.tab.lo, engine.tab.hi,
+		    resolve_word, s);
 	if (op->kind == EBB_OP_COPY) {
 		int dst = resolve_addr(op->copy_dst, s), src = resolve_addr(op->copy_src, s);
 		if (op->copy_sides)
