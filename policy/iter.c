@@ -182,20 +182,28 @@ check(struct iter_finder *f)
 	return 0;
 }
 
-/* Append to the history, dropping its older half when full. */
+/* Drop the older half of the full history. */
 static void
+forget_half(struct iter_finder *f)
+{
+	size_t keep = f->n / 2;
+
+	memmove(f->tok, f->tok + (f->n - keep), keep * sizeof *f->tok);
+	memmove(f->sync, f->sync + (f->n - keep), keep);
+	memmove(f->live, f->live + (f->n - keep), keep * sizeof *f->live);
+	f->dropped += f->n - keep;
+	f->n = keep;
+	f->next_check = keep;
+}
+
+/* Append to the history, dropping its older half when full. */
+static inline void
 remember(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 {
 	if (f->n == f->max_tokens) {
 		if (f->period != 0)
 			return;	/* following: the ring is enough */
-		size_t keep = f->n / 2;
-		memmove(f->tok, f->tok + (f->n - keep), keep * sizeof *f->tok);
-		memmove(f->sync, f->sync + (f->n - keep), keep);
-		memmove(f->live, f->live + (f->n - keep), keep * sizeof *f->live);
-		f->dropped += f->n - keep;
-		f->n = keep;
-		f->next_check = keep;
+		forget_half(f);
 	}
 	f->tok[f->n] = token;
 	f->sync[f->n] = (uint8_t)(sync >= ITER_SYNC ? ITER_SYNC : sync > 0 ? ITER_SYNC_OP : 0);
@@ -203,27 +211,23 @@ remember(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 	f->n++;
 }
 
-enum iter_event
-iter_push(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
+/* iter_push for every token but the one a followed iteration expects: a
+ * departure from it, or a step of the search. Kept apart so that the
+ * expected token, nearly every token of a job that repeats its iteration,
+ * takes the short path. */
+static __attribute__((noinline)) enum iter_event
+push_other(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 {
-	f->total++;
 	if (f->period != 0) {
-		if (token != f->ring[f->pos]) {
-			/* a period without a sync that a sync follows was a part of
-			 * the iteration (a micro-batch) after all */
-			f->nosync_departed = f->nosync_accepted;
-			f->period = 0;
-			f->nosync_accepted = 0;
-			f->search_began = f->total - 1;
-			remember(f, token, sync, live);
-			f->next_check = f->n + 1;
-			return ITER_DEPARTED;
-		}
+		/* a departure. A period without a sync that a sync follows was a
+		 * part of the iteration (a micro-batch) after all */
+		f->nosync_departed = f->nosync_accepted;
+		f->period = 0;
+		f->nosync_accepted = 0;
+		f->search_began = f->total - 1;
 		remember(f, token, sync, live);
-		enum iter_event e = f->pos == 0 ? ITER_START : ITER_NONE;
-		if (++f->pos == f->period)
-			f->pos = 0;
-		return e;
+		f->next_check = f->n + 1;
+		return ITER_DEPARTED;
 	}
 	if (f->gave_up) {
 		remember(f, token, sync, live);
@@ -245,4 +249,17 @@ iter_push(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 	if (f->due < f->next_check)
 		f->next_check = f->due;
 	return ITER_NONE;
+}
+
+enum iter_event
+iter_push(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
+{
+	f->total++;
+	if (f->period == 0 || token != f->ring[f->pos])
+		return push_other(f, token, sync, live);
+	remember(f, token, sync, live);
+	enum iter_event e = f->pos == 0 ? ITER_START : ITER_NONE;
+	if (++f->pos == f->period)
+		f->pos = 0;
+	return e;
 }
