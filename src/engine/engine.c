@@ -436,9 +436,26 @@ ebb_engine_on_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 
 /* ---- resolving an operation's buffers ---- */
 
+/* Make room for more buffers in the full set s. Returns 0, or -1 when out
+ * of memory (s is unchanged). */
+static int
+set_grow(struct bufset *s)
+{
+	size_t cap = s->cap ? s->cap * 2 : 64;
+	struct ebb_buf **v = realloc(s->v, cap * sizeof *v);
+
+	if (v == NULL)
+		return -1;
+	s->v = v;
+	s->cap = cap;
+	pthread_once(&tl_set_once, tl_set_key_create);
+	pthread_setspecific(tl_set_key, v);
+	return 0;
+}
+
 /* Add the buffer holding word to the set s, once per operation. Returns
  * whether a buffer holds it. */
-static int
+static inline int
 resolve_addr(uint64_t word, struct bufset *s)
 {
 	struct ebb_buf *b = word != 0 ? buftab_find(&engine.tab, word) : NULL;
@@ -448,16 +465,8 @@ resolve_addr(uint64_t word, struct bufset *s)
 	s->words++;
 	if (b->last_seq == s->seq)
 		return 1;	/* already in this operation's set */
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct ebb_buf **v = realloc(s->v, cap * sizeof *v);
-		if (v == NULL)
-			return 1;	/* the buffer stays out of the record; nothing else depends on it yet */
-		s->v = v;
-		s->cap = cap;
-		pthread_once(&tl_set_once, tl_set_key_create);
-		pthread_setspecific(tl_set_key, v);
-	}
+	if (s->n == s->cap && set_grow(s) < 0)
+		return 1;	/* the buffer stays out of the record; nothing else depends on it yet */
 	s->v[s->n++] = b;
 	b->last_seq = s->seq;
 	return 1;
@@ -497,10 +506,10 @@ resolve_op(struct ebb_op *op, const struct ebb_kinfo *k, unsigned *xfer)
 			*xfer = src && !dst ? PROF_XFER_D2H : dst && !src ? PROF_XFER_H2D : 0;
 	}
 	for (unsigned i = 0; i < op->nptr; i++)
-		resolve_word(op->ptr[i], s);
-	for (int j = 0; j < 2; j++)
+		resolve_addr(op->ptr[i], s);
+	for (int j = 0; op->nspill > 0 && j < 2; j++)
 		for (size_t i = 0; op->spill[j] != NULL && i < op->nspill; i++)
-			resolve_word(op->spill[j][i], s);
+			resolve_addr(op->spill[j][i], s);
 	return r;
 }
 
