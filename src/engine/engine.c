@@ -254,7 +254,8 @@ engine_enter(void)
 static void
 engine_leave(int mode)
 {
-	streams_unrelax(mode);
+	if (mode >= 0)
+		streams_unrelax(mode);
 	pthread_mutex_unlock(&ebb_state_lock);
 }
 
@@ -521,6 +522,53 @@ trace_kernel(struct ebb_kinfo *k)
 	ebb_trace_write_kernel(k->id, k->nparams, k->layout_known ? "ok" : "unknown", k->name);
 }
 
+/* Write the record of operation op (its kernel k, its buffers s, or "?"
+ * where unresolved; xfer: its copy engine, as resolve_op says), and the
+ * kernel's K record first where it is the kernel's first. The caller checks
+ * that the trace is on. */
+static void
+trace_op(const struct ebb_op *op, struct ebb_kinfo *k, int unresolved, unsigned xfer,
+    const struct bufset *s)
+{
+	struct ebb_line l;
+	uintptr_t stream = stream_hex(op->tracker);
+
+	if (k != NULL && !k->traced)
+		trace_kernel(k);
+	uint64_t now = ebb_now_ns();
+	int list = 0;	/* a record begun in l, its buffer list to come */
+	switch (op->kind) {
+	case EBB_OP_LAUNCH:
+		list = ebb_trace_begin_launch(now, op->seq, stream, k ? k->id : 0, &l);
+		break;
+	case EBB_OP_COPY:
+		list = ebb_trace_begin_copy(now, op->seq, stream, op->bytes, op->sync,
+		    xfer == PROF_XFER_D2H ? "d2h" : xfer == PROF_XFER_H2D ? "h2d" : "other", &l);
+		break;
+	case EBB_OP_SET:
+		list = ebb_trace_begin_memset(now, op->seq, stream, op->bytes, op->sync, &l);
+		break;
+	case EBB_OP_NCCL:
+		list = ebb_trace_begin_nccl(now, op->seq, stream, ebb_nccl_op_name(op->nccl_op),
+		    op->nccl_peer, op->bytes, &l);
+		break;
+	case EBB_OP_GRAPH:
+		ebb_trace_write_graph(now, op->seq, stream, (uintptr_t)op->graph);
+		break;
+	default:
+		break;
+	}
+	if (list) {
+		if (unresolved)
+			ebb_line_str(&l, "?");
+		else
+			ebb_line_u64(&l, s->n);
+		for (size_t i = 0; i < s->n; i++)
+			ebb_line_u64(&l, s->v[i]->id);
+		ebb_line_end(&l);
+	}
+}
+
 /* The iteration finder's token for an operation (TOK_*); k: its kernel. */
 static uint32_t
 op_token(const struct ebb_op *op, const struct ebb_kinfo *k)
@@ -543,7 +591,6 @@ op_begin(struct ebb_op *op)
 {
 	static int first_op = 1;
 	struct ebb_kinfo *k = NULL;
-	struct ebb_line l;
 	int attach = 0;
 	CUresult err = CUDA_SUCCESS;
 
@@ -557,7 +604,6 @@ op_begin(struct ebb_op *op)
 	op->seq = ++engine.seq_counter;
 	struct ebb_stream *st = stream_of(op->stream, op->per_thread);
 	op->tracker = st;
-	uintptr_t stream = stream_hex(st);
 	int offload = engine.conf->mode == EBB_MODE_OFFLOAD;
 	/* on its way to the driver until op_end: no marker covers it before */
 	if (offload && st != NULL)
@@ -625,42 +671,8 @@ op_begin(struct ebb_op *op)
 	case EBB_OP_GRAPH: engine.stats.graph_launches++; break;
 	default: break;
 	}
-	if (ebb_trace_on()) {
-		if (k != NULL && !k->traced)
-			trace_kernel(k);
-		uint64_t now = ebb_now_ns();
-		int list = 0;	/* a record begun in l, its buffer list to come */
-		switch (op->kind) {
-		case EBB_OP_LAUNCH:
-			list = ebb_trace_begin_launch(now, op->seq, stream, k ? k->id : 0, &l);
-			break;
-		case EBB_OP_COPY:
-			list = ebb_trace_begin_copy(now, op->seq, stream, op->bytes, op->sync,
-			    xfer == PROF_XFER_D2H ? "d2h" : xfer == PROF_XFER_H2D ? "h2d" : "other", &l);
-			break;
-		case EBB_OP_SET:
-			list = ebb_trace_begin_memset(now, op->seq, stream, op->bytes, op->sync, &l);
-			break;
-		case EBB_OP_NCCL:
-			list = ebb_trace_begin_nccl(now, op->seq, stream, ebb_nccl_op_name(op->nccl_op),
-			    op->nccl_peer, op->bytes, &l);
-			break;
-		case EBB_OP_GRAPH:
-			ebb_trace_write_graph(now, op->seq, stream, (uintptr_t)op->graph);
-			break;
-		default:
-			break;
-		}
-		if (list) {
-			if (unresolved)
-				ebb_line_str(&l, "?");
-			else
-				ebb_line_u64(&l, s->n);
-			for (size_t i = 0; i < s->n; i++)
-				ebb_line_u64(&l, s->v[i]->id);
-			ebb_line_end(&l);
-		}
-	}
+	if (ebb_trace_on())
+		trace_op(op, k, unresolved, xfer, s);
 	uint32_t token = op_token(op, k);
 	exec_op(op->seq, token, s->v, s->n, xfer, op->sync);
 	/* its launch record, only while the iteration is recorded */

@@ -174,12 +174,22 @@ int life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 void life_alloc(struct ebb_buf *b, uint64_t next_seq);
 
 /* Whether a recorded iteration waits for its plan (the caller then calls
- * life_plan_now without ebb_state_lock). Caller holds ebb_state_lock. */
-int life_plan_due(void);
+ * life_plan_now without ebb_state_lock). Caller holds ebb_state_lock.
+ * Inline, as every operation asks, like life_timing. */
+static inline int
+life_plan_due(void)
+{
+	return engine.life == LIFE_RECORDED;
+}
 
 /* Whether ebb is learning: operations are timed and call sites taken. Any
  * thread, without the lock. */
-int life_timing(void);
+static inline int
+life_timing(void)
+{
+	return !__atomic_load_n(&engine.learned, __ATOMIC_RELAXED) &&
+	    __atomic_load_n(&engine.life, __ATOMIC_RELAXED) != LIFE_GAVE_UP;
+}
 
 /* After a life_step that returned action, with ebb_state_lock released:
  * make CUPTI what cupti_goal now is, and put the learning's records on disk. */

@@ -438,19 +438,6 @@ life_alloc(struct ebb_buf *b, uint64_t next_seq)
 		depart(next_seq, why, LIFE_ARMED);
 }
 
-int
-life_plan_due(void)
-{
-	return engine.life == LIFE_RECORDED;
-}
-
-int
-life_timing(void)
-{
-	return !__atomic_load_n(&engine.learned, __ATOMIC_RELAXED) &&
-	    __atomic_load_n(&engine.life, __ATOMIC_RELAXED) != LIFE_GAVE_UP;
-}
-
 /* ---- planning ---- */
 
 /* Make the plan of the recorded iteration: the recording leaves under
