@@ -70,6 +70,11 @@ START_TEST(random_against_model)
 			int i = rand_r(&seed) % nmodel;
 			struct ebb_buf *b = buftab_remove(&t, model[i]->addr);
 			ck_assert_ptr_eq(b, model[i]);
+			/* no hint names it any more */
+			ck_assert_uint_eq(b->nhints, 0);
+			for (size_t j = 0; j < BUFTAB_HINT_SETS; j++)
+				for (size_t w = 0; w < BUFTAB_HINT_WAYS; w++)
+					ck_assert_ptr_ne(t.hint[j][w], b);
 			model[i] = model[--nmodel];
 			free(b);
 		}
@@ -90,6 +95,14 @@ START_TEST(random_against_model)
 	for (int i = 0; i < nmodel; i++) {
 		ck_assert_ptr_eq(buftab_find(&t, model[i]->addr + model[i]->size - 1), model[i]);
 		ck_assert_ptr_ne(buftab_find(&t, model[i]->addr + model[i]->size), model[i]);
+	}
+	/* each buffer counts the hint ways that name it */
+	for (int i = 0; i < nmodel; i++) {
+		uint32_t named = 0;
+		for (size_t j = 0; j < BUFTAB_HINT_SETS; j++)
+			for (size_t w = 0; w < BUFTAB_HINT_WAYS; w++)
+				named += t.hint[j][w] == model[i];
+		ck_assert_uint_eq(named, model[i]->nhints);
 	}
 	ck_assert_ptr_null(buftab_remove(&t, 1));
 }

@@ -38,30 +38,38 @@ ebb_buf_put(struct ebb_buf *b)
 	free_bufs = b;
 }
 
-/* The hint slot of addr's 64 KiB region. */
+/* The hint set of addr's 64 KiB region. */
 static size_t
-hint_slot(uint64_t addr)
+hint_set(uint64_t addr)
 {
-	return (size_t)(((addr >> 16) * 0x9e3779b97f4a7c15ULL) >> 54) & (BUFTAB_HINTS - 1);
+	return (size_t)(((addr >> 16) * 0x9e3779b97f4a7c15ULL) >> 56) & (BUFTAB_HINT_SETS - 1);
 }
 
-/* Clear the hints that name b: those of the regions its range covers. */
+/* Clear the hints of set i that name b. */
 static void
-hints_drop(struct buftab *t, const struct ebb_buf *b)
+set_drop(struct buftab *t, size_t i, struct ebb_buf *b)
+{
+	for (size_t w = 0; w < BUFTAB_HINT_WAYS; w++)
+		if (t->hint[i][w] == b) {
+			t->hint[i][w] = NULL;
+			b->nhints--;
+		}
+}
+
+/* Clear the hints that name b: those of the sets of the regions its range
+ * covers, until none is left (b->nhints). */
+static void
+hints_drop(struct buftab *t, struct ebb_buf *b)
 {
 	uint64_t first = b->addr >> 16, last = (b->addr + (b->size ? b->size : 1) - 1) >> 16;
 
-	if (last - first >= BUFTAB_HINTS) {
-		for (size_t i = 0; i < BUFTAB_HINTS; i++)
-			if (t->hint[i] == b)
-				t->hint[i] = NULL;
+	if (last - first >= BUFTAB_HINT_SETS) {
+		for (size_t i = 0; i < BUFTAB_HINT_SETS && b->nhints > 0; i++)
+			set_drop(t, i, b);
 		return;
 	}
-	for (uint64_t r = first; r <= last; r++) {
-		size_t i = hint_slot(r << 16);
-		if (t->hint[i] == b)
-			t->hint[i] = NULL;
-	}
+	for (uint64_t r = first; r <= last && b->nhints > 0; r++)
+		set_drop(t, hint_set(r << 16), b);
 }
 
 void
@@ -210,13 +218,21 @@ buftab_find(struct buftab *t, uint64_t addr)
 {
 	if (addr < t->lo || addr >= t->hi)
 		return NULL;
-	size_t slot = hint_slot(addr);
-	struct ebb_buf *h = t->hint[slot];
-	if (h != NULL && addr - h->addr < h->size)
-		return h;
+	struct ebb_buf **set = t->hint[hint_set(addr)];
+	for (size_t w = 0; w < BUFTAB_HINT_WAYS; w++) {
+		struct ebb_buf *h = set[w];
+		if (h != NULL && addr - h->addr < h->size)
+			return h;
+	}
 	struct ebb_buf *f = floor_node(t->root, addr);
 	if (f != NULL && addr - f->addr < f->size) {
-		t->hint[slot] = f;
+		/* the newest first; the oldest leaves the set */
+		if (set[BUFTAB_HINT_WAYS - 1] != NULL)
+			set[BUFTAB_HINT_WAYS - 1]->nhints--;
+		for (size_t w = BUFTAB_HINT_WAYS - 1; w > 0; w--)
+			set[w] = set[w - 1];
+		set[0] = f;
+		f->nhints++;
 		return f;
 	}
 	return NULL;

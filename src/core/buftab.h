@@ -60,6 +60,7 @@ struct ebb_buf {
 	/* treap links (buftab.c) */
 	struct ebb_buf *left, *right;
 	uint32_t prio;
+	uint32_t nhints;	/* buftab.c: the hint ways that name it */
 };
 
 /* How the mover serves a buffer (ebb_buf.mv.managed). */
@@ -85,8 +86,11 @@ enum {
 	EBB_PIN_FAILED = 16	/* an offload of it failed */
 };
 
-/* Hint slots of a table: a direct-mapped cache of lookups, by 64 KiB region. */
-#define BUFTAB_HINTS 1024
+/* Hints of a table: a cache of lookups by 64 KiB region, BUFTAB_HINT_SETS
+ * sets of BUFTAB_HINT_WAYS buffers (a set in one cache line), each region
+ * hashed to one set. */
+#define BUFTAB_HINT_SETS 256
+#define BUFTAB_HINT_WAYS 4
 
 struct buftab {
 	struct ebb_buf *root;
@@ -94,14 +98,17 @@ struct buftab {
 	uint64_t bytes;
 	uint64_t lo, hi;	/* no buffer starts below lo or ends above hi */
 	/*
-	 * The buffer a lookup in each region found last: a launch's pointers
-	 * are mostly those of the launches before it, and a walk down the
-	 * treap visits tens of nodes, each a likely cache miss, where the
-	 * table holds tens of thousands of buffers. A hint is used when its
-	 * buffer holds the address (buffers in a table do not overlap, so it
-	 * is the one); removing a buffer clears the hints that name it.
+	 * The buffers lookups in each set's regions found last, newest first:
+	 * a launch's pointers are mostly those of the launches before it, and
+	 * a walk down the treap visits tens of nodes, each a likely cache
+	 * miss, where the table holds tens of thousands of buffers. Several
+	 * ways a set keep apart the small buffers that share a region (a
+	 * stream-ordered pool packs them) and the regions that share a set. A
+	 * hint is used when its buffer holds the address (buffers in a table
+	 * do not overlap, so it is the one); removing a buffer clears the
+	 * hints that name it.
 	 */
-	struct ebb_buf *hint[BUFTAB_HINTS];
+	_Alignas(64) struct ebb_buf *hint[BUFTAB_HINT_SETS][BUFTAB_HINT_WAYS];
 };
 
 void buftab_init(struct buftab *t);
