@@ -257,10 +257,8 @@ buftab_walk(const struct buftab *t, int (*fn)(struct ebb_buf *, void *), void *c
 }
 
 void
-buftab_note_use(struct ebb_buf *b, uintptr_t stream, uint64_t seq)
+buftab_note_stream(struct ebb_buf *b, uintptr_t stream, uint64_t seq)
 {
-	b->uses++;
-	b->last_seq = seq;
 	for (unsigned i = 0; i < b->nstreams; i++)
 		if (b->last[i].stream == stream) {
 			b->last[i].seq = seq;

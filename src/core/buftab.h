@@ -131,8 +131,23 @@ struct ebb_buf *buftab_overlap(const struct buftab *t, uint64_t addr, uint64_t s
 /* Call fn on every buffer in address order; stops early when fn returns nonzero. */
 void buftab_walk(const struct buftab *t, int (*fn)(struct ebb_buf *, void *), void *ctx);
 
-/* Remember that the operation seq on stream used b. */
-void buftab_note_use(struct ebb_buf *b, uintptr_t stream, uint64_t seq);
+/* buftab_note_use's part for a stream other than the one b's first entry
+ * names: its entry in b->last, made or reused. */
+void buftab_note_stream(struct ebb_buf *b, uintptr_t stream, uint64_t seq);
+
+/* Remember that the operation seq on stream used b. Inline, as every
+ * buffer of every operation is noted: a use on the stream of b's first
+ * entry, nearly every use of a job on one stream, takes no call. */
+static inline void
+buftab_note_use(struct ebb_buf *b, uintptr_t stream, uint64_t seq)
+{
+	b->uses++;
+	b->last_seq = seq;
+	if (b->nstreams > 0 && b->last[0].stream == stream)
+		b->last[0].seq = seq;
+	else
+		buftab_note_stream(b, stream, seq);
+}
 
 /* A zeroed buffer struct, recycled or allocated; NULL when out of memory.
  * Caller holds ebb_state_lock (locks.h). */
