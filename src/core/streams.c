@@ -171,6 +171,21 @@ streams_begin(struct ebb_stream *s, struct streams_begun *b, uint64_t seq)
 	s->begun = b;
 }
 
+/* Retire the completed markers at the head of the ring. */
+static void
+poll(struct ebb_stream *s)
+{
+	while (s->count > 0) {
+		struct marker *m = &s->ring[s->head];
+		if (ebb_real.cuEventQuery(m->ev) != CUDA_SUCCESS)
+			break;
+		s->done = m->seq;
+		streams_event_put(m->ev, 0);
+		s->head = (s->head + 1) % s->cap;
+		s->count--;
+	}
+}
+
 /* Record a marker covering the operations of s that have reached the driver
  * (streams_submitted). Returns 0 or a CUresult. */
 static CUresult
@@ -218,22 +233,14 @@ streams_after(struct ebb_stream *s, uint64_t seq, int markers)
 		}
 	if (seq > s->last)
 		s->last = seq;
-	if (markers && (s->per_thread || ++s->since >= MARK_EVERY))
+	if (markers && (s->per_thread || ++s->since >= MARK_EVERY)) {
+		/* no event to reuse: retire the completed markers first, so that
+		 * their events serve again in place of new ones, and the ring of
+		 * a stream that nothing waits for does not grow without end (not
+		 * while the stream captures, where mark records nothing) */
+		if (streams.npool[0] == 0 && !s->capturing)
+			poll(s);
 		mark(s);
-}
-
-/* Retire the completed markers at the head of the ring. */
-static void
-poll(struct ebb_stream *s)
-{
-	while (s->count > 0) {
-		struct marker *m = &s->ring[s->head];
-		if (ebb_real.cuEventQuery(m->ev) != CUDA_SUCCESS)
-			break;
-		s->done = m->seq;
-		streams_event_put(m->ev, 0);
-		s->head = (s->head + 1) % s->cap;
-		s->count--;
 	}
 }
 

@@ -58,7 +58,8 @@ void streams_begin(struct ebb_stream *s, struct streams_begun *b, uint64_t seq);
  * their way, if streams_begin put it there): from now on a marker may cover
  * it (one recorded between an operation's start and its driver call would
  * claim it done before it ran). Records a marker when one is due and
- * markers are wanted (offload mode).
+ * markers are wanted (offload mode), first retiring the completed ones
+ * (cuEventQuery, as streams_done does) when no event is left for reuse.
  */
 void streams_after(struct ebb_stream *s, uint64_t seq, int markers);
 
