@@ -209,6 +209,7 @@ verify_prepare(const struct prof *p, const struct replay_set *rs, struct lrec_se
 	}
 	v.njobs = rs->n;
 	qsort(v.job, v.njobs, sizeof *v.job, by_at);
+	memset(&v.st, 0, sizeof v.st);	/* the counts are the last plan's */
 	v.st.candidates = rs->n;
 	v.state = v.njobs > 0 ? V_PREPARED : V_OFF;
 	return 0;
@@ -312,6 +313,8 @@ read_back(void)
 	ebb_inside = 0;
 	if (q == CUDA_ERROR_NOT_READY)
 		return 0;
+	/* the replays are done; the copy, on the legacy stream, also waits for what
+	 * the job queued there meanwhile (once) */
 	ebb_inside = 1;
 	CUresult r = q == CUDA_SUCCESS ?
 	    ebb_real.cuMemcpyDtoH_v2(v.host, v.dig, (size_t)v.njobs * SLOT_BYTES) : q;

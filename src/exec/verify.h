@@ -50,6 +50,7 @@ struct verify_buf {
 /* The buffer vb names in the running iteration, or NULL (the caller's). */
 typedef struct ebb_buf *(*verify_resolve_fn)(const struct verify_buf *vb, void *ctx);
 
+/* The counts of the last plan's verification. */
 struct verify_stats {
 	uint64_t candidates;	/* gaps given to verify_prepare */
 	uint64_t tried;		/* replayed once */
