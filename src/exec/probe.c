@@ -95,14 +95,17 @@ load_kernel(void)
 		return -1;
 	if (probe.fn != NULL && probe.ctx == ctx)
 		return 0;
+	const char *call = "cuModuleLoadData";
 	CUresult r = ebb_real.cuModuleLoadData == NULL ? CUDA_ERROR_NOT_SUPPORTED
 	    : ebb_real.cuModuleLoadData(&mod, ebb_hash_ptx);
-	if (r == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS) {
+		call = "cuModuleGetFunction";
 		r = ebb_real.cuModuleGetFunction(&fn, mod, "ebb_hash");
+	}
 	if (r != CUDA_SUCCESS) {
-		ebb_log(EBB_LOG_WARN, "cannot load ebb's hash kernel (cuModuleLoadData: error %d; the "
-		    "driver JIT-compiles its PTX); EBB_RECOMPUTE learns no write sets, and nothing is "
-		    "recomputed", (int)r);
+		ebb_log(EBB_LOG_WARN, "cannot load ebb's hash kernel (%s: error %d; the driver "
+		    "JIT-compiles its PTX); EBB_RECOMPUTE learns no write sets, and nothing is "
+		    "recomputed", call, (int)r);
 		probe.refused = 1;
 		return -1;
 	}
