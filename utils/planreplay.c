@@ -203,7 +203,8 @@ match_probe(struct plancmd *g, const struct plancmd_mark *q, struct match *m)
 	m->state = calloc(sc->nv, 1);
 	m->qsize = calloc(sc->nacc ? sc->nacc : 1, sizeof *m->qsize);
 	m->pref = calloc(sc->nacc ? sc->nacc : 1, sizeof *m->pref);
-	if (m->at == NULL || m->launch == NULL || m->state == NULL || m->qsize == NULL || m->pref == NULL) {
+	if (m->at == NULL || m->launch == NULL || m->state == NULL || m->qsize == NULL ||
+	    m->pref == NULL) {
 		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
 		return -1;
 	}

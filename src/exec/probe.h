@@ -64,10 +64,11 @@ int probe_ref(uint32_t pos, uint32_t j, uint64_t *id);
 
 /*
  * Probe the iteration of the shape's positions that starts with operation
- * s0 (tab: the buffers, whose span bounds what counts as a pointer). Loads the hash kernel into the current context on first use, and
- * takes device memory for the digests (32 bytes a reference). Returns 0, or
- * -1 when it cannot (said where it is the driver's refusal: no write sets
- * are learned, and nothing is recomputed).
+ * s0 (tab: the buffers, whose span bounds what counts as a pointer). Loads
+ * the hash kernel into the current context on first use, and takes device
+ * memory for the digests (64 bytes a reference, ebb's own, beside
+ * EBB_LIMIT). Returns 0, or -1 when it cannot (said where it is the
+ * driver's refusal: no write sets are learned, and nothing is recomputed).
  */
 int probe_begin(uint64_t s0, struct buftab *tab);
 
