@@ -66,7 +66,7 @@ int probe_ref(uint32_t pos, uint32_t j, uint64_t *id);
  * Probe the iteration of the shape's positions that starts with operation
  * s0 (tab: the buffers, whose span bounds what counts as a pointer). Loads
  * the hash kernel into the current context on first use, and takes device
- * memory for the digests (64 bytes a reference, ebb's own, beside
+ * memory for the digests (64 bytes a reference, ebb's own, outside
  * EBB_LIMIT). Returns 0, or -1 when it cannot (said where it is the
  * driver's refusal: no write sets are learned, and nothing is recomputed).
  */
