@@ -377,11 +377,11 @@ START_TEST(relocated_to_other_buffers)
 	void *dargs[] = { &dp.p, &dp.out };
 	CK(cuLaunchKernel(f_pair, 1, 1, 1, 32, 1, 1, 0, stream, dargs, NULL));
 	unsigned char bytes[256];
-	ck_assert_int_eq(lrec_params(lrec_at(&set, 0), bytes, moved_to, NULL), 0);
+	ck_assert_int_eq(lrec_params(lrec_at(&set, 0), NULL, bytes, moved_to, NULL), 0);
 	CK(lrec_launch(lrec_at(&set, 0), bytes));
 	same_bytes(want, moved[2], "struct_ptrs relocated");
 	/* copy_bytes relocated: moved 3 from its word 4 on lands in moved 2 */
-	ck_assert_int_eq(lrec_params(lrec_at(&set, 1), bytes, moved_to, NULL), 0);
+	ck_assert_int_eq(lrec_params(lrec_at(&set, 1), NULL, bytes, moved_to, NULL), 0);
 	uint64_t n;
 	memcpy(&n, bytes + 16, 8);
 	ck_assert_uint_eq(n, 4 * N - 16);	/* not a buffer: as recorded */
@@ -397,10 +397,10 @@ START_TEST(relocated_to_other_buffers)
 	    LREC_REPLAYABLE);
 	ck_assert_int_eq(lrec_relocate(&set, 2, name_of, NULL), -1);
 	ck_assert_uint_eq(lrec_at(&set, 2)->relocated, 0);
-	ck_assert_int_eq(lrec_params(lrec_at(&set, 2), bytes, moved_to, NULL), -1);
+	ck_assert_int_eq(lrec_params(lrec_at(&set, 2), NULL, bytes, moved_to, NULL), -1);
 	/* where no buffer lives now: no parameters */
 	moved[1] = 0;
-	ck_assert_int_eq(lrec_params(lrec_at(&set, 0), bytes, moved_to, NULL), -1);
+	ck_assert_int_eq(lrec_params(lrec_at(&set, 0), NULL, bytes, moved_to, NULL), -1);
 	ck_assert_int_eq(lrec_relocate(&set, 3, name_of, NULL), -1);	/* no launch there */
 	lrec_set_fini(&set);
 }

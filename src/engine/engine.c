@@ -653,7 +653,7 @@ op_begin(struct ebb_op *op)
 		op->probed = (uint8_t)probe_before(op->seq, st, st ? streams_handle(st) : NULL, s->v,
 		    s->n);
 	/* the plan's first iteration: recompute candidates replayed once before it */
-	if (engine.life == LIFE_RUNNING && engine.conf->recompute && err == CUDA_SUCCESS &&
+	if (engine.conf->recompute && engine.life == LIFE_RUNNING && err == CUDA_SUCCESS &&
 	    !captured && st != NULL)
 		exec_before_op(op->seq, st, op->kind == EBB_OP_LAUNCH ? &op->launch : NULL);
 	engine.stats.pointer_words += s->words;

@@ -400,18 +400,16 @@ resolve(const struct xplan *x, const struct xbuf *xb)
 	return b != NULL && b->id == x->slot_id[xb->ord] ? b : NULL;
 }
 
-/* verify.h's buffer vb in the running iteration, as resolve finds a plan's. */
+/* The buffer xb names in the running iteration (verify_resolve_fn). */
 static struct ebb_buf *
-resolve_vb(const struct verify_buf *vb, void *ctx)
+resolve_running(const struct xbuf *xb, void *ctx)
 {
 	const struct xplan *x = exec.running;
-	struct xbuf xb = { .id = vb->id, .addr = vb->addr, .ord = vb->ord,
-		.persistent = vb->persistent };
 
 	(void)ctx;
-	if (x == NULL || (!vb->persistent && vb->ord >= x->nord))
+	if (x == NULL || (!xb->persistent && xb->ord >= x->nord))
 		return NULL;
-	return resolve(x, &xb);
+	return resolve(x, xb);
 }
 
 void
@@ -421,7 +419,7 @@ exec_before_op(uint64_t seq, struct ebb_stream *st, const struct ebb_launch *l)
 
 	if (x == NULL || exec.run_s0 == 0 || seq < exec.run_s0 || seq - exec.run_s0 >= x->period)
 		return;
-	verify_before((uint32_t)(seq - exec.run_s0), seq, st, l, resolve_vb, NULL);
+	verify_before((uint32_t)(seq - exec.run_s0), seq, st, l, resolve_running, NULL);
 }
 
 int

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "buftab.h"
+#include "exec.h"
 #include "idmap.h"
 #include "lrec.h"
 #include "record.h"

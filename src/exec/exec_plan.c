@@ -79,6 +79,27 @@ gate_of(const struct prof *p, uint32_t at)
 	return PROF_NONE;
 }
 
+/* Name buffer i of profile p across iterations into xb: a persistent one
+ * by its id and address (addr, the recording's of the naddr buffers alive at
+ * its start, which come first), one the iteration allocates by its ordinal.
+ * Returns 0, or -1 for a persistent buffer without an address. */
+static int
+name_xbuf(const struct prof *p, uint32_t i, const uint64_t *addr, uint32_t naddr,
+    struct xbuf *xb)
+{
+	uint64_t key = p->buf[i].key;
+
+	*xb = (struct xbuf){ 0 };
+	if (key & REC_KEY_ORDINAL) {
+		xb->ord = (uint32_t)(key & ~REC_KEY_ORDINAL);
+		return 0;
+	}
+	if (i >= naddr)
+		return -1;
+	*xb = (struct xbuf){ .id = key, .addr = addr[i], .persistent = 1 };
+	return 0;
+}
+
 /* The plan's actions by position, from the planner's moves. */
 static struct xplan *
 build(const struct prof *p, const struct plan *pl, const uint64_t *addr, uint32_t naddr)
@@ -114,18 +135,9 @@ build(const struct prof *p, const struct plan *pl, const uint64_t *addr, uint32_
 	/* buffers, and how many actions each position has */
 	for (uint32_t m = 0; m < pl->n; m++) {
 		const struct plan_move *mv = &pl->mv[m];
-		const struct prof_buf *pb = &p->buf[mv->buf];
 		if (xb_of[mv->buf] < 0) {
-			struct xbuf *xb = &x->buf[x->nbuf];
-			if (pb->key & REC_KEY_ORDINAL) {
-				xb->ord = (uint32_t)(pb->key & ~REC_KEY_ORDINAL);
-			} else {
-				if (mv->buf >= naddr)
-					continue;	/* cannot happen: live buffers come first */
-				xb->persistent = 1;
-				xb->id = pb->key;
-				xb->addr = addr[mv->buf];
-			}
+			if (name_xbuf(p, mv->buf, addr, naddr, &x->buf[x->nbuf]) < 0)
+				continue;	/* cannot happen: live buffers come first */
 			xb_of[mv->buf] = (int32_t)x->nbuf++;
 		}
 		x->first[(mv->issue == PROF_NONE ? 0 : mv->issue) + 1]++;
@@ -441,22 +453,17 @@ static void
 prepare_verify(struct exec_made *m)
 {
 	const struct prof *p = &m->rec->r.p;
-	struct verify_buf *vb = calloc(p->nbufs ? p->nbufs : 1, sizeof *vb);
+	struct xbuf *xb = calloc(p->nbufs ? p->nbufs : 1, sizeof *xb);
 
-	if (vb == NULL)
+	if (xb == NULL)
 		return;
-	for (uint32_t i = 0; i < p->nbufs; i++) {
-		uint64_t key = p->buf[i].key;
-		if (key & REC_KEY_ORDINAL)
-			vb[i].ord = (uint32_t)(key & ~REC_KEY_ORDINAL);
-		else
-			vb[i] = (struct verify_buf){ .id = key, .persistent = 1,
-				.addr = i < m->rec->naddr ? m->rec->addr[i] : 0 };
-	}
-	if (verify_prepare(p, &m->replay, &m->rec->launches, vb) < 0)
+	for (uint32_t i = 0; i < p->nbufs; i++)
+		if (name_xbuf(p, i, m->rec->addr, m->rec->naddr, &xb[i]) < 0)
+			xb[i] = (struct xbuf){ .persistent = 1 };	/* found nowhere */
+	if (verify_prepare(p, &m->replay, &m->rec->launches, xb) < 0)
 		ebb_log(EBB_LOG_WARN, "no memory to verify the recompute candidates; nothing is "
 		    "recomputed");
-	free(vb);
+	free(xb);
 }
 
 int

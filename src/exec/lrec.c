@@ -270,15 +270,17 @@ lrec_relocate(struct lrec_set *s, uint32_t pos,
 }
 
 int
-lrec_params(const struct lrec *r, unsigned char *out,
+lrec_params(const struct lrec *r, const unsigned char *from, unsigned char *out,
     uint64_t (*addr)(uint32_t buf, void *ctx), void *ctx)
 {
 	if (!r->relocated)
 		return -1;
 	if (r->nbytes > 0)
-		memcpy(out, r->params, r->nbytes);
+		memcpy(out, from != NULL ? from : r->params, r->nbytes);
 	for (uint32_t i = 0; i < r->nrelocs; i++) {
 		uint64_t a = addr(r->relocs[i].buf, ctx);
+		if (a == LREC_KEEP)
+			continue;
 		if (a == 0)
 			return -1;
 		a += r->relocs[i].delta;

@@ -129,13 +129,18 @@ const struct lrec *lrec_at(const struct lrec_set *s, uint32_t pos);
 int lrec_relocate(struct lrec_set *s, uint32_t pos,
     uint32_t (*name)(uint64_t word, uint64_t *delta, void *ctx), void *ctx);
 
+/* What lrec_params's addr answers to leave a word as it is. */
+#define LREC_KEEP UINT64_MAX
+
 /*
- * The parameter bytes of r for buffers that live elsewhere now: r's bytes
- * into out (r->nbytes), with each word that held a buffer's address given
- * addr(buf, ctx) + its delta. Returns 0, or -1 when r is not relocated or
- * addr answers 0 for one of its buffers.
+ * The parameter bytes of r for buffers that live elsewhere now: from (NULL:
+ * r's own bytes; else another iteration's arguments at r's position, as
+ * lrec_args gives them) into out (r->nbytes), with each word that held a
+ * buffer's address given addr(buf, ctx) + its delta, or left where addr
+ * answers LREC_KEEP. Returns 0, or -1 when r is not relocated or addr
+ * answers 0 for one of its buffers.
  */
-int lrec_params(const struct lrec *r, unsigned char *out,
+int lrec_params(const struct lrec *r, const unsigned char *from, unsigned char *out,
     uint64_t (*addr)(uint32_t buf, void *ctx), void *ctx);
 
 /*

@@ -295,23 +295,29 @@ probe_on(void)
 	return probe.on;
 }
 
-/* Launch the hash of buffer b into out on stream h. Returns 0 or -1. */
-static int
-hash(const struct ebb_buf *b, CUdeviceptr out, CUstream h)
+/* Launch the hash of n bytes at p into out on stream h, counting the words
+ * in [lo, hi) as pointer-like. Returns the driver's result. */
+static CUresult
+launch_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h, uint64_t lo, uint64_t hi)
 {
-	CUdeviceptr p = b->addr;
-	unsigned long long n = b->size, lo = probe.lo, hi = probe.hi;
-	void *args[] = { &p, &n, &out, &lo, &hi };
-	uint64_t words = (b->size + 7) / 8;
-	uint64_t blocks = (words + HASH_THREADS - 1) / HASH_THREADS;
+	unsigned long long size = n, from = lo, to = hi;
+	void *args[] = { &p, &size, &out, &from, &to };
+	uint64_t blocks = ((n + 7) / 8 + HASH_THREADS - 1) / HASH_THREADS;
 
 	if (blocks > HASH_MAX_BLOCKS)
 		blocks = HASH_MAX_BLOCKS;
 	if (blocks == 0)
 		blocks = 1;
-	CUresult r = ebb_real.cuLaunchKernel(probe.fn, (unsigned)blocks, 1, 1, HASH_THREADS, 1, 1, 0,
-	    h, args, NULL);
-	if (r != CUDA_SUCCESS)
+	return ebb_real.cuLaunchKernel(probe.fn, (unsigned)blocks, 1, 1, HASH_THREADS, 1, 1, 0, h,
+	    args, NULL);
+}
+
+/* The probe's hash of buffer b into out on stream h, counted. Returns 0 or
+ * -1. */
+static int
+hash(const struct ebb_buf *b, CUdeviceptr out, CUstream h)
+{
+	if (launch_hash(b->addr, b->size, out, h, probe.lo, probe.hi) != CUDA_SUCCESS)
 		return -1;
 	probe.st.hashes++;
 	probe.st.bytes += b->size;
@@ -321,16 +327,9 @@ hash(const struct ebb_buf *b, CUdeviceptr out, CUstream h)
 int
 probe_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h)
 {
-	struct ebb_buf b = { .addr = p, .size = n };
-
 	if (probe.fn == NULL)
 		return -1;
-	uint64_t lo = probe.lo, hi = probe.hi;
-	probe.lo = probe.hi = 0;	/* no words counted as pointers */
-	int r = hash(&b, out, h);
-	probe.lo = lo;
-	probe.hi = hi;
-	return r;
+	return launch_hash(p, n, out, h, 0, 0) == CUDA_SUCCESS ? 0 : -1;	/* no pointers */
 }
 
 /* Whether the launch at position pos references what the recording's did:

@@ -9,6 +9,7 @@
 
 #include "buftab.h"
 #include "ebb.h"
+#include "exec_int.h"
 #include "log.h"
 #include "lrec.h"
 #include "mover.h"
@@ -55,7 +56,7 @@ enum {
 static struct verify {
 	int state;			/* V_* */
 	struct lrec_set ls;		/* the recording's launch records */
-	struct verify_buf *bufs;	/* where each profile buffer is, by index */
+	struct xbuf *bufs;		/* each profile buffer's name, by index */
 	uint32_t nbufs;
 	struct job *job;		/* by at */
 	uint32_t njobs, next;		/* next: the first job not yet reached */
@@ -182,7 +183,7 @@ one_stream(const struct lrec *const *c, uint32_t n)
 
 int
 verify_prepare(const struct prof *p, const struct replay_set *rs, struct lrec_set *ls,
-    const struct verify_buf *bufs)
+    const struct xbuf *bufs)
 {
 	verify_drop();
 	v.job = calloc(rs->n ? rs->n : 1, sizeof *v.job);
@@ -361,6 +362,16 @@ verify_boundary(void)
 	}
 }
 
+/* lrec_params's address of buffer buf: the scratch for the job's own
+ * (ctx), every other word as this iteration passed it. */
+static uint64_t
+into_scratch(uint32_t buf, void *ctx)
+{
+	const struct job *j = ctx;
+
+	return buf == j->x ? v.scratch : LREC_KEEP;
+}
+
 /*
  * The arguments of chain launch r (at position q) as this iteration passed
  * them, with every word that pointed into job j's buffer pointing into the
@@ -374,14 +385,7 @@ this_iteration(const struct lrec *r, uint32_t q, const struct job *j, unsigned c
 
 	if (ci < 0 || !v.cgot[ci])
 		return -1;
-	memcpy(out, v.cbuf + v.coff[ci], r->nbytes);
-	for (uint32_t k = 0; k < r->nrelocs; k++) {
-		if (r->relocs[k].buf != j->x)
-			continue;
-		uint64_t a = v.scratch + r->relocs[k].delta;
-		memcpy(out + r->relocs[k].off, &a, 8);
-	}
-	return 0;
+	return lrec_params(r, v.cbuf + v.coff[ci], out, into_scratch, (void *)j);
 }
 
 /*

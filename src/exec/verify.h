@@ -40,15 +40,11 @@ struct lrec_set;
 struct prof;
 struct replay_set;
 
-/* Where a buffer of the recorded iteration's profile is in a later one. */
-struct verify_buf {
-	uint64_t id, addr;	/* persistent: the same buffer, there */
-	uint32_t ord;		/* else: the iteration's allocation of this ordinal */
-	uint8_t persistent;
-};
+struct xbuf;
 
-/* The buffer vb names in the running iteration, or NULL (the caller's). */
-typedef struct ebb_buf *(*verify_resolve_fn)(const struct verify_buf *vb, void *ctx);
+/* The buffer xb (exec_int.h: a profile's buffer, named across iterations)
+ * is in the running iteration, or NULL (the caller's). */
+typedef struct ebb_buf *(*verify_resolve_fn)(const struct xbuf *xb, void *ctx);
 
 /* The counts of the last plan's verification. */
 struct verify_stats {
@@ -64,11 +60,11 @@ struct verify_stats {
 /*
  * Verify the candidates rs of profile p in the next iteration a plan runs:
  * ls is the recording's launch records, which verify takes over (ls is left
- * empty); bufs[i] says where buffer i of p is. Returns 0, or -1 when out of
- * memory (nothing is verified).
+ * empty); bufs[i] names buffer i of p across iterations. Returns 0, or -1
+ * when out of memory (nothing is verified).
  */
 int verify_prepare(const struct prof *p, const struct replay_set *rs, struct lrec_set *ls,
-    const struct verify_buf *bufs);
+    const struct xbuf *bufs);
 
 /* An iteration of the running plan starts: the first after verify_prepare
  * replays; a later one reads the digests once the device has done them. */
