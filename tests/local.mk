@@ -10,7 +10,7 @@ TEST_LIBS = tests/libtestutil.la $(CHECK_LIBS)
 
 UNIT_TESTS = tests/check_conf tests/check_buftab tests/check_iter tests/check_trace \
 	tests/check_cupti_match tests/check_kparam tests/check_exports tests/check_plan \
-	tests/check_lrec tests/check_replay
+	tests/check_lrec tests/check_replay tests/check_recompute
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -53,6 +53,10 @@ tests_check_plan_LDADD = src/libebbcommon.la policy/libpolicy.la $(TEST_LIBS)
 tests_check_replay_SOURCES = tests/check_replay.c
 tests_check_replay_CFLAGS = $(TEST_CFLAGS)
 tests_check_replay_LDADD = policy/libpolicy.la $(TEST_LIBS)
+
+tests_check_recompute_SOURCES = tests/check_recompute.c
+tests_check_recompute_CFLAGS = $(TEST_CFLAGS)
+tests_check_recompute_LDADD = src/libebbcommon.la policy/libpolicy.la $(TEST_LIBS) $(PTHREAD_LIBS)
 
 tests_check_iter_SOURCES = tests/check_iter.c
 tests_check_iter_CFLAGS = $(TEST_CFLAGS)

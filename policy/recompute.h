@@ -1,0 +1,97 @@
+/*
+ * recompute.h: which gaps to bridge by recompute (a replay of the chain
+ * that made the buffer, replay.h), and the profile as it is with them, for
+ * the move planner (plan.h) to plan the rest.
+ *
+ * A pick frees buffer X after its use[k] and launches X's chain again right
+ * before operation r (the candidate's r_hi: X is away for as long as the
+ * window allows), which remakes X from its inputs: every other buffer the
+ * chain's operations use, each of which they read. X is then away over the
+ * operations use[k] + 1 .. r - 1, the replay costs the device the chain's
+ * durations right before r, and the host the chain's launches.
+ *
+ * The profile with the picks (rc_derive) keeps X's entry for its uses up to
+ * use[k] and adds a buffer for each later segment, which exists from the
+ * replay on; each input gets a use at the replay, so that the move planner
+ * has it on the device there. Its peak is the peak with the recomputes.
+ *
+ * The choice (rc_choose) is greedy: while the peak is over the target, the
+ * candidate whose away operations cover the operation at the peak with the
+ * most bytes freed per second of replay. Recompute from a recomputed input
+ * is left out: a candidate is passed over where one of its inputs is away,
+ * or being remade, at its replay, and where its X is an input of a pick
+ * whose replay falls while X is away or being remade. A candidate is passed
+ * over also where its buffer or an input is used on a stream other than
+ * the chain's: the replay runs on the chain's stream and nothing orders it
+ * against another.
+ *
+ * Pure C: no CUDA, no I/O, no globals, no threads, no clocks.
+ */
+#ifndef EBB_RECOMPUTE_H
+#define EBB_RECOMPUTE_H
+
+#include <stdint.h>
+
+#include "plan.h"
+#include "replay.h"
+
+/* The host's seconds to issue one replayed launch, when rc_params gives 0. */
+#define RC_HOST_LAUNCH_S 5e-6
+
+/* One gap bridged by recompute. */
+struct rc_pick {
+	uint32_t cand;		/* index in the replay_set's c[] */
+	uint32_t r;		/* the chain is launched right before operation r: the
+				 * candidate's r_hi */
+};
+
+struct rc_params {
+	double host_launch_s;	/* host seconds to issue one replayed launch
+				 * (0: RC_HOST_LAUNCH_S) */
+};
+
+/* Why rc_choose passed candidates over (each counted once). */
+struct rc_skipped {
+	uint64_t unusable;	/* not verified (usable[i] == 0) */
+	uint64_t streams;	/* X or an input is used on another stream than the
+				 * chain's first operation */
+	uint64_t conflict;	/* conflicts with a pick already made (recompute from a
+				 * recomputed input) */
+};
+
+/*
+ * The inputs of candidate c of rs: every buffer other than c->buf that has
+ * a use at one of c's chain operations, each once, increasing, into *out
+ * (malloc'd; NULL when none) and *n. Returns 0, or -1 when out of memory.
+ */
+int rc_inputs(const struct prof *p, const struct replay_set *rs, const struct replay_cand *c,
+    uint32_t **out, uint32_t *n);
+
+/*
+ * The profile p with the n picks pk applied (recompute.h above), into out
+ * (prof_init'd here, its own memory: free with prof_fini), and *orig
+ * (malloc'd): the buffer of p each of out's buffers comes from. Buffers 0 ..
+ * p->nbufs - 1 keep their indices; a picked buffer's later segments follow,
+ * by buffer, then gap. The picks are of distinct gaps of rs with r in the
+ * candidate's window, without the conflicts rc_choose avoids (rc_choose's
+ * picks are), in any order. rp may be NULL (defaults). Returns 0, or -1 when
+ * out of memory or a pick is not such (out and *orig then empty).
+ */
+int rc_derive(const struct prof *p, const struct replay_set *rs, const struct rc_pick *pk,
+    uint32_t n, const struct rc_params *rp, struct prof *out, uint32_t **orig);
+
+/*
+ * Choose gaps of rs to recompute, greedily (recompute.h above), until the
+ * peak with them is at or under target, or no candidate left covers the
+ * operation at the peak. usable: per candidate, whether it may be picked
+ * (NULL: all); stream: per operation of p, a stream id (NULL: all one).
+ * The picks go into *out (malloc'd, by buffer, then gap; NULL when none) and
+ * *n, the reasons candidates were passed over into *sk (may be NULL), and
+ * the peak with the picks, which is prof_peak of rc_derive's profile, into
+ * *peak (may be NULL). Returns 0, or -1 when out of memory (*out NULL).
+ */
+int rc_choose(const struct prof *p, const struct replay_set *rs, const uint8_t *usable,
+    const uint32_t *stream, uint64_t target, struct rc_pick **out, uint32_t *n,
+    struct rc_skipped *sk, uint64_t *peak);
+
+#endif

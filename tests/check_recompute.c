@@ -1,0 +1,787 @@
+/*
+ * check_recompute.c: the choice of gaps to recompute and the profile with
+ * them (policy/recompute.h), on hand-made profiles whose answer is known
+ * and against the memory counted the slow way on random ones. Operation i
+ * lasts 2^-10 s unless a test says otherwise, so times are exact in
+ * binary.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "planrun.h"
+#include "recompute.h"
+#include "replay.h"
+#include "testutil.h"
+
+#define OP (1.0 / 1024)
+#define KIB ((uint64_t)1024)
+#define GIB ((uint64_t)1 << 30)
+#define RD PROF_ACC_READ
+#define WR PROF_ACC_WRITE
+#define UN PROF_ACC_UNKNOWN
+
+static struct prof pr;
+static struct replay_set rs;
+static struct prof dv;		/* a derived profile */
+static uint32_t *orig;
+static struct rc_pick *pk;
+static uint32_t npk;
+
+/* A fresh profile of n operations, each OP long. */
+static void
+start(uint32_t n)
+{
+	prof_fini(&pr);
+	ck_assert_int_eq(prof_init(&pr, n), 0);
+	for (uint32_t i = 0; i < n; i++)
+		pr.dur[i] = OP;
+}
+
+static void
+setup(void)
+{
+	memset(&pr, 0, sizeof pr);
+	memset(&rs, 0, sizeof rs);
+	memset(&dv, 0, sizeof dv);
+	orig = NULL;
+	pk = NULL;
+	npk = 0;
+	start(20);
+}
+
+static void
+teardown(void)
+{
+	free(pk);
+	free(orig);
+	prof_fini(&dv);
+	replay_set_fini(&rs);
+	prof_fini(&pr);
+}
+
+/* A buffer used as ua says: pairs of operation and PROF_ACC_* (-1 ends the
+ * list); an UN use is left unmeasured. */
+static uint32_t
+buf(uint64_t size, uint32_t alloc, uint32_t free, int movable, const int *ua)
+{
+	int64_t b = prof_add(&pr, size, 100 + (uint64_t)pr.nbufs, alloc, movable);
+	ck_assert_int_ge(b, 0);
+	for (const int *u = ua; *u >= 0; u += 2) {
+		ck_assert_int_eq(prof_use(&pr, (uint32_t)b, (uint32_t)u[0]), 0);
+		if (u[1] != UN)
+			ck_assert_int_eq(prof_access(&pr, (uint32_t)b, (uint32_t)u[0], (unsigned)u[1]), 0);
+	}
+	if (free != PROF_NONE)
+		prof_free(&pr, (uint32_t)b, free);
+	return (uint32_t)b;
+}
+
+/* Operations that can be launched again (-1 ends the list). */
+static void
+replayable(const int *ops)
+{
+	for (const int *o = ops; *o >= 0; o++)
+		ck_assert_int_eq(prof_replayable(&pr, (uint32_t)*o), 0);
+}
+
+/* Find the candidates again, into rs. */
+static void
+find(void)
+{
+	struct replay_params rp = { .min_bytes = 1 };
+
+	replay_set_fini(&rs);
+	ck_assert_int_eq(replay_find(&pr, &rp, &rs), 0);
+}
+
+/* The index of buffer b's candidate for gap k (the test fails when none). */
+static uint32_t
+cand_of(uint32_t b, uint32_t k)
+{
+	for (uint32_t i = 0; i < rs.n; i++)
+		if (rs.c[i].buf == b && rs.c[i].gap == k)
+			return i;
+	ck_abort_msg("no candidate for gap %u of buffer %u", k, b);
+	return 0;
+}
+
+/* Buffer b of profile q has the uses ops (-1 ends them). */
+static void
+uses_are(const struct prof *q, uint32_t b, const int *ops)
+{
+	uint32_t n = 0;
+
+	for (; ops[n] >= 0; n++) {
+		ck_assert_uint_lt(n, q->buf[b].nuse);
+		ck_assert_uint_eq(q->buf[b].use[n], (uint32_t)ops[n]);
+	}
+	ck_assert_uint_eq(q->buf[b].nuse, n);
+}
+
+/* Choose for target into pk, npk (freed first); returns the peak reached. */
+static uint64_t
+choose(const uint8_t *usable, const uint32_t *stream, uint64_t target, struct rc_skipped *sk)
+{
+	uint64_t peak = 0;
+
+	free(pk);
+	ck_assert_int_eq(rc_choose(&pr, &rs, usable, stream, target, &pk, &npk, sk, &peak), 0);
+	return peak;
+}
+
+/* Derive the profile of pk into dv and orig (freed first). */
+static void
+derive(const struct rc_params *rp)
+{
+	free(orig);
+	prof_fini(&dv);
+	ck_assert_int_eq(rc_derive(&pr, &rs, pk, npk, rp, &dv, &orig), 0);
+}
+
+/*
+ * Ten operations: op 1 makes X (4 KiB) from W (1 KiB, persistent, read
+ * there); X is read at 2 and 7; an unmovable H (8 KiB) lives over 4..5.
+ * Recomputing X's gap between 2 and 7 at 7 frees it after 2 and remakes it
+ * before 7: X's entry ends at 2, a new buffer exists from 7 for the use at
+ * 7, W is used at 7 by the replay, op 7 lasts the chain's time longer and
+ * the host issues the launch after op 6; the peak, at 4, falls by X.
+ */
+START_TEST(derive_splits_the_buffer)
+{
+	start(10);
+	uint32_t w = buf(KIB, PROF_NONE, PROF_NONE, 1, (int[]){ 1, RD, -1 });
+	uint32_t x = buf(4 * KIB, 1, 8, 1, (int[]){ 1, WR, 2, RD, 7, RD, -1 });
+	uint32_t h = buf(8 * KIB, 4, 5, 0, (int[]){ 4, UN, 5, UN, -1 });
+	replayable((int[]){ 1, -1 });
+	ck_assert_int_eq(prof_host(&pr), 0);
+	pr.dur[1] = 3 * OP;
+	pr.fixed = 16;
+	find();
+	ck_assert_uint_eq(rs.n, 2);
+	uint32_t ci = cand_of(x, 1);
+	ck_assert_uint_eq(rs.c[ci].r_hi, 7);
+
+	uint32_t *in, nin;
+	ck_assert_int_eq(rc_inputs(&pr, &rs, &rs.c[ci], &in, &nin), 0);
+	ck_assert_uint_eq(nin, 1);
+	ck_assert_uint_eq(in[0], w);
+	free(in);
+
+	uint32_t at;
+	ck_assert_uint_eq(prof_peak(&pr, &at), 16 + 13 * KIB);
+	ck_assert_uint_eq(at, 4);
+	pk = malloc(sizeof *pk);
+	pk[0] = (struct rc_pick){ ci, 7 };
+	npk = 1;
+	derive(NULL);
+	ck_assert_uint_eq(dv.nops, 10);
+	ck_assert_uint_eq(dv.nbufs, 4);
+	ck_assert_uint_eq(dv.fixed, 16);
+	/* X's entry: made at 1, freed after 2 */
+	ck_assert_uint_eq(dv.buf[x].alloc, 1);
+	ck_assert_uint_eq(dv.buf[x].free, 2);
+	uses_are(&dv, x, (int[]){ 1, 2, -1 });
+	ck_assert_uint_eq(dv.buf[x].acc[0], WR);
+	/* the remade X */
+	const struct prof_buf *nx = &dv.buf[3];
+	ck_assert_uint_eq(nx->alloc, 7);
+	ck_assert_uint_eq(nx->free, 8);
+	ck_assert_uint_eq(nx->size, 4 * KIB);
+	ck_assert_uint_eq(nx->key, pr.buf[x].key);
+	ck_assert_uint_eq(nx->movable, 1);
+	uses_are(&dv, 3, (int[]){ 7, -1 });
+	ck_assert_uint_eq(nx->acc[0], RD);
+	/* W, used by the replay at 7 */
+	uses_are(&dv, w, (int[]){ 1, 7, -1 });
+	ck_assert_uint_eq(dv.buf[w].acc[1], RD);
+	ck_assert_uint_eq(dv.buf[w].alloc, PROF_NONE);
+	ck_assert_uint_eq(dv.buf[w].free, PROF_NONE);
+	/* H as it was */
+	uses_are(&dv, h, (int[]){ 4, 5, -1 });
+	ck_assert_ptr_null(dv.buf[h].acc);
+	ck_assert_uint_eq(dv.buf[h].movable, 0);
+	for (uint32_t i = 0; i < 4; i++)
+		ck_assert_uint_eq(orig[i], i < 3 ? i : x);
+	/* the replay's time on the device, its launch on the host */
+	for (uint32_t i = 0; i < 10; i++) {
+		ck_assert(dv.dur[i] == (i == 7 ? 4 * OP : i == 1 ? 3 * OP : OP));
+		ck_assert(dv.host[i] == (i == 6 ? RC_HOST_LAUNCH_S : 0));
+	}
+	ck_assert_ptr_nonnull(dv.replay);
+	ck_assert_uint_eq(dv.replay[1], 1);
+	ck_assert_ptr_null(dv.wild);
+	ck_assert_uint_eq(prof_peak(&dv, &at), 16 + 9 * KIB);
+	ck_assert_uint_eq(at, 4);
+	/* the host's launch cost as given; a profile without the host side has none */
+	derive(&(struct rc_params){ .host_launch_s = 1e-3 });
+	ck_assert(dv.host[6] == 1e-3);
+	free(pr.host);
+	free(pr.barrier);
+	pr.host = NULL;
+	pr.barrier = NULL;
+	derive(NULL);
+	ck_assert_ptr_null(dv.host);
+	ck_assert_ptr_null(dv.barrier);
+}
+END_TEST
+
+/*
+ * Two gaps of one buffer recomputed: three segments, the last up to the
+ * original free; an input with a use at the replay already gets none
+ * again; an input freed right before the replay (replay.h's window: free +
+ * 1) is used at its free instead. Picks out of order and not of a
+ * candidate's window.
+ */
+START_TEST(derive_two_gaps_and_the_inputs_edges)
+{
+	/* op 1 makes X from A (freed after 9) and W; X read at 3, 9, 12, 15 */
+	uint32_t a = buf(KIB, 0, 9, 1, (int[]){ 0, WR, 1, RD, -1 });
+	uint32_t w = buf(KIB, PROF_NONE, PROF_NONE, 1, (int[]){ 1, RD, 15, RD, -1 });
+	uint32_t x = buf(4 * KIB, 1, 17, 1, (int[]){ 1, WR, 3, RD, 9, RD, 12, RD, 15, RD, -1 });
+	replayable((int[]){ 1, -1 });
+	find();
+	uint32_t c1 = cand_of(x, 1), c2 = cand_of(x, 2);
+	ck_assert_uint_eq(rs.c[c1].r_hi, 9);
+	ck_assert_uint_eq(rs.c[c2].r_hi, 10);	/* A's free + 1 */
+	uint32_t *in, nin;
+	ck_assert_int_eq(rc_inputs(&pr, &rs, &rs.c[c1], &in, &nin), 0);
+	ck_assert_uint_eq(nin, 2);
+	ck_assert_uint_eq(in[0], a);
+	ck_assert_uint_eq(in[1], w);
+	free(in);
+	/* gap 3 (12..15) starts after A's free: refused */
+	ck_assert_uint_eq(rs.n, 3);
+	pk = malloc(2 * sizeof *pk);
+	pk[0] = (struct rc_pick){ c2, 10 };
+	pk[1] = (struct rc_pick){ c1, 9 };
+	npk = 2;
+	derive(NULL);
+	ck_assert_uint_eq(dv.nbufs, 5);
+	uses_are(&dv, x, (int[]){ 1, 3, -1 });
+	ck_assert_uint_eq(dv.buf[x].free, 3);
+	/* gap 1's segment: from 9, the use at 9, freed after it */
+	uses_are(&dv, 3, (int[]){ 9, -1 });
+	ck_assert_uint_eq(dv.buf[3].alloc, 9);
+	ck_assert_uint_eq(dv.buf[3].free, 9);
+	/* gap 2's: from 10 to the end */
+	uses_are(&dv, 4, (int[]){ 12, 15, -1 });
+	ck_assert_uint_eq(dv.buf[4].alloc, 10);
+	ck_assert_uint_eq(dv.buf[4].free, 17);
+	ck_assert_uint_eq(orig[3], x);
+	ck_assert_uint_eq(orig[4], x);
+	/* A: used at 9 by the first replay, and at its free (9) for the one
+	 * before 10; W at both */
+	uses_are(&dv, a, (int[]){ 0, 1, 9, -1 });
+	ck_assert_uint_eq(dv.buf[a].free, 9);
+	uses_are(&dv, w, (int[]){ 1, 9, 10, 15, -1 });
+	ck_assert(dv.dur[9] == 2 * OP && dv.dur[10] == 2 * OP);
+
+	/* a pick outside its window, of no candidate, or twice: refused */
+	prof_fini(&dv);
+	free(orig);
+	pk[0] = (struct rc_pick){ c1, 10 };
+	ck_assert_int_eq(rc_derive(&pr, &rs, pk, 1, NULL, &dv, &orig), -1);
+	ck_assert_ptr_null(orig);
+	ck_assert_uint_eq(dv.nbufs, 0);
+	pk[0] = (struct rc_pick){ rs.n, 9 };
+	ck_assert_int_eq(rc_derive(&pr, &rs, pk, 1, NULL, &dv, &orig), -1);
+	pk[0] = (struct rc_pick){ c1, 9 };
+	ck_assert_int_eq(rc_derive(&pr, &rs, pk, 2, NULL, &dv, &orig), -1);
+	/* none: the profile as it is */
+	npk = 0;
+	derive(NULL);
+	ck_assert_uint_eq(dv.nbufs, pr.nbufs);
+	ck_assert_uint_eq(prof_peak(&dv, NULL), prof_peak(&pr, NULL));
+}
+END_TEST
+
+/*
+ * Two activations over a hump at 8..10 (16 KiB, unmovable), each made from
+ * the weight W by one replayable launch and read at 19: X1 by op 2, X2 by
+ * op 3; op 3 lasts cost3 operations.
+ */
+static void
+two_activations(double cost3, uint64_t size1, uint64_t size2, uint32_t *x1, uint32_t *x2)
+{
+	buf(KIB, PROF_NONE, PROF_NONE, 0, (int[]){ 2, RD, 3, RD, -1 });
+	*x1 = buf(size1, 2, 19, 1, (int[]){ 2, WR, 4, RD, 19, RD, -1 });
+	*x2 = buf(size2, 3, 19, 1, (int[]){ 3, WR, 5, RD, 19, RD, -1 });
+	buf(16 * KIB, 8, 10, 0, (int[]){ 8, UN, 10, UN, -1 });
+	replayable((int[]){ 2, 3, -1 });
+	pr.dur[3] = cost3 * OP;
+	find();
+}
+
+/*
+ * A target that moves cannot meet (the copies take far longer than the
+ * iteration) is met by recompute alone, and the cheaper bytes go first:
+ * of two equal buffers, the one whose chain is faster; of a buffer twice
+ * the size at twice the cost per byte, the other.
+ */
+START_TEST(choose_meets_a_target_cheapest_first)
+{
+	uint32_t x1, x2;
+	two_activations(4, 4 * KIB, 4 * KIB, &x1, &x2);
+	uint64_t peak = prof_peak(&pr, NULL);
+	ck_assert_uint_eq(peak, 25 * KIB);
+	struct plan_params pp = { .target = peak - 4 * KIB, .d2h_bps = 1, .h2d_bps = 1,
+		.min_bytes = 1 };
+	struct plan pl;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert_int_eq(pl.met, 0);
+	plan_fini(&pl);
+
+	struct rc_skipped sk;
+	ck_assert_uint_eq(choose(NULL, NULL, peak - 4 * KIB, &sk), peak - 4 * KIB);
+	ck_assert_uint_eq(npk, 1);
+	ck_assert_uint_eq(rs.c[pk[0].cand].buf, x1);
+	ck_assert_uint_eq(rs.c[pk[0].cand].gap, 1);
+	ck_assert_uint_eq(pk[0].r, 19);
+	ck_assert_uint_eq(sk.unusable + sk.streams + sk.conflict, 0);
+	/* both, for a lower target; the peak then is where the hump is */
+	ck_assert_uint_eq(choose(NULL, NULL, 0, &sk), 17 * KIB);
+	ck_assert_uint_eq(npk, 2);
+	ck_assert_uint_eq(rs.c[pk[0].cand].buf, x1);
+	ck_assert_uint_eq(rs.c[pk[1].cand].buf, x2);
+	derive(NULL);
+	ck_assert_uint_eq(prof_peak(&dv, NULL), 17 * KIB);
+	/* the target met already: nothing */
+	ck_assert_uint_eq(choose(NULL, NULL, peak, &sk), peak);
+	ck_assert_uint_eq(npk, 0);
+	ck_assert_ptr_null(pk);
+
+	/* X2 of 8 KiB at 4 operations: 2 KiB an operation, X1 4 KiB at 1 */
+	start(20);
+	replay_set_fini(&rs);
+	two_activations(4, 4 * KIB, 8 * KIB, &x1, &x2);
+	choose(NULL, NULL, prof_peak(&pr, NULL) - 4 * KIB, &sk);
+	ck_assert_uint_eq(npk, 1);
+	ck_assert_uint_eq(rs.c[pk[0].cand].buf, x1);
+	/* X2 at 1.5 operations: 5.33 KiB an operation */
+	start(20);
+	replay_set_fini(&rs);
+	two_activations(1.5, 4 * KIB, 8 * KIB, &x1, &x2);
+	choose(NULL, NULL, prof_peak(&pr, NULL) - 4 * KIB, &sk);
+	ck_assert_uint_eq(npk, 1);
+	ck_assert_uint_eq(rs.c[pk[0].cand].buf, x2);
+}
+END_TEST
+
+/* A candidate not verified is never picked: the next best is. */
+START_TEST(choose_honours_usable)
+{
+	uint32_t x1, x2;
+	two_activations(4, 4 * KIB, 4 * KIB, &x1, &x2);
+	uint8_t *usable = malloc(rs.n);
+	memset(usable, 1, rs.n);
+	usable[cand_of(x1, 1)] = 0;
+	struct rc_skipped sk;
+	choose(usable, NULL, prof_peak(&pr, NULL) - 4 * KIB, &sk);
+	ck_assert_uint_eq(npk, 1);
+	ck_assert_uint_eq(rs.c[pk[0].cand].buf, x2);
+	ck_assert_uint_eq(sk.unusable, 1);
+	ck_assert_uint_eq(sk.streams + sk.conflict, 0);
+	/* none usable: nothing, the peak as it was */
+	memset(usable, 0, rs.n);
+	ck_assert_uint_eq(choose(usable, NULL, 0, &sk), prof_peak(&pr, NULL));
+	ck_assert_uint_eq(npk, 0);
+	ck_assert_uint_eq(sk.unusable, rs.n);
+	free(usable);
+}
+END_TEST
+
+/* A use of X, or of an input, on another stream than the chain's first
+ * operation, anywhere in the iteration: never picked. */
+START_TEST(choose_honours_streams)
+{
+	uint32_t x1, x2, stream[20] = { 0 };
+	two_activations(4, 4 * KIB, 4 * KIB, &x1, &x2);
+	struct rc_skipped sk;
+	/* X1's last use on stream 1: both its gaps are passed over */
+	stream[19] = 1;
+	choose(NULL, stream, 0, &sk);
+	ck_assert_uint_eq(npk, 0);
+	ck_assert_uint_eq(sk.streams, rs.n);
+	/* X1's chain on stream 2, and everything of X1's: X1 only */
+	memset(stream, 0, sizeof stream);
+	stream[2] = stream[4] = 2;
+	choose(NULL, stream, 0, &sk);
+	/* X1 is used on 0 at 19; X2's chain reads W, used on 2 at op 2 */
+	ck_assert_uint_eq(sk.streams, 4);
+	stream[3] = stream[5] = 2;
+	stream[19] = 2;
+	choose(NULL, stream, 0, &sk);
+	ck_assert_uint_eq(sk.streams, 0);
+	ck_assert_uint_eq(npk, 2);
+	/* W, X2's input, used at op 2 on another stream than X2's chain (op 3) */
+	stream[3] = stream[5] = 0;
+	stream[19] = 0;
+	stream[4] = 0;
+	choose(NULL, stream, 0, &sk);
+	ck_assert_uint_eq(npk, 0);
+	ck_assert_uint_eq(sk.streams, rs.n);
+}
+END_TEST
+
+/*
+ * B (made by op 1 from W) is read at 2, by the chain of Y, and at 12; Y
+ * is read at 3 and 10; the hump is at 6..7. B's gap 2..12 is away over
+ * 3..11 and remade before 12; Y's replay at 10 would read B while it is
+ * away. Whichever goes first, the other conflicts: B first (larger), Y is
+ * not picked; Y first (larger), B is not (Y's input, B, would be away at
+ * Y's replay).
+ */
+static void
+input_conflict(uint64_t bsize, uint64_t ysize, uint32_t *b, uint32_t *y)
+{
+	buf(KIB, PROF_NONE, PROF_NONE, 0, (int[]){ 1, RD, -1 });
+	*b = buf(bsize, 1, 12, 1, (int[]){ 1, WR, 2, RD, 12, RD, -1 });
+	*y = buf(ysize, 2, 10, 1, (int[]){ 2, WR, 3, RD, 10, RD, -1 });
+	buf(16 * KIB, 6, 7, 0, (int[]){ 6, UN, 7, UN, -1 });
+	replayable((int[]){ 1, 2, -1 });
+	find();
+	ck_assert_uint_eq(rs.c[cand_of(*b, 1)].r_hi, 12);
+	ck_assert_uint_eq(rs.c[cand_of(*y, 1)].r_hi, 10);
+}
+
+/* The first conflict rule: an input away at the replay. */
+START_TEST(choose_refuses_an_input_away)
+{
+	uint32_t b, y;
+	input_conflict(8 * KIB, 4 * KIB, &b, &y);
+	struct rc_skipped sk;
+	uint64_t peak = choose(NULL, NULL, 0, &sk);
+	ck_assert_uint_eq(npk, 1);
+	ck_assert_uint_eq(rs.c[pk[0].cand].buf, b);
+	ck_assert_uint_eq(sk.conflict, 1);
+	ck_assert_uint_eq(peak, prof_peak(&pr, NULL) - 8 * KIB);
+	/* alone (B not usable), Y is picked */
+	uint8_t *usable = malloc(rs.n);
+	memset(usable, 1, rs.n);
+	usable[cand_of(b, 1)] = 0;
+	choose(usable, NULL, 0, &sk);
+	ck_assert_uint_eq(npk, 1);
+	ck_assert_uint_eq(rs.c[pk[0].cand].buf, y);
+	ck_assert_uint_eq(sk.conflict, 0);
+	free(usable);
+}
+END_TEST
+
+/* The second: X an input of a pick whose replay falls while X is away. */
+START_TEST(choose_refuses_an_input_of_a_pick)
+{
+	uint32_t b, y;
+	input_conflict(4 * KIB, 8 * KIB, &b, &y);
+	struct rc_skipped sk;
+	choose(NULL, NULL, 0, &sk);
+	ck_assert_uint_eq(npk, 1);
+	ck_assert_uint_eq(rs.c[pk[0].cand].buf, y);
+	ck_assert_uint_eq(sk.conflict, 1);
+	derive(NULL);
+	/* B's use at Y's replay, in B's only segment */
+	uses_are(&dv, b, (int[]){ 1, 2, 10, 12, -1 });
+}
+END_TEST
+
+/* Many picks come sorted by buffer, then gap, and rc_choose's peak is the
+ * derived profile's. Two gaps of one buffer are both taken. */
+START_TEST(choose_sorts_the_picks)
+{
+	buf(KIB, PROF_NONE, PROF_NONE, 0, (int[]){ 1, RD, 2, RD, 3, RD, -1 });
+	for (int k = 0; k < 3; k++) {
+		int op = 3 - k;	/* the later buffers are made earlier */
+		buf((uint64_t)(4 + k) * KIB, (uint32_t)op, 19, 1,
+		    (int[]){ op, WR, 5, RD, 12, RD, 19, RD, -1 });
+	}
+	buf(16 * KIB, 8, 9, 0, (int[]){ 8, UN, 9, UN, -1 });
+	buf(16 * KIB, 15, 16, 0, (int[]){ 15, UN, 16, UN, -1 });
+	replayable((int[]){ 1, 2, 3, -1 });
+	find();
+	struct rc_skipped sk;
+	uint64_t peak = choose(NULL, NULL, 0, &sk);
+	ck_assert_uint_eq(npk, 6);
+	for (uint32_t j = 1; j < npk; j++) {
+		const struct replay_cand *a = &rs.c[pk[j - 1].cand], *b = &rs.c[pk[j].cand];
+		ck_assert(a->buf < b->buf || (a->buf == b->buf && a->gap < b->gap));
+	}
+	derive(NULL);
+	ck_assert_uint_eq(dv.nbufs, pr.nbufs + 6);
+	ck_assert_uint_eq(prof_peak(&dv, NULL), peak);
+	ck_assert_uint_eq(peak, KIB + 16 * KIB);
+}
+END_TEST
+
+/* A random profile of 60 operations much as check_replay.c's: buffers with
+ * random lifetimes and uses, each use read, written or not measured (the
+ * first mostly written, the others mostly read), most operations
+ * replayable, the host's side or not. */
+static void
+random_profile(unsigned *seed)
+{
+	start(60);
+	for (uint32_t i = 0; i < 60; i++) {
+		pr.dur[i] = (1 + rand_r(seed) % 8) * OP;
+		if (rand_r(seed) % 6 != 0)
+			ck_assert_int_eq(prof_replayable(&pr, i), 0);
+	}
+	if (rand_r(seed) % 2)
+		ck_assert_int_eq(prof_host(&pr), 0);
+	pr.fixed = (uint64_t)(rand_r(seed) % 3) * KIB;
+	for (int k = 0; k < 30; k++) {
+		int persistent = rand_r(seed) % 5 == 0;
+		uint32_t a = (uint32_t)(rand_r(seed) % 50);
+		uint32_t f = a + (uint32_t)(rand_r(seed) % (60 - a));
+		int ua[2 * 12 + 1], n = 0;
+		for (uint32_t op = a; op <= f && n < 24; op++) {
+			if (rand_r(seed) % 5 != 0 && op != a)
+				continue;
+			int r = rand_r(seed) % 40;
+			ua[n++] = (int)op;
+			ua[n++] = op == a && r < 32 ? WR : r < 34 ? RD : r < 39 ? WR : UN;
+		}
+		ua[n] = -1;
+		buf((uint64_t)(1 + rand_r(seed) % 8) * KIB, persistent ? PROF_NONE : a,
+		    persistent ? PROF_NONE : f, rand_r(seed) % 8 != 0, ua);
+	}
+}
+
+/* The memory of q at op, the slow way. */
+static uint64_t
+slow_mem(const struct prof *q, uint32_t op)
+{
+	uint64_t m = q->fixed;
+
+	for (uint32_t b = 0; b < q->nbufs; b++) {
+		const struct prof_buf *s = &q->buf[b];
+		if ((s->alloc == PROF_NONE || s->alloc <= op) && (s->free == PROF_NONE || op <= s->free))
+			m += s->size;
+	}
+	return m;
+}
+
+/* Whether buffer b of q has a use at op. */
+static int
+has_use(const struct prof *q, uint32_t b, uint32_t op)
+{
+	for (uint32_t u = 0; u < q->buf[b].nuse; u++)
+		if (q->buf[b].use[u] == op)
+			return 1;
+	return 0;
+}
+
+/* The derived profile dv of the picks pk is sound: every buffer's uses
+ * increase within its life; each pick's inputs have a use at its replay
+ * (or at their free right before it) in a segment that exists there. */
+static void
+derived_is_sound(void)
+{
+	for (uint32_t d = 0; d < dv.nbufs; d++) {
+		const struct prof_buf *s = &dv.buf[d];
+		for (uint32_t u = 0; u < s->nuse; u++) {
+			ck_assert(u == 0 || s->use[u - 1] < s->use[u]);
+			ck_assert(s->alloc == PROF_NONE || s->alloc <= s->use[u]);
+			ck_assert(s->free == PROF_NONE || s->use[u] <= s->free);
+		}
+	}
+	for (uint32_t j = 0; j < npk; j++) {
+		uint32_t *in, nin, r = pk[j].r;
+		ck_assert_int_eq(rc_inputs(&pr, &rs, &rs.c[pk[j].cand], &in, &nin), 0);
+		for (uint32_t k = 0; k < nin; k++) {
+			int found = 0;
+			for (uint32_t d = 0; d < dv.nbufs; d++)
+				if (orig[d] == in[k] && (has_use(&dv, d, r) ||
+				    (dv.buf[d].free == r - 1 && has_use(&dv, d, r - 1))))
+					found = 1;
+			ck_assert_msg(found, "input %u of pick %u has no use at %u", in[k], j, r);
+		}
+		free(in);
+	}
+}
+
+/* Candidate i's buffer or an input has a use on another stream than its
+ * chain's first operation, the slow way. */
+static int
+slow_off_stream(const uint32_t *stream, uint32_t i)
+{
+	const struct replay_cand *c = &rs.c[i];
+	uint32_t *in, nin, s, off = 0;
+
+	if (stream == NULL)
+		return 0;
+	s = stream[replay_chain(&rs, c)[0]];
+	ck_assert_int_eq(rc_inputs(&pr, &rs, c, &in, &nin), 0);
+	for (uint32_t k = 0; k <= nin; k++) {
+		const struct prof_buf *b = &pr.buf[k < nin ? in[k] : c->buf];
+		for (uint32_t u = 0; u < b->nuse; u++)
+			off |= stream[b->use[u]] != s;
+	}
+	free(in);
+	return off != 0;
+}
+
+/* Whether buffer b is an input of candidate i, the slow way. */
+static int
+slow_input(uint32_t i, uint32_t b)
+{
+	const struct replay_cand *c = &rs.c[i];
+
+	for (uint32_t j = 0; j < c->nchain; j++)
+		if (b != c->buf && has_use(&pr, b, replay_chain(&rs, c)[j]))
+			return 1;
+	return 0;
+}
+
+/* Candidate i conflicts with the picks pk (recompute.h's rules), the slow
+ * way: an input of its has a pick away or remade at i's replay, or its
+ * buffer is an input of a pick whose replay falls while i has it away or
+ * remakes it. */
+static int
+slow_conflicts(uint32_t i)
+{
+	const struct replay_cand *c = &rs.c[i];
+	uint32_t a = pr.buf[c->buf].use[c->gap] + 1;
+
+	for (uint32_t j = 0; j < npk; j++) {
+		const struct replay_cand *o = &rs.c[pk[j].cand];
+		uint32_t oa = pr.buf[o->buf].use[o->gap] + 1;
+		if (slow_input(i, o->buf) && oa <= c->r_hi && c->r_hi <= o->r_hi)
+			return 1;
+		if (slow_input(pk[j].cand, c->buf) && a <= o->r_hi && o->r_hi <= c->r_hi)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Random profiles: rc_choose's peak is prof_peak of rc_derive's profile,
+ * which is the memory counted the slow way; the target is met or no
+ * candidate covers the peak; the picks for a higher target are the first of
+ * those for a lower one (the greedy order does not depend on the target).
+ */
+START_TEST(random_profiles_choose_what_derive_makes)
+{
+	unsigned seed = 11;
+	uint64_t picks = 0, conflicts = 0, streams = 0;
+
+	for (int round = 0; round < 300; round++) {
+		random_profile(&seed);
+		find();
+		uint8_t *usable = malloc(rs.n ? rs.n : 1);
+		for (uint32_t i = 0; i < rs.n; i++)
+			usable[i] = rand_r(&seed) % 8 != 0;
+		uint32_t stream[60];
+		for (uint32_t i = 0; i < 60; i++)
+			stream[i] = rand_r(&seed) % 30 == 0;
+		uint64_t before = prof_peak(&pr, NULL);
+		uint64_t target = (uint64_t)(rand_r(&seed) % 100) * before / 100;
+		struct rc_skipped sk;
+		uint64_t peak = choose(usable, round % 2 ? stream : NULL, target, &sk);
+		derive(NULL);
+		uint32_t at;
+		ck_assert_uint_eq(prof_peak(&dv, &at), peak);
+		uint64_t slow = 0;
+		for (uint32_t i = 0; i < 60; i++)
+			slow = slow_mem(&dv, i) > slow ? slow_mem(&dv, i) : slow;
+		ck_assert_uint_eq(slow, peak);
+		ck_assert_uint_le(peak, before);
+		derived_is_sound();
+		for (uint32_t j = 0; j < npk; j++) {
+			ck_assert(usable[pk[j].cand]);
+			ck_assert(!slow_off_stream(round % 2 ? stream : NULL, pk[j].cand));
+			ck_assert(!slow_conflicts(pk[j].cand));
+		}
+		/* short of the target: every candidate over the peak was passed over */
+		for (uint32_t i = 0; peak > target && i < rs.n; i++) {
+			const struct replay_cand *c = &rs.c[i];
+			uint32_t a = pr.buf[c->buf].use[c->gap] + 1;
+			int picked = 0;
+			for (uint32_t j = 0; j < npk; j++)
+				picked |= pk[j].cand == i;
+			if (!picked && usable[i] && a <= at && at < c->r_hi)
+				ck_assert(slow_off_stream(round % 2 ? stream : NULL, i) ||
+				    slow_conflicts(i));
+		}
+		/* a higher target: the first of these picks */
+		struct rc_pick *all = pk;
+		uint32_t nall = npk;
+		pk = NULL;
+		choose(usable, round % 2 ? stream : NULL, target + (before - target) / 2, &sk);
+		ck_assert_uint_le(npk, nall);
+		for (uint32_t j = 0; j < npk; j++) {
+			int in = 0;
+			for (uint32_t q = 0; q < nall; q++)
+				in |= all[q].cand == pk[j].cand && all[q].r == pk[j].r;
+			ck_assert(in);
+		}
+		free(all);
+		picks += nall;
+		conflicts += sk.conflict;
+		streams += sk.streams;
+		free(usable);
+	}
+	ck_assert_uint_gt(picks, 100);
+	ck_assert_uint_gt(conflicts, 0);
+	ck_assert_uint_gt(streams, 0);
+}
+END_TEST
+
+/*
+ * A profile of the size of a training step's (50,000 operations, 6,000
+ * activations of two gaps each, 100 weights): the choice down to the
+ * unmovable memory is quick. Operation 2j makes activation j from weight
+ * j mod 100, 2j + 1 reads it, and backward operation 40,001 + 1.5j reads it
+ * last.
+ */
+START_TEST(profile_of_a_training_step)
+{
+	enum { OPS = 50000, WEIGHTS = 100, ACTS = 6000 };
+
+	start(OPS);
+	for (uint32_t i = 0; i < OPS; i++)
+		ck_assert_int_eq(prof_replayable(&pr, i), 0);
+	for (uint32_t w = 0; w < WEIGHTS; w++)
+		ck_assert_int_eq(prof_add(&pr, 4 * KIB, w, PROF_NONE, 0), w);
+	for (uint32_t j = 0; j < ACTS; j++) {
+		uint32_t w = j % WEIGHTS;
+		ck_assert_int_eq(prof_use(&pr, w, 2 * j), 0);
+		ck_assert_int_eq(prof_access(&pr, w, 2 * j, RD), 0);
+	}
+	for (uint32_t j = 0; j < ACTS; j++) {
+		int op = (int)(2 * j), last = 40001 + (int)(3 * j / 2);
+		buf(KIB, 2 * j, (uint32_t)last, 1, (int[]){ op, WR, op + 1, RD, last, RD, -1 });
+	}
+	find();
+	ck_assert_uint_eq(rs.n, 2 * ACTS);
+	struct rc_skipped sk;
+	uint64_t peak = choose(NULL, NULL, 0, &sk);
+	ck_assert_uint_eq(peak, WEIGHTS * 4 * KIB + KIB);
+	ck_assert_uint_eq(sk.conflict, 0);
+	derive(NULL);
+	ck_assert_uint_eq(prof_peak(&dv, NULL), peak);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("recompute");
+	TCase *tc = tcase_create("recompute");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, derive_splits_the_buffer);
+	tcase_add_test(tc, derive_two_gaps_and_the_inputs_edges);
+	tcase_add_test(tc, choose_meets_a_target_cheapest_first);
+	tcase_add_test(tc, choose_honours_usable);
+	tcase_add_test(tc, choose_honours_streams);
+	tcase_add_test(tc, choose_refuses_an_input_away);
+	tcase_add_test(tc, choose_refuses_an_input_of_a_pick);
+	tcase_add_test(tc, choose_sorts_the_picks);
+	tcase_add_test(tc, random_profiles_choose_what_derive_makes);
+	tcase_add_test(tc, profile_of_a_training_step);
+	suite_add_tcase(s, tc);
+	return run_suite(s);
+}
