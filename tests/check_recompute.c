@@ -1,8 +1,10 @@
 /*
  * check_recompute.c: the choice of gaps to recompute and the profile with
  * them (policy/recompute.h), on hand-made profiles whose answer is known
- * and against the memory counted the slow way on random ones. Operation i
- * lasts 2^-10 s unless a test says otherwise, so times are exact in
+ * and against the memory counted the slow way on random ones; and the
+ * search that weighs recompute against moves (plan_make_recompute,
+ * src/common/planrun.h). Operation i lasts 2^-10 s unless a test says
+ * otherwise, and a GiB copies in copy_ops of them, so times are exact in
  * binary.
  */
 #include "config.h"
@@ -515,6 +517,116 @@ START_TEST(choose_sorts_the_picks)
 }
 END_TEST
 
+/*
+ * plan_make_recompute: a GiB X made by op 10 from a small W and read at 11
+ * and 90, over an unmovable GiB at 40..60, to be held at a GiB and 1 MiB.
+ * On a link that copies a GiB in 60 operations, moves alone meet it only
+ * by stalling (the gap is 78 operations long), and the replay of op 10 (one
+ * operation) wins: the plan with recompute meets the target and is faster. On a fast link with a replay
+ * of 50 operations, the moves stay.
+ */
+static void
+one_big_activation(double cost)
+{
+	start(100);
+	buf(KIB, PROF_NONE, PROF_NONE, 0, (int[]){ 10, RD, -1 });
+	buf(GIB, 10, 95, 1, (int[]){ 10, WR, 11, RD, 90, RD, -1 });
+	buf(GIB, 40, 60, 0, (int[]){ 40, UN, 60, UN, -1 });
+	replayable((int[]){ 10, -1 });
+	pr.dur[10] = cost * OP;
+	find();
+}
+
+/* copy_ops: how many operations a GiB takes to copy, each way */
+static struct plan_params
+params(uint64_t target, double copy_ops)
+{
+	return (struct plan_params){ .target = target, .d2h_bps = (double)GIB / (copy_ops * OP),
+		.h2d_bps = (double)GIB / (copy_ops * OP), .min_bytes = 1, .allow_stall = 1 };
+}
+
+START_TEST(recompute_wins_on_a_slow_link)
+{
+	one_big_activation(1);
+	struct plan_params pp = params(GIB + (1 << 20), 60);
+	struct plan moves;
+	struct plan_rc rc;
+	ck_assert_int_eq(plan_make(&pr, &pp, &moves), 0);
+	ck_assert_int_eq(plan_make_recompute(&pr, &rs, NULL, NULL, &pp, &moves, &rc), 1);
+	ck_assert_int_eq(rc.pl.met, 1);
+	ck_assert_int_eq(moves.met, 1);
+	ck_assert(moves.stall_s > 50 * OP);
+	ck_assert(moves.step_s > rc.pl.step_s);
+	ck_assert_double_eq_tol(rc.pl.step_s, 101 * OP, 1e-12);
+	ck_assert_uint_eq(rc.npick, 1);
+	ck_assert_uint_eq(rc.pick[0].r, 90);
+	ck_assert(rc.recompute_s == OP);
+	ck_assert_uint_eq(rc.bytes_recomputed, GIB);
+	ck_assert_uint_eq(rc.pl.n, 0);
+	ck_assert_uint_eq(rc.derived.nbufs, pr.nbufs + 1);
+	ck_assert_uint_eq(rc.orig[pr.nbufs], 1);
+	ck_assert_uint_le(rc.pl.peak, pp.target);
+	plan_rc_fini(&rc);
+	/* a target met already: nothing to recompute */
+	pp.target = prof_peak(&pr, NULL);
+	ck_assert_int_eq(plan_make_recompute(&pr, &rs, NULL, NULL, &pp, &moves, &rc), 0);
+	ck_assert_uint_eq(rc.npick, 0);
+	plan_fini(&moves);
+}
+END_TEST
+
+START_TEST(moves_stay_on_a_fast_link)
+{
+	one_big_activation(50);
+	struct plan_params pp = params(GIB + (1 << 20), 8);
+	struct plan moves;
+	struct plan_rc rc;
+	ck_assert_int_eq(plan_make(&pr, &pp, &moves), 0);
+	ck_assert_int_eq(moves.met, 1);
+	ck_assert_int_eq(plan_make_recompute(&pr, &rs, NULL, NULL, &pp, &moves, &rc), 0);
+	ck_assert_uint_eq(rc.npick, 0);
+	ck_assert_ptr_null(rc.pick);
+	plan_fini(&moves);
+}
+END_TEST
+
+/*
+ * Recompute and moves together: two GiB activations over an unmovable GiB
+ * at 40..60, X1 made by op 10 (one operation) and read at 90, X2 by op 12
+ * (50 operations) and read at 88. On a link that copies a GiB in 20
+ * operations the two restores after the hump take 40 for 28 and 30: moving
+ * both stalls; recomputing both costs 51 operations. Recomputing X1 and
+ * moving X2 costs one: the level with one pick wins.
+ */
+START_TEST(recompute_one_and_move_the_other)
+{
+	start(100);
+	buf(KIB, PROF_NONE, PROF_NONE, 0, (int[]){ 10, RD, 12, RD, -1 });
+	uint32_t x1 = buf(GIB, 10, 90, 1, (int[]){ 10, WR, 11, RD, 90, RD, -1 });
+	uint32_t x2 = buf(GIB, 12, 88, 1, (int[]){ 12, WR, 13, RD, 88, RD, -1 });
+	buf(GIB, 40, 60, 0, (int[]){ 40, UN, 60, UN, -1 });
+	replayable((int[]){ 10, 12, -1 });
+	pr.dur[12] = 50 * OP;
+	find();
+	struct plan_params pp = params(GIB + (1 << 20), 20);
+	struct plan moves;
+	struct plan_rc rc;
+	ck_assert_int_eq(plan_make(&pr, &pp, &moves), 0);
+	ck_assert_int_eq(moves.met, 1);
+	ck_assert(moves.stall_s > 0);
+	ck_assert_int_eq(plan_make_recompute(&pr, &rs, NULL, NULL, &pp, &moves, &rc), 1);
+	ck_assert_int_eq(rc.pl.met, 1);
+	ck_assert_uint_eq(rc.npick, 1);
+	ck_assert_uint_eq(rs.c[rc.pick[0].cand].buf, x1);
+	ck_assert_uint_eq(rc.pl.n, 1);
+	ck_assert_uint_eq(rc.orig[rc.pl.mv[0].buf], x2);
+	ck_assert_double_eq_tol(rc.pl.step_s, 150 * OP, 1e-12);
+	ck_assert(rc.pl.step_s < moves.step_s);
+	plan_rc_fini(&rc);
+	plan_fini(&moves);
+}
+END_TEST
+
 /* A random profile of 60 operations much as check_replay.c's: buffers with
  * random lifetimes and uses, each use read, written or not measured (the
  * first mostly written, the others mostly read), most operations
@@ -780,6 +892,9 @@ main(void)
 	tcase_add_test(tc, choose_refuses_an_input_away);
 	tcase_add_test(tc, choose_refuses_an_input_of_a_pick);
 	tcase_add_test(tc, choose_sorts_the_picks);
+	tcase_add_test(tc, recompute_wins_on_a_slow_link);
+	tcase_add_test(tc, moves_stay_on_a_fast_link);
+	tcase_add_test(tc, recompute_one_and_move_the_other);
 	tcase_add_test(tc, random_profiles_choose_what_derive_makes);
 	tcase_add_test(tc, profile_of_a_training_step);
 	suite_add_tcase(s, tc);

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "planrun.h"
@@ -143,4 +144,104 @@ plan_bound(const struct prof *p, const struct plan_params *pp)
 	uint64_t peak = pl.peak;
 	plan_fini(&pl);
 	return peak;
+}
+
+/* Which plan is better (planrun.h). */
+int
+plan_better(const struct plan *a, const struct plan *b)
+{
+	if (a->met != b->met)
+		return a->met;
+	if (!a->met && a->peak != b->peak)
+		return a->peak < b->peak;
+	return a->step_s < b->step_s;
+}
+
+/* Free what a plan with recompute holds (planrun.h). */
+void
+plan_rc_fini(struct plan_rc *r)
+{
+	plan_fini(&r->pl);
+	prof_fini(&r->derived);
+	free(r->orig);
+	free(r->pick);
+	memset(r, 0, sizeof *r);
+}
+
+/* One level's plan into r: the picks pk (n of them, taken over), the profile
+ * with them, and its move plan under q. Returns 0, or -1 when out of memory
+ * (r empty). */
+static int
+plan_level(const struct prof *p, const struct replay_set *rs, struct rc_pick *pk, uint32_t n,
+    const struct rc_skipped *sk, const struct plan_params *q, struct plan_rc *r)
+{
+	memset(r, 0, sizeof *r);
+	r->pick = pk;
+	r->npick = n;
+	r->skipped = *sk;
+	for (uint32_t j = 0; j < n; j++) {
+		r->recompute_s += rs->c[pk[j].cand].cost_s;
+		r->bytes_recomputed += rs->c[pk[j].cand].bytes;
+	}
+	if (rc_derive(p, rs, pk, n, NULL, &r->derived, &r->orig) < 0 ||
+	    plan_make(&r->derived, q, &r->pl) < 0) {
+		plan_rc_fini(r);
+		return -1;
+	}
+	return 0;
+}
+
+/* Plan with recompute (planrun.h). Returns 1 (out: a better plan than
+ * moves_only), 0 (moves_only stays), or -1 when out of memory. */
+int
+plan_make_recompute(const struct prof *p, const struct replay_set *rs, const uint8_t *usable,
+    const uint32_t *stream, const struct plan_params *pp, const struct plan *moves_only,
+    struct plan_rc *out)
+{
+	static const double level[] = { 1.0, 0.75, 0.5, 0.25 };
+	const size_t nlevel = sizeof level / sizeof level[0];
+	uint64_t before = prof_peak(p, NULL);
+	double start = mono_now();
+	uint32_t last_n = UINT32_MAX;
+	int have = 0;
+
+	memset(out, 0, sizeof *out);
+	if (rs->n == 0 || before <= pp->target)
+		return 0;
+	for (size_t l = 0; l < nlevel; l++) {
+		uint64_t t = before - (uint64_t)(level[l] * (double)(before - pp->target));
+		struct plan_params q = *pp;
+		struct rc_skipped sk;
+		struct rc_pick *pk;
+		struct plan_rc cur;
+		uint32_t n;
+		if (pp->time_limit_s > 0) {
+			double left = pp->time_limit_s - (mono_now() - start);
+			if (left <= 0)
+				break;
+			q.time_limit_s = left / (double)(nlevel - l);
+		}
+		if (rc_choose(p, rs, usable, stream, t, &pk, &n, &sk, NULL) < 0)
+			goto oom;
+		if (n == 0 || n == last_n) {
+			free(pk);
+			continue;
+		}
+		last_n = n;
+		if (plan_level(p, rs, pk, n, &sk, &q, &cur) < 0)
+			goto oom;
+		if (plan_better(&cur.pl, have ? &out->pl : moves_only)) {
+			if (have)
+				plan_rc_fini(out);
+			*out = cur;
+			have = 1;
+		} else {
+			plan_rc_fini(&cur);
+		}
+	}
+	return have;
+oom:
+	if (have)
+		plan_rc_fini(out);
+	return -1;
 }
