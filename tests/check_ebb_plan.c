@@ -14,7 +14,8 @@
  *
  * --replay is tested on a trace of the fake driver's workload writesets,
  * against the library's own answer (its Z records), and on hand-written
- * traces with V records (vbody below).
+ * traces with V records (vbody and rcbody below), the latter for the plan
+ * with recompute.
  */
 #include "config.h"
 
@@ -598,6 +599,12 @@ START_TEST(replay_matches_the_library)
 	ck_assert_uint_eq(c.gap_before, 176);
 	ck_assert_uint_eq(c.hi, 174);	/* the gather's position */
 	ck_assert_str_eq(c.ops, "172");
+	/* the plan with recompute for the last target, beside the moves alone */
+	ck_assert_ptr_nonnull(strstr(r.out, "\nrecompute for 0.01 GiB, beside the moves alone "
+	    "(offline every candidate counts as verified; a run recomputes only those its replays "
+	    "verified):\nrecompute alone: "));
+	ck_assert_ptr_nonnull(strstr(r.out, "\n    moves alone  "));
+	ck_assert_ptr_nonnull(strstr(r.out, "passed over: 0 not verified, "));
 	trace_free(&t);
 	run_free(&w);
 	run_free(&r);
@@ -702,7 +709,166 @@ START_TEST(replay_matches_positions_and_shapes)
 	ck_assert_uint_eq(count_after(r.out, "\ncandidates: "), 0);
 	ck_assert_uint_eq(refused(r.out, "unknown"), 3);
 	ck_assert_ptr_nonnull(strstr(r.out, "(none)\n"));
+	ck_assert_ptr_nonnull(strstr(r.out, "\nno gap can be recomputed: the plan is the moves "
+	    "alone\n"));
 	run_free(&r);
+}
+END_TEST
+
+/*
+ * A hand-written trace for the plan with recompute: three iterations of 6
+ * launches (seq 1, 7, 13; the third is planned), each 10 ms on the GPU. A
+ * weight w (buffer 1, 1 GiB) lives throughout; each iteration a writes x
+ * from w, b reads w, c writes h, d reads h, f reads w and e reads x (x and
+ * h: 1 GiB each, freed after their last use). The peak, 3 GiB, is at c and
+ * d, over x's gap from a to e. The V records are iteration 1's.
+ */
+static const char rcbody[] =
+	"K 1 1 ok kernel\n"
+	"A 10 1 0x7f0000000000 1073741824 0x1 async 0x0\n"
+	"A 20 2 0x7f0040000000 1073741824 0x1 async 0x0\n"
+	"L 30 1 0x1 1 2 2 1\n"
+	"L 40 2 0x1 2 1 1\n"
+	"A 50 3 0x7f0080000000 1073741824 0x1 async 0x0\n"
+	"L 60 3 0x1 3 1 3\n"
+	"L 70 4 0x1 4 1 3\n"
+	"F 80 3 0x1 async\n"
+	"L 90 5 0x1 2 1 1\n"
+	"L 100 6 0x1 5 1 2\n"
+	"F 110 2 0x1 async\n"
+	"A 120 4 0x7f0040000000 1073741824 0x1 async 0x0\n"
+	"L 130 7 0x1 1 2 4 1\n"
+	"L 140 8 0x1 2 1 1\n"
+	"A 150 5 0x7f0080000000 1073741824 0x1 async 0x0\n"
+	"L 160 9 0x1 3 1 5\n"
+	"L 170 10 0x1 4 1 5\n"
+	"F 180 5 0x1 async\n"
+	"L 190 11 0x1 2 1 1\n"
+	"L 200 12 0x1 5 1 4\n"
+	"F 210 4 0x1 async\n"
+	"A 220 6 0x7f0040000000 1073741824 0x1 async 0x0\n"
+	"L 230 13 0x1 1 2 6 1\n"
+	"L 240 14 0x1 2 1 1\n"
+	"A 250 7 0x7f0080000000 1073741824 0x1 async 0x0\n"
+	"L 260 15 0x1 3 1 7\n"
+	"L 270 16 0x1 4 1 7\n"
+	"F 280 7 0x1 async\n"
+	"L 290 17 0x1 2 1 1\n"
+	"L 300 18 0x1 5 1 6\n"
+	"F 310 6 0x1 async\n"
+	"I 1300 1 1 6\n"
+	"I 1301 2 7 6\n"
+	"I 1302 3 13 6\n"
+	"V 1400 1 2 2 1\n"
+	"V 1400 2 1 1\n"
+	"V 1400 3 1 2\n"
+	"V 1400 4 1 1\n"
+	"V 1400 5 1 1\n"
+	"V 1400 6 1 1\n"
+	"G 1 0 10000000\n"
+	"G 2 10000000 20000000\n"
+	"G 3 20000000 30000000\n"
+	"G 4 30000000 40000000\n"
+	"G 5 40000000 50000000\n"
+	"G 6 50000000 60000000\n"
+	"G 7 60000000 70000000\n"
+	"G 8 70000000 80000000\n"
+	"G 9 80000000 90000000\n"
+	"G 10 90000000 100000000\n"
+	"G 11 100000000 110000000\n"
+	"G 12 110000000 120000000\n"
+	"G 13 120000000 130000000\n"
+	"G 14 130000000 140000000\n"
+	"G 15 140000000 150000000\n"
+	"G 16 150000000 160000000\n"
+	"G 17 160000000 170000000\n"
+	"G 18 170000000 180000000\n"
+	"Q 1500 cupti-detached exit\n";
+
+/* One row of the comparison of the plan with recompute and the moves alone. */
+struct rc_row {
+	double peak;
+	char met[8];
+	unsigned moves, recomputed;
+	double mib, replay, step, stall;
+};
+
+/* The row of out that starts with what (padded), into w; returns 0, or -1
+ * when there is none. */
+static int
+rc_row(const char *out, const char *what, struct rc_row *w)
+{
+	char key[64];
+
+	snprintf(key, sizeof key, "\n%15s  ", what);
+	const char *p = strstr(out, key);
+	if (p == NULL)
+		return -1;
+	return sscanf(p + strlen(key), "%lf %7s %u %u %lf %lf %lf %lf", &w->peak, w->met,
+	    &w->moves, &w->recomputed, &w->mib, &w->replay, &w->step, &w->stall) == 8 ? 0 : -1;
+}
+
+/*
+ * At 2 GiB on a link of 1 GB/s nothing can move in time, and recomputing x
+ * (launching a again right before e) holds the target for one more 10 ms
+ * launch; --moves lists that gap. At 1000 GB/s x moves in time (off during
+ * b, back during f) and the moves alone stay the better plan.
+ */
+START_TEST(replay_plans_recompute)
+{
+	static const char *const slow[] = { "--replay", "--moves", "--target", "2G", "--d2h", "1",
+		"--h2d", "1", NULL };
+	static const char *const fast[] = { "--replay", "--target", "2G", "--d2h", "1000",
+		"--h2d", "1000", NULL };
+	const char *path = write_body(EBB_TRACE_VERSION, rcbody, "", "");
+	struct run_result r;
+	struct rc_row w;
+
+	plan(&r, path, slow);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "\ncandidates: 2, of 2 buffers (2048.00 MiB)\n"));
+	ck_assert_ptr_nonnull(strstr(r.out, "\nrecompute for 2.00 GiB, beside the moves alone"));
+	ck_assert_ptr_nonnull(strstr(r.out, "\nrecompute alone: 2.00 GiB with 1 gaps; passed over: "
+	    "0 not verified, 0 used on another stream than their chain's, 0 in conflict with a pick"));
+	ck_assert_int_eq(rc_row(r.out, "moves alone", &w), 0);
+	ck_assert_double_eq_tol(w.peak, 3.0, 1e-9);
+	ck_assert_str_eq(w.met, "no");
+	ck_assert_uint_eq(w.recomputed, 0);
+	ck_assert_int_eq(rc_row(r.out, "with recompute", &w), 0);
+	ck_assert_double_eq_tol(w.peak, 2.0, 1e-9);
+	ck_assert_str_eq(w.met, "yes");
+	ck_assert_uint_eq(w.moves, 0);
+	ck_assert_uint_eq(w.recomputed, 1);
+	ck_assert_double_eq_tol(w.mib, 1024.0, 1e-9);
+	ck_assert_double_eq_tol(w.replay, 0.01, 1e-9);
+	ck_assert_double_eq_tol(w.step, 0.07, 1e-9);
+	const char *picks = strstr(r.out, "\ngaps recomputed, the chain launched again right before "
+	    "the operation of \"replay at\":\n");
+	ck_assert_ptr_nonnull(picks);
+	unsigned long long bid, after, before, at;
+	unsigned chain;
+	double mib, ms;
+	const char *row = strchr(strchr(picks + 1, '\n') + 1, '\n') + 1;
+	ck_assert_int_eq(sscanf(row, "%llu %lf %llu-%llu %llu %u %lf", &bid, &mib, &after, &before,
+	    &at, &chain, &ms), 7);
+	ck_assert_uint_eq(bid, 6);
+	ck_assert_uint_eq(after, 13);
+	ck_assert_uint_eq(before, 18);
+	ck_assert_uint_eq(at, 18);
+	ck_assert_uint_eq(chain, 1);
+	ck_assert_double_eq_tol(ms, 10.0, 1e-9);
+	run_free(&r);
+
+	plan(&r, path, fast);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_int_eq(rc_row(r.out, "moves alone", &w), 0);
+	ck_assert_str_eq(w.met, "yes");
+	ck_assert_int_eq(rc_row(r.out, "with recompute", &w), -1);
+	ck_assert_ptr_nonnull(strstr(r.out, "\nno plan with recompute does better than the moves "
+	    "alone\n"));
+	ck_assert_ptr_null(strstr(r.out, "gaps recomputed"));
+	run_free(&r);
+	remove(path);
 }
 END_TEST
 
@@ -766,6 +932,7 @@ main(void)
 	tcase_add_test(tc, replay_matches_the_library);
 	tcase_add_test(tc, replay_matches_positions_and_shapes);
 	tcase_add_test(tc, replay_without_write_sets);
+	tcase_add_test(tc, replay_plans_recompute);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

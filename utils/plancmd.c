@@ -676,10 +676,11 @@ launch_refs(struct plancmd_src *s, const struct ev *e, const struct planlive *l,
 }
 
 /* plancmd_launches (plancmd_int.h): each launch from lo up to hi that lists
- * its buffers, to fn. Returns 0, or -1 (said, or fn's). */
+ * its buffers, to fn, and the operations' streams into stream. Returns 0, or
+ * -1 (said, or fn's). */
 int
 plancmd_launches(struct plancmd_src *s, uint64_t lo, uint64_t hi, plancmd_launch_fn *fn,
-    void *arg)
+    void *arg, uint64_t *stream)
 {
 	struct planlive live = { 0 };
 	struct plancmd_ref *ref = NULL;
@@ -709,6 +710,8 @@ plancmd_launches(struct plancmd_src *s, uint64_t lo, uint64_t hi, plancmd_launch
 			continue;
 		if (e.seq >= hi)
 			break;
+		if (stream != NULL && e.type != 'Y')
+			ebb_trace_u64(&s->rd.rec, 2, &stream[e.seq - lo]);
 		if (e.type != 'L' || strcmp(s->rd.rec.field[e.list], "?") == 0)
 			continue;
 		if (launch_refs(s, &e, &live, &ref, &cref) < 0) {
@@ -863,7 +866,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	}
 	if (o->moves)
 		planprint_moves(out, &g.b, &g.pl, g.s0, target);
-	if (o->replay && planreplay(&g, o, out) < 0)
+	if (o->replay && planreplay(&g, o, target, out) < 0)
 		goto out;
 	rc = 0;
 out:

@@ -124,12 +124,14 @@ typedef int plancmd_launch_fn(void *arg, uint64_t seq, const struct plancmd_ref 
 
 /*
  * Read the trace again from its start and give fn each launch (L record)
- * from operation lo up to hi (exclusive) whose buffers are known (not '?').
- * Returns 0, or -1 when reading fails, memory runs out (said on s->err) or
- * fn returns -1.
+ * from operation lo up to hi (exclusive) whose buffers are known (not '?');
+ * where stream is not NULL, also the stream handle of each operation of
+ * those, stream[seq - lo] (left as it is for one that names none: a
+ * synchronisation, or one not in the trace). Returns 0, or -1 when reading
+ * fails, memory runs out (said on s->err) or fn returns -1.
  */
 int plancmd_launches(struct plancmd_src *s, uint64_t lo, uint64_t hi, plancmd_launch_fn *fn,
-    void *arg);
+    void *arg, uint64_t *stream);
 
 /* ---- planlive.c ---- */
 
@@ -159,11 +161,14 @@ void planlive_free(struct planlive *l);
 
 /*
  * With --replay: the trace's write sets (V records) into g's profile, the
- * gaps replay_find says a replay could bridge, and their summary on out; a
- * trace without V records is said to have none. Returns 0, or -1 when the
- * trace cannot be read again or memory runs out (said on g->s.err).
+ * gaps replay_find says a replay could bridge, and their summary on out;
+ * then the plan with recompute for target (plan_make_recompute) beside the
+ * moves alone (g->pl, planned for target), and with o->moves the gaps it
+ * recomputes. A trace without V records is said to have none. Returns 0,
+ * or -1 when the trace cannot be read again or memory runs out (said on
+ * g->s.err).
  */
-int planreplay(struct plancmd *g, const struct ebb_plan_opts *o, FILE *out);
+int planreplay(struct plancmd *g, const struct ebb_plan_opts *o, uint64_t target, FILE *out);
 
 /* ---- planprint.c ---- */
 

@@ -15,6 +15,12 @@
  * buffer is in the library's profile: a range of its own, not a slab's
  * (EBB_SLAB_MAX_BYTES). ebb plan has no launch records: a launch whose L
  * record lists its buffers counts as having a complete one.
+ *
+ * Then the plan with recompute (plan_make_recompute, src/common/planrun.h)
+ * at the last target, beside the moves alone. A run recomputes only the
+ * candidates its replays verified (EBB_RECOMPUTE); offline every candidate
+ * counts as verified. The streams are the trace's: the operations' L, C, M,
+ * N and R records name them.
  */
 #include "config.h"
 
@@ -25,11 +31,13 @@
 
 #include "plan.h"
 #include "plancmd_int.h"
+#include "planrun.h"
 #include "trace_format.h"
 #include "record.h"
 #include "replay.h"
 
 #define MIB (1024.0 * 1024.0)
+#define GIB (1024.0 * MIB)
 
 /* Candidates listed, those with the most bytes times window first. */
 #define TOP 20
@@ -53,6 +61,8 @@ struct match {
 	uint8_t *state;		/* M_* of each V record */
 	uint64_t *qsize;	/* the probed launch's buffer sizes (indexed as sc->acc) */
 	struct plancmd_ref *pref;	/* the planned launch's buffers (likewise) */
+	uint64_t *handle;	/* the stream of each operation from lo (plancmd_launches) */
+	uint64_t lo;
 	uint64_t measured;	/* the probe's V records */
 	uint64_t matched;	/* of them, those whose position is measured */
 	uint64_t replayable;	/* launches that can be launched again */
@@ -183,6 +193,7 @@ match_free(struct match *m)
 	free(m->state);
 	free(m->qsize);
 	free(m->pref);
+	free(m->handle);
 }
 
 /*
@@ -218,7 +229,12 @@ match_probe(struct plancmd *g, const struct plancmd_mark *q, struct match *m)
 	}
 	uint64_t lo = m->q0 < m->s0 ? m->q0 : m->s0;
 	uint64_t hi = (m->q0 > m->s0 ? m->q0 : m->s0) + m->nops;
-	if (plancmd_launches(&g->s, lo, hi, on_launch, m) < 0)
+	m->lo = lo;
+	if ((m->handle = calloc(hi - lo ? hi - lo : 1, sizeof *m->handle)) == NULL) {
+		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
+		return -1;
+	}
+	if (plancmd_launches(&g->s, lo, hi, on_launch, m, m->handle) < 0)
 		return -1;
 	if (apply(m, &g->b.r) < 0) {
 		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
@@ -316,10 +332,130 @@ print_summary(const struct plancmd *g, const struct plancmd_mark *q, const struc
 	return print_top(g, rs, out);
 }
 
-/* planreplay (plancmd_int.h): the write sets into g's profile, and what a
- * replay could bridge. Returns 0, or -1 (said). */
+/* The planned iteration's streams as small ids (the order each is first
+ * seen in), from m's handles. Returns them (nops), or NULL when out of
+ * memory. */
+static uint32_t *
+stream_ids(const struct match *m)
+{
+	uint32_t *id = malloc((m->nops ? m->nops : 1) * sizeof *id);
+	uint64_t *seen = malloc((m->nops ? m->nops : 1) * sizeof *seen);
+	uint32_t nseen = 0;
+
+	if (id == NULL || seen == NULL) {
+		free(id);
+		free(seen);
+		return NULL;
+	}
+	for (uint32_t pos = 0; pos < m->nops; pos++) {
+		uint64_t h = m->handle[m->s0 - m->lo + pos];
+		uint32_t k = 0;
+		while (k < nseen && seen[k] != h)
+			k++;
+		if (k == nseen)
+			seen[nseen++] = h;
+		id[pos] = k;
+	}
+	free(seen);
+	return id;
+}
+
+/* The gaps the plan with recompute recomputes, one line each, on out. */
+static void
+print_picks(const struct plancmd *g, const struct replay_set *rs, const struct plan_rc *rc,
+    FILE *out)
+{
+	const struct prof *p = &g->b.r.p;
+	char gap[48];
+
+	fprintf(out, "\ngaps recomputed, the chain launched again right before the operation of "
+	    "\"replay at\":\n");
+	fprintf(out, "%10s  %10s  %15s  %10s  %5s  %10s\n", "bid", "MiB", "gap", "replay at",
+	    "chain", "chain ms");
+	for (uint32_t j = 0; j < rc->npick; j++) {
+		const struct replay_cand *c = &rs->c[rc->pick[j].cand];
+		const struct prof_buf *b = &p->buf[c->buf];
+		snprintf(gap, sizeof gap, "%llu-%llu", (unsigned long long)(g->s0 + b->use[c->gap]),
+		    (unsigned long long)(g->s0 + b->use[c->gap + 1]));
+		fprintf(out, "%10llu  %10.2f  %15s  %10llu  %5u  %10.3f\n",
+		    (unsigned long long)g->b.bid[c->buf], (double)c->bytes / MIB, gap,
+		    (unsigned long long)(g->s0 + rc->pick[j].r), c->nchain, c->cost_s * 1e3);
+	}
+}
+
+/* One row of the comparison: a plan, with npick gaps recomputed (bytes,
+ * replay_s a step). */
+static void
+print_row(FILE *out, const char *what, const struct plan *pl, uint32_t npick, uint64_t bytes,
+    double replay_s)
+{
+	fprintf(out, "%15s  %10.2f  %4s  %5u  %10u  %10.2f  %10.6f  %10.6f  %10.6f\n", what,
+	    (double)pl->peak / GIB, pl->met ? "yes" : "no", pl->n, npick, (double)bytes / MIB,
+	    replay_s, pl->step_s, pl->stall_s);
+}
+
+/*
+ * The plan with recompute for target beside the moves alone (g->pl), and
+ * with o->moves the gaps it recomputes, on out. Returns 0, or -1 when out of
+ * memory (not said).
+ */
+static int
+print_recompute(struct plancmd *g, const struct ebb_plan_opts *o, const struct match *m,
+    const struct replay_set *rs, uint64_t target, FILE *out)
+{
+	const struct prof *p = &g->b.r.p;
+	struct plan_params pp = g->pp;
+	struct rc_pick *pk;
+	struct rc_skipped sk;
+	struct plan_rc rc;
+	uint64_t alone;
+	uint32_t n;
+
+	fprintf(out, "\nrecompute for %.2f GiB, beside the moves alone (offline every candidate "
+	    "counts as verified; a run recomputes only those its replays verified):\n",
+	    (double)target / GIB);
+	if (rs->n == 0) {
+		fprintf(out, "no gap can be recomputed: the plan is the moves alone\n");
+		return 0;
+	}
+	uint32_t *stream = stream_ids(m);
+	if (stream == NULL)
+		return -1;
+	pp.target = target;
+	/* what recompute alone reaches, and what it passes over */
+	if (rc_choose(p, rs, NULL, stream, target, &pk, &n, &sk, &alone) < 0) {
+		free(stream);
+		return -1;
+	}
+	free(pk);
+	fprintf(out, "recompute alone: %.2f GiB with %u gaps; passed over: %llu not verified, %llu "
+	    "used on another stream than their chain's, %llu in conflict with a pick (a recompute "
+	    "from a recomputed input)\n", (double)alone / GIB, n,
+	    (unsigned long long)sk.unusable, (unsigned long long)sk.streams,
+	    (unsigned long long)sk.conflict);
+	int r = plan_make_recompute(p, rs, NULL, stream, &pp, &g->pl, &rc);
+	free(stream);
+	if (r < 0)
+		return -1;
+	fprintf(out, "%15s  %10s  %4s  %5s  %10s  %10s  %10s  %10s  %10s\n", "plan", "peak GiB",
+	    "met", "moves", "recomputed", "MiB", "replay s", "step s", "stall s");
+	print_row(out, "moves alone", &g->pl, 0, 0, 0);
+	if (r == 0) {
+		fprintf(out, "no plan with recompute does better than the moves alone\n");
+		return 0;
+	}
+	print_row(out, "with recompute", &rc.pl, rc.npick, rc.bytes_recomputed, rc.recompute_s);
+	if (o->moves)
+		print_picks(g, rs, &rc, out);
+	plan_rc_fini(&rc);
+	return 0;
+}
+
+/* planreplay (plancmd_int.h): the write sets into g's profile, what a
+ * replay could bridge, and the plan with recompute for target. Returns 0,
+ * or -1 (said). */
 int
-planreplay(struct plancmd *g, const struct ebb_plan_opts *o, FILE *out)
+planreplay(struct plancmd *g, const struct ebb_plan_opts *o, uint64_t target, FILE *out)
 {
 	const struct plancmd_scan *sc = &g->sc;
 	struct replay_params rp = { .min_bytes = o->min_bytes };
@@ -348,7 +484,8 @@ planreplay(struct plancmd *g, const struct ebb_plan_opts *o, FILE *out)
 		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
 		goto out;
 	}
-	if (print_summary(g, q, &m, &rs, out) < 0) {
+	if (print_summary(g, q, &m, &rs, out) < 0 ||
+	    print_recompute(g, o, &m, &rs, target, out) < 0) {
 		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
 		goto out;
 	}
