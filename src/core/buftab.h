@@ -28,6 +28,8 @@ struct ebb_buf_mover {
 	uint8_t state;		/* EBB_RESIDENT, EBB_OFFLOADING, EBB_ON_HOST */
 	uint8_t freed;		/* freed by the job while an offload was in flight */
 	uint8_t cancelled;	/* used again before its offload finished */
+	uint8_t dropped;	/* its contents are dropped, not copied (being released,
+				 * or released): it is remade, not restored */
 	uint16_t pending;	/* worker items that refer to it */
 	uint64_t rsize;		/* bytes of its range and physical handle */
 	struct vmm_handle *handle;	/* its physical memory while mapped */
@@ -56,6 +58,9 @@ struct ebb_buf {
 	struct ebb_stream_use last[EBB_BUF_STREAMS];
 	struct ebb_buf_mover mv;	/* the mover's */
 	uint32_t plan_ord;	/* exec.c: its allocation ordinal in the iteration, plus 1 */
+	uint32_t rc_gap;	/* recompute.c: its dropped gap's entry, plus 1 (0: none) */
+	uint32_t rc_inputs;	/* recompute.c: dropped buffers whose remake reads it */
+	uint32_t rc_idx;	/* recompute.c: its profile index, while rc_inputs */
 	struct ebb_buf *free_next;	/* buftab.c: the list of recycled structs */
 	/* treap links (buftab.c) */
 	struct ebb_buf *left, *right;

@@ -195,6 +195,8 @@ hostpool_alloc(size_t size)
 void
 hostpool_free(void *p, size_t size)
 {
+	if (p == NULL)
+		return;	/* a dropped buffer's: none */
 	size = align_up(size ? size : 1);
 	hp.used -= size;
 	insert_free(p, size, slab_of(p));

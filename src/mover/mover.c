@@ -408,13 +408,15 @@ mover_init(const struct ebb_conf *conf)
 		serving.start_known = 1;
 	}
 	if (ebb_real.cuStreamCreate(&mover.d2h, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
-	    ebb_real.cuStreamCreate(&mover.h2d, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+	    ebb_real.cuStreamCreate(&mover.h2d, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+	    ebb_real.cuStreamCreate(&mover.drop, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
 		ebb_log(EBB_LOG_WARN, "cannot create ebb's copy streams; ebb moves nothing");
 		serving.failed_why = "ebb's copy streams could not be created: ebb could not offload";
 		return -1;
 	}
 	ebb_cupti_ignore_stream(mover.ctx, mover.d2h);
 	ebb_cupti_ignore_stream(mover.ctx, mover.h2d);
+	ebb_cupti_ignore_stream(mover.ctx, mover.drop);
 	mover_rate_measure(conf);
 	int e = mover_copy_start();
 	if (e != 0) {
@@ -830,6 +832,22 @@ mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq)
 	int r = mover_copy_plan_offload(b, after, seq);
 	self_end(t0);
 	return r;
+}
+
+/* The plan's drop of b (mover.h). */
+int
+mover_plan_drop(struct ebb_buf *b, uint64_t seq)
+{
+	uint64_t t0 = self_begin();
+	int r = mover_copy_plan_drop(b, seq);
+	self_end(t0);
+	return r;
+}
+
+void
+mover_set_remake(mover_remake_fn fn)
+{
+	mover.remake = fn;
 }
 
 /* The plan's restore of b ahead of its use (mover.h). */

@@ -51,6 +51,8 @@ struct ebb_tag {
 
 struct mover_stats {
 	uint64_t offloads, restores, cancels, refusals;
+	uint64_t drops;			/* buffers whose contents the plan dropped (recompute) */
+	uint64_t remakes;		/* of them, remade by the remake function */
 	uint64_t planned_offloads;	/* of offloads: issued by the plan */
 	uint64_t prefetches;		/* of restores: issued by the plan ahead of use */
 	uint64_t prefetches_skipped;	/* no room within the limit without evicting */
@@ -154,6 +156,29 @@ void mover_set_planned(int on);
  * (a copy of the job's to the host, which the offload would delay if it
  * were queued first). Returns 1 when issued, 0 when b cannot move now. */
 int mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq);
+
+/*
+ * Recompute (src/exec/recompute.c): a buffer's contents may be dropped
+ * instead of copied, and remade from other buffers by the one who dropped
+ * them. mover_plan_drop(b, seq) releases b's memory once every use of it
+ * queued so far is done (as an offload does, on ebb's drop stream, which
+ * copies nothing) and copies nothing: returns 1 when issued, 0 when b cannot
+ * be dropped now (not resident, pinned, in use on its way to the driver,
+ * an earlier move of it not retired, a capture running, or no remake
+ * function set). Whenever a dropped buffer must be resident again (an
+ * operation uses it, mover_ensure, mover_map), the mover maps memory at its
+ * address within EBB_LIMIT and calls the remake function set by
+ * mover_set_remake: fn(b, consumer, seq, &done) must fill b on the device
+ * and set done to an event recorded after that work (NULL: none needed),
+ * which consumer (NULL: none) and later uses wait for on the device; it
+ * returns CUDA_SUCCESS or the error the operation that needed b fails with.
+ * Used before the drop has released the memory, the buffer is simply kept,
+ * as a cancelled offload is.
+ */
+typedef CUresult (*mover_remake_fn)(struct ebb_buf *b, struct ebb_stream *consumer,
+    uint64_t seq, CUevent *done);
+int mover_plan_drop(struct ebb_buf *b, uint64_t seq);
+void mover_set_remake(mover_remake_fn fn);
 
 /*
  * Restore b ahead of its use: an H2D copy on ebb's stream that starts once

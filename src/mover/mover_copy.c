@@ -22,7 +22,12 @@
 #include "trace.h"
 #include "vmm.h"
 
-enum work_kind { W_OFFLOADED, W_RESTORED };
+/* What a work item waits for: an offload copy, a restore copy (or a
+ * replay that remade a dropped buffer), or a drop's uses. */
+enum work_kind { W_OFFLOADED, W_RESTORED, W_DROPPED, W_KINDS };
+
+/* The workers' names, by enum work_kind. */
+static const char *const work_names[W_KINDS] = { "offload", "restore", "drop" };
 
 /* A copy in flight, queued for its direction's worker. */
 struct work {
@@ -46,7 +51,7 @@ struct wqueue {
 };
 
 struct mover_copies {
-	struct wqueue queues[2];	/* by enum work_kind */
+	struct wqueue queues[W_KINDS];	/* by enum work_kind */
 	pthread_cond_t room_cond;	/* memory was released (a copy retired or abandoned) */
 	int workers_started;		/* both workers run (mover_copy_start) */
 	int stopping;			/* mover_shutdown asked the workers to stop */
@@ -57,6 +62,7 @@ static struct mover_copies copies = {
 	.queues = {
 		[W_OFFLOADED] = { .cond = PTHREAD_COND_INITIALIZER },
 		[W_RESTORED] = { .cond = PTHREAD_COND_INITIALIZER },
+		[W_DROPPED] = { .cond = PTHREAD_COND_INITIALIZER },
 	},
 	.room_cond = PTHREAD_COND_INITIALIZER,
 };
@@ -127,6 +133,7 @@ retire_offload(struct work *w)
 			mover.stats.unmaps_failed++;
 			hostpool_free(b->mv.host, b->size);
 			b->mv.host = NULL;
+			b->mv.dropped = 0;
 			if (b->mv.freed) {
 				static const struct ebb_tag done;	/* empty: done */
 				mover_block_keep(b->addr, b->mv.handle, &done);
@@ -193,7 +200,7 @@ retire(struct work *w)
 		mover_rate_sample(w->kind == W_OFFLOADED ? 0 : 1, w->size, w->start, w->ev);
 		streams_event_put(w->start, 1);
 	}
-	if (w->kind == W_OFFLOADED)
+	if (w->kind != W_RESTORED)
 		retire_offload(w);
 	else
 		retire_restore(w);
@@ -218,14 +225,15 @@ abandon(struct work *w, CUresult err)
 	    "to the %s failed (cuEventSynchronize and cuEventQuery returned %d): the memory it may "
 	    "still use is kept, never released or reused, and the buffer no longer moves (further "
 	    "such copies are not reported)", (unsigned long long)b->id,
-	    w->kind == W_OFFLOADED ? "host" : "device", (int)err);
+	    w->kind != W_RESTORED ? "host" : "device", (int)err);
 	mover.stats.copies_abandoned++;
 	if (w->start != NULL)
 		streams_event_put(w->start, 1);
-	if (w->kind == W_OFFLOADED) {
+	if (w->kind != W_RESTORED) {
 		copies.inflight--;
 		if (b->mv.state == EBB_OFFLOADING && !b->mv.freed) {
 			b->mv.state = EBB_RESIDENT;	/* still mapped and intact */
+			b->mv.dropped = 0;
 			b->pinned |= EBB_PIN_FAILED;
 		}
 		/* a freed buffer keeps its mapping, its handle and its range */
@@ -260,8 +268,8 @@ worker_main(void *arg)
 	CUresult cr = ebb_real.cuCtxSetCurrent(mover.ctx);
 	if (cr != CUDA_SUCCESS)
 		ebb_log(EBB_LOG_ERROR, "ebb's %s worker cannot make the job's context current (error "
-		    "%d): the memory of its copies is never released", q ==
-		    &copies.queues[W_OFFLOADED] ? "offload" : "restore", (int)cr);
+		    "%d): the memory of its copies is never released",
+		    work_names[q - copies.queues], (int)cr);
 	pthread_mutex_lock(&ebb_state_lock);
 	for (;;) {
 		while (!copies.stopping && q->head == NULL)
@@ -294,7 +302,7 @@ worker_main(void *arg)
 int
 mover_copy_start(void)
 {
-	for (int k = 0; k < 2; k++) {
+	for (int k = 0; k < W_KINDS; k++) {
 		int e = pthread_create(&copies.queues[k].thread, NULL, worker_main,
 		    &copies.queues[k]);
 		if (e != 0)
@@ -311,7 +319,7 @@ mover_shutdown(void)
 	if (!copies.workers_started)
 		return;
 	copies.stopping = 1;
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < W_KINDS; k++)
 		pthread_cond_signal(&copies.queues[k].cond);
 	pthread_mutex_unlock(&ebb_state_lock);
 	/* The copies they wait for finish on their own; do not hang an exit on a
@@ -319,10 +327,10 @@ mover_shutdown(void)
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 5;
-	for (int k = 0; k < 2; k++)
+	for (int k = 0; k < W_KINDS; k++)
 		if (pthread_timedjoin_np(copies.queues[k].thread, NULL, &until) != 0)
 			ebb_log(EBB_LOG_WARN, "ebb's %s worker did not stop within 5 s at exit",
-			    k == W_OFFLOADED ? "offload" : "restore");
+			    work_names[k]);
 	pthread_mutex_lock(&ebb_state_lock);
 	copies.workers_started = 0;
 }
@@ -331,24 +339,28 @@ mover_shutdown(void)
 int
 mover_copy_inflight_sized(size_t rsize)
 {
-	for (struct work *w = copies.queues[W_OFFLOADED].head; w != NULL; w = w->next)
-		if (w->b->mv.rsize == rsize && w->b->mv.state == EBB_OFFLOADING)
-			return 1;
+	static const enum work_kind away[] = { W_OFFLOADED, W_DROPPED };
+
+	for (size_t k = 0; k < sizeof away / sizeof away[0]; k++)
+		for (struct work *w = copies.queues[away[k]].head; w != NULL; w = w->next)
+			if (w->b->mv.rsize == rsize && w->b->mv.state == EBB_OFFLOADING)
+				return 1;
 	return 0;
 }
 
-/* Make stream d2h wait for every queued use of b. Returns 0 or a CUresult. */
+/* Make stream waiter (ebb's d2h or drop stream) wait for every queued use of
+ * b, on every stream the job used. Returns 0 or a CUresult. */
 static CUresult
-after_uses(struct ebb_buf *b)
+after_uses(struct ebb_buf *b, CUstream waiter)
 {
 	if (b->mv.arrive != NULL) {
-		CUresult r = ebb_real.cuStreamWaitEvent(mover.d2h, b->mv.arrive, 0);
+		CUresult r = ebb_real.cuStreamWaitEvent(waiter, b->mv.arrive, 0);
 		if (r != CUDA_SUCCESS)
 			return r;
 	}
 	for (uint8_t i = 0; i < b->nstreams; i++) {
 		CUresult r = streams_wait((struct ebb_stream *)b->last[i].stream, b->last[i].seq,
-		    mover.d2h);
+		    waiter);
 		if (r != CUDA_SUCCESS)
 			return r;
 	}
@@ -357,16 +369,31 @@ after_uses(struct ebb_buf *b)
 
 struct wait_all {
 	CUresult r;
+	CUstream waiter;
 };
 
-/* Make stream d2h wait for all that stream s has been given so far; after
- * a failure, nothing (the failure stays in the wait_all's r). */
+/* Make the wait_all's stream wait for all that stream s has been given so
+ * far; after a failure, nothing (the failure stays in the wait_all's r). */
 static void
 wait_stream(struct ebb_stream *s, void *p)
 {
 	struct wait_all *w = p;
 	if (w->r == CUDA_SUCCESS)
-		w->r = streams_wait(s, streams_last(s), mover.d2h);
+		w->r = streams_wait(s, streams_last(s), w->waiter);
+}
+
+/* Make waiter wait for every use of b queued so far (after_uses, and every
+ * stream when b's streams overflowed). Returns 0 or a CUresult. */
+static CUresult
+after_all_uses(struct ebb_buf *b, CUstream waiter)
+{
+	CUresult r = after_uses(b, waiter);
+	if (r == CUDA_SUCCESS && b->streams_overflow) {
+		struct wait_all w = { CUDA_SUCCESS, waiter };
+		streams_each(wait_stream, &w);
+		r = w.r;
+	}
+	return r;
 }
 
 /* Copy b to the host behind its uses; the worker releases its memory once
@@ -386,12 +413,7 @@ mover_copy_offload(struct ebb_buf *b, uint64_t seq, const char *why)
 	 * cost of an offload in the plan's prediction leaves it out. */
 	t0 += hostpool_pin_ns() - pin0;
 	const char *step = "waiting for its uses";
-	CUresult r = after_uses(b);
-	if (r == CUDA_SUCCESS && b->streams_overflow) {
-		struct wait_all w = { CUDA_SUCCESS };
-		streams_each(wait_stream, &w);
-		r = w.r;
-	}
+	CUresult r = after_all_uses(b, mover.d2h);
 	/* the time the copy itself takes, after the waits above (mover_rate_sample) */
 	CUevent ev = NULL, start = r == CUDA_SUCCESS ? mover_rate_copy_start(mover.d2h, b->size) :
 	    NULL;
@@ -435,6 +457,38 @@ mover_copy_offload(struct ebb_buf *b, uint64_t seq, const char *why)
 	mover_trace_move('O', seq, b, b->size, why);
 	mover.stats.offload_host_ns += ebb_now_ns() - t0;
 	mover.stats.offloads_timed++;
+	return 1;
+}
+
+/* Drop b's contents behind its uses: once every use queued so far is done,
+ * the drop worker unmaps and pools its memory, as after an offload, but
+ * nothing is copied; the buffer is remade by mover.remake when it is needed
+ * again. Returns 1 when issued, 0 when a step failed (b stays resident). */
+static int
+drop(struct ebb_buf *b, uint64_t seq)
+{
+	CUevent ev = NULL;
+	CUresult r = after_all_uses(b, mover.drop);
+	if (r == CUDA_SUCCESS && (ev = streams_event_get(1)) == NULL)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (r == CUDA_SUCCESS)
+		r = ebb_real.cuEventRecord(ev, mover.drop);
+	struct work *w = r == CUDA_SUCCESS ? malloc(sizeof *w) : NULL;
+	if (w == NULL) {
+		if (ev != NULL)
+			streams_event_put(ev, 1);
+		return 0;
+	}
+	mover_lru_remove(b);
+	b->mv.state = EBB_OFFLOADING;
+	b->mv.dropped = 1;
+	b->mv.ev = ev;
+	b->mv.pending++;
+	copies.inflight++;
+	mover.stats.drops++;
+	*w = (struct work){ .kind = W_DROPPED, .ev = ev, .b = b };
+	enqueue(w);
+	mover_trace_move('O', seq, b, 0, "drop");
 	return 1;
 }
 
@@ -499,6 +553,57 @@ copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uin
 	return CUDA_SUCCESS;
 }
 
+/*
+ * Map h at b's address and have mover.remake fill it (b's contents were
+ * dropped): later uses, and consumer when not NULL, wait on the device for
+ * the event the remake recorded, as for a restore's copy. Returns
+ * CUDA_SUCCESS, or the error of mapping (h pooled again) or of the remake
+ * (said; b is then mapped, its contents lost, and the operation that needed
+ * it must fail).
+ */
+static CUresult
+remake(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *consumer, uint64_t seq)
+{
+	moved_here = 1;
+	CUresult r = vmm_map(b->addr, h);
+	if (r != CUDA_SUCCESS) {
+		vmm_pool_put(h);
+		return r;
+	}
+	b->mv.handle = h;
+	b->mv.state = EBB_RESIDENT;
+	b->mv.dropped = 0;
+	mover_lru_append(b);
+	CUevent ev = NULL;
+	r = mover.remake != NULL ? mover.remake(b, consumer, seq, &ev) : CUDA_ERROR_NOT_SUPPORTED;
+	struct work *w = r == CUDA_SUCCESS && ev != NULL ? malloc(sizeof *w) : NULL;
+	if (w != NULL) {
+		*w = (struct work){ .kind = W_RESTORED, .ev = ev, .b = b, .seq = seq,
+			.keep_ev = mover.capturing };
+		b->mv.pending++;
+		b->mv.arrive = ev;
+		enqueue(w);
+	} else if (ev != NULL && r == CUDA_SUCCESS) {
+		/* without a work item to retire it, the host waits for it here */
+		r = streams_event_wait(ev);
+		streams_event_put(ev, 1);
+	}
+	if (r != CUDA_SUCCESS) {
+		ebb_log(EBB_LOG_ERROR, "remaking buffer %llu (%llu bytes at 0x%llx), whose contents "
+		    "the plan dropped, failed (error %d): the operation that needs it fails",
+		    (unsigned long long)b->id, (unsigned long long)b->size,
+		    (unsigned long long)b->addr, (int)r);
+		b->pinned |= EBB_PIN_FAILED;
+		mover_lru_remove(b);
+		return r;
+	}
+	mover.stats.remakes++;
+	mover_trace_move('B', seq, b, 0, "remake");
+	if (consumer != NULL && b->mv.arrive != NULL)
+		r = ebb_real.cuStreamWaitEvent(streams_handle(consumer), b->mv.arrive, 0);
+	return r;
+}
+
 /* Bring b back to the device for operation seq on consumer, which waits
  * for the copy (timed as a stall); with no consumer (a question about the
  * buffer, mover_map), later uses wait for it. Returns CUDA_SUCCESS, or the
@@ -514,6 +619,8 @@ mover_copy_restore(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq)
 		    "needs" : "no room to map a buffer the job asks about");
 		return err;
 	}
+	if (b->mv.dropped)
+		return remake(b, h, consumer, seq);
 	if (consumer == NULL)
 		return copy_back(b, h, NULL, 0, NULL, seq, "query");
 	CUstream c = streams_handle(consumer);
@@ -546,6 +653,18 @@ mover_copy_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t se
 	return 1;
 }
 
+/* The plan's drop of b after its last use before a gap (mover_plan_drop).
+ * Returns 1 when issued, 0 when b cannot be dropped now. */
+int
+mover_copy_plan_drop(struct ebb_buf *b, uint64_t seq)
+{
+	if (!mover.on || mover.capturing || mover.remake == NULL ||
+	    b->mv.managed != EBB_MANAGED_BIG || b->mv.state != EBB_RESIDENT || b->pinned ||
+	    b->mv.cancelled || b->mv.pending || mover_lru_in_flight(b))
+		return 0;
+	return drop(b, seq);
+}
+
 /* The plan's restore of b ahead of its use (mover_prefetch). Returns 1 when
  * issued, 0 when not (b not on the host, no room without evicting, freed
  * meanwhile, or the copy failed). */
@@ -553,7 +672,7 @@ int
 mover_copy_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64_t gate)
 {
 	if (!mover.on || mover.capturing || b->mv.managed != EBB_MANAGED_BIG || b->pinned ||
-	    b->mv.state == EBB_RESIDENT)
+	    b->mv.state == EBB_RESIDENT || b->mv.dropped)
 		return 0;
 	CUevent gate_ev = gate != 0 && after != NULL ? streams_marker(after, gate) : NULL;
 	struct vmm_handle *h = NULL;
@@ -639,6 +758,7 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 			 */
 			b->mv.state = EBB_RESIDENT;
 			b->mv.cancelled = 1;
+			b->mv.dropped = 0;
 			mover_lru_append(b);
 			mover.stats.cancels++;
 			mover_trace_move('B', seq, b, 0, "cancel");

@@ -32,6 +32,9 @@ struct mover {
 	int on;				/* mover_init succeeded: the mover serves allocations */
 	CUcontext ctx;			/* the context whose buffers move: the first one's */
 	CUstream d2h, h2d;		/* ebb's copy streams, to the host and to the device */
+	CUstream drop;			/* where a drop waits for its buffer's uses: no copies,
+					 * so nothing queued delays the release */
+	mover_remake_fn remake;		/* fills a dropped buffer (mover_set_remake) */
 	uint64_t limit_conf;		/* EBB_LIMIT, or the device's size, in bytes */
 	uint64_t limit;			/* what ebb may hold: limit_conf less what the driver
 					 * took for the process beyond ebb's since the mover
@@ -154,6 +157,7 @@ CUresult mover_copy_restore(struct ebb_buf *b, struct ebb_stream *consumer, uint
 
 /* mover_plan_offload, mover_prefetch and mover_ensure, untimed. */
 int mover_copy_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq);
+int mover_copy_plan_drop(struct ebb_buf *b, uint64_t seq);
 int mover_copy_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq,
     uint64_t gate);
 CUresult mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer,
