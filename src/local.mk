@@ -48,6 +48,7 @@ src_libebbcore_la_SOURCES = \
 	src/exec/lrec.c src/exec/lrec.h \
 	src/exec/probe.c src/exec/probe.h src/exec/hash_ptx.h \
 	src/exec/verify.c src/exec/verify.h \
+	src/exec/remake.c src/exec/remake.h \
 	src/engine/engine.c src/engine/engine.h src/engine/engine_int.h \
 	src/engine/life.c src/engine/pool.c src/engine/summary.c \
 	src/hooks/init.c \

@@ -1344,6 +1344,105 @@ START_TEST(replay_verify_refuses)
 }
 END_TEST
 
+/* Run the recompute scenario for 16 iterations in offload mode under a limit
+ * below what it holds at once, with a link so slow (EBB_D2H_GBPS,
+ * EBB_H2D_GBPS) that moving its activations stalls far longer than
+ * launching their producers again, and env added (NULL: none). */
+static void
+run_recompute(const char *extra, const char *path, struct run_result *r, struct trace *t)
+{
+	char *argv[] = { workload_path(0), "recompute", "16", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=16M", "EBB_VERBOSE=2",
+		"EBB_RECOMPUTE=1", "EBB_D2H_GBPS=0.05", "EBB_H2D_GBPS=0.05", extra, NULL };
+
+	run_ebb(argv, env, path, r);
+	expect_ok(r);
+	trace_load(path, t);
+}
+
+/*
+ * Recompute by replay (workload recompute: activations made by fill and
+ * axpy from the one below, read again in the backward): once the
+ * candidates are verified, the plan is made again with them, and it
+ * recomputes gaps instead of moving them over a slow link. Every buffer it
+ * drops is remade by its producers (O records of kind drop, B of kind
+ * remake), none before its point; the job computes what it computes
+ * without ebb, and ebb holds no more than EBB_LIMIT.
+ */
+START_TEST(recompute_runs)
+{
+	const char *path = tmp_file("recompute");
+	char *argv[] = { workload_path(0), "recompute", "16", NULL };
+	struct run_result alone, r;
+	struct trace t;
+
+	run_ebb(argv, NULL, NULL, &alone);
+	expect_ok(&alone);
+	run_recompute(NULL, path, &r, &t);
+	ck_assert_str_ne(checksum_of(alone.out), "");
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	ck_assert_uint_gt(summary(&t, "replay-verified"), 0);
+	ck_assert_uint_gt(summary(&t, "recompute-gaps"), 0);
+	ck_assert_uint_gt(summary(&t, "recompute-drops"), 0);
+	ck_assert_uint_eq(summary(&t, "recompute-remakes"), summary(&t, "recompute-drops"));
+	ck_assert_uint_eq(summary(&t, "recompute-early"), 0);
+	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
+	ck_assert_uint_eq(count_type_field(&t, 'O', 4, "drop"), summary(&t, "recompute-drops"));
+	ck_assert_uint_eq(count_type_field(&t, 'B', 4, "remake"), summary(&t, "recompute-remakes"));
+	ck_assert_ptr_nonnull(note_value(&t, "plan-recompute-started"));
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 16u << 20);
+	ck_assert_ptr_nonnull(strstr(r.err, "plan: recomputes "));
+	trace_free(&t);
+	run_free(&r);
+	/* without EBB_RECOMPUTE, nothing is dropped */
+	const char *off[] = { "EBB_MODE=offload", "EBB_LIMIT=16M", "EBB_D2H_GBPS=0.05",
+		"EBB_H2D_GBPS=0.05", NULL };
+	run_ebb(argv, off, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	ck_assert_uint_eq(count_type_field(&t, 'O', 4, "drop"), 0);
+	trace_free(&t);
+	run_free(&alone);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
+ * The job departs while buffers are dropped: in iteration 12 extra
+ * launches change, in the middle of the forward, activations 1 and 2, from
+ * which activations 2 and 3 are remade. Whichever of those is dropped is
+ * remade before those launches run, from its input as it was (the
+ * departure stops the plan, which remakes everything first), so the job
+ * computes what it computes without ebb.
+ */
+START_TEST(recompute_departure)
+{
+	const char *path = tmp_file("recomputedep");
+	char *argv[] = { workload_path(0), "recompute", "16", NULL };
+	const char *env[] = { "WORKLOAD_DEPART=12", NULL };
+	struct run_result alone, plain, r;
+	struct trace t;
+
+	run_ebb(argv, NULL, NULL, &plain);
+	run_ebb(argv, env, NULL, &alone);
+	expect_ok(&alone);
+	ck_assert_str_ne(checksum_of(alone.out), checksum_of(plain.out));
+	run_recompute("WORKLOAD_DEPART=12", path, &r, &t);
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	ck_assert_uint_gt(summary(&t, "recompute-drops"), 0);
+	ck_assert_uint_gt(summary(&t, "recompute-early"), 0);
+	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
+	ck_assert_uint_ge(count_type_field(&t, 'Q', 1, "plan-departed"), 1);
+	trace_free(&t);
+	run_free(&plain);
+	run_free(&alone);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /*
  * A driver that cannot load ebb's hash kernel: said once, no write sets,
  * and the plan is made and runs as without EBB_RECOMPUTE. Without
@@ -1732,6 +1831,8 @@ main(void)
 	tcase_add_test(tc, write_sets_measured);
 	tcase_add_test(tc, write_sets_refused);
 	tcase_add_test(tc, replay_verify_refuses);
+	tcase_add_test(tc, recompute_runs);
+	tcase_add_test(tc, recompute_departure);
 	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);
 	tcase_add_test(tc, offload_host_exhausted);

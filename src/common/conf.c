@@ -67,7 +67,7 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	{ "EBB_LAUNCH_RECORD_BYTES", EBB_CONF_SIZE, F(launch_record_bytes), 0, 1ULL << 40, NULL, "256M",
 	  "Memory for the launch records of a recorded iteration in offload mode (what it takes to launch each again: function, geometry, stream, attributes, parameter bytes); the launches past it are not recorded (0: none is).", 0, 0 },
 	{ "EBB_RECOMPUTE", EBB_CONF_BOOL, F(recompute), 0, 1, NULL, "0",
-	  "In offload mode with a plan, learn which buffers could be remade by launching their producers again: the iteration after the recorded one is probed (every buffer a launch references is hashed on the device before and after it), each candidate is replayed once into scratch memory and compared, and all is reported at exit. No buffer is freed and remade yet.", 0, 0 },
+	  "In offload mode with a plan, learn which buffers could be remade by launching their producers again: the iteration after the recorded one is probed (every buffer a launch references is hashed on the device before and after it), each candidate is replayed once into scratch memory and compared, and then the plan is made again with the verified gaps: a buffer whose producers are cheaper to launch again than its bytes are to move is dropped after a use and remade before the next (reported at exit).", 0, 0 },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0 }
 };
 

@@ -644,8 +644,14 @@ op_begin(struct ebb_op *op)
 		if (offload)
 			mover_touch(b);
 	}
+	/* the plan's recomputes: a chain launch's arguments, and what must be
+	 * remade before this operation changes it */
+	if (engine.conf->recompute && engine.life == LIFE_RUNNING && offload && !captured &&
+	    st != NULL)
+		err = exec_check_op(op->seq, st, op->kind == EBB_OP_LAUNCH ? &op->launch : NULL,
+		    s->v, s->n);
 	/* whatever the operation uses is on the device, ordered before it */
-	if (offload && s->n > 0 && st != NULL)
+	if (offload && s->n > 0 && st != NULL && err == CUDA_SUCCESS)
 		err = mover_ensure(s->v, s->n, st, op->seq);
 	/* the probed iteration: its buffers hashed before it, on its stream */
 	if (op->kind == EBB_OP_LAUNCH && engine.life == LIFE_PROBING && err == CUDA_SUCCESS &&
@@ -674,7 +680,7 @@ op_begin(struct ebb_op *op)
 	if (ebb_trace_on())
 		trace_op(op, k, unresolved, xfer, s);
 	uint32_t token = op_token(op, k);
-	exec_op(op->seq, token, s->v, s->n, xfer, op->sync);
+	exec_op(op->seq, token, s->v, s->n, xfer, op->sync, st);
 	/* its launch record, only while the iteration is recorded */
 	if (op->kind == EBB_OP_LAUNCH && engine.life == LIFE_RECORDING)
 		exec_launch(op->seq, &op->launch, k, op->stream, op->per_thread, st, captured);
@@ -753,7 +759,7 @@ note_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 	    : (uintptr_t)handle;
 	if (ebb_trace_on())
 		ebb_trace_write_sync(ebb_now_ns(), seq, sync_kind_names[kind], h);
-	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1);
+	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1, NULL);
 	int action = life_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
 	int moved = exec_after_op(seq, NULL);
 	int plan_due = life_plan_due() && engine.capturing == 0;	/* its sync would end a capture */
@@ -804,6 +810,8 @@ ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase ph
 		 * so far orders moves after it once nothing more can be
 		 * recorded on the stream.
 		 */
+		if (offload)
+			exec_capture(engine.seq_counter + 1);	/* before anything is captured */
 		engine.capturing++;
 		if (offload && st != NULL)
 			streams_mark_now(st);

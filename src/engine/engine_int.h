@@ -76,6 +76,13 @@ enum self_kind {
 	SELF_KINDS
 };
 
+/* Where the plan with recomputes is (struct engine's replan_due). */
+enum {
+	REPLAN_NONE = 0,	/* not wanted */
+	REPLAN_DUE,		/* the running plan's candidates are verified: make it */
+	REPLAN_STARTED		/* its thread is started */
+};
+
 /* [0]: while learning (engine.learned is 0), [1]: after */
 struct self_time {
 	uint64_t ns[2][SELF_KINDS];	/* host time in ebb */
@@ -96,6 +103,8 @@ struct engine {
 					 * by life_timing */
 	int plan_on;			/* offload mode with EBB_PLAN, and planning not given up */
 	uint64_t departures;		/* from the plan or its recording */
+	int replan_due;			/* REPLAN_*: the plan with recomputes; read unlocked by
+					 * life_plan_due */
 	uint64_t seq_counter;		/* seq of the last operation (and sync) numbered */
 	uint64_t alloc_counter;		/* id of the last buffer tabled */
 	uint64_t iter_count;		/* I records written */
@@ -179,7 +188,8 @@ void life_alloc(struct ebb_buf *b, uint64_t next_seq);
 static inline int
 life_plan_due(void)
 {
-	return engine.life == LIFE_RECORDED;
+	return engine.life == LIFE_RECORDED ||
+	    __atomic_load_n(&engine.replan_due, __ATOMIC_RELAXED) == REPLAN_DUE;
 }
 
 /* Whether ebb is learning: operations are timed and call sites taken. Any

@@ -202,7 +202,7 @@ depart(uint64_t seq, const char *why, enum life_state next)
 	snprintf(buf, sizeof buf, "seq=%llu:%s", (unsigned long long)seq, why);
 	ebb_trace_note("plan-departed", buf);
 	if (engine.life == LIFE_RUNNING || engine.life == LIFE_READY) {
-		exec_run_stop();
+		exec_run_stop(seq);
 		ebb_log(EBB_LOG_INFO, "operation %llu departs from the planned iteration (%s); the "
 		    "plan stops and the iteration is learned again", (unsigned long long)seq, why);
 	}
@@ -261,12 +261,15 @@ boundary(uint64_t next_seq, uint64_t period)
 		life_set(LIFE_RECORDED);
 		break;
 	case LIFE_READY:
-		exec_run_start(next_seq);
 		life_set(LIFE_RUNNING);
 		/* fall through */
 	case LIFE_RUNNING:
+		/* the ready plan (the first, or the one with recomputes) starts */
+		exec_run_start(next_seq);
 		if (exec_run_boundary(next_seq, period, why, sizeof why) < 0)
 			depart(next_seq, why, LIFE_ARMED);
+		else if (exec_replan_due())
+			engine.replan_due = REPLAN_DUE;	/* its candidates are verified */
 		break;
 	default:
 		break;
@@ -475,13 +478,46 @@ plan_recorded(void)
 	pthread_mutex_unlock(&planning);
 }
 
-/* The thread a plan is made on (life_plan_now). */
+/* Make the plan with recomputes once the running plan's candidates are
+ * verified: made without ebb_state_lock while the first plan runs, and made
+ * ready (it starts at the next iteration) unless the job departed
+ * meanwhile. One at a time (planning). Called without ebb_state_lock. */
+static void
+replan(void)
+{
+	uint8_t *ok = NULL;
+
+	pthread_mutex_lock(&planning);
+	pthread_mutex_lock(&ebb_state_lock);
+	struct exec_made *m = engine.replan_due == REPLAN_STARTED && engine.life == LIFE_RUNNING ?
+	    exec_replan_take(&ok) : NULL;
+	engine.replan_due = REPLAN_NONE;
+	uint64_t departures = engine.departures;
+	pthread_mutex_unlock(&ebb_state_lock);
+
+	struct exec_remade *r = m != NULL ? exec_replan_make(m, ok) : NULL;
+	if (m != NULL && r == NULL)
+		exec_made_free(m);
+
+	pthread_mutex_lock(&ebb_state_lock);
+	if (r != NULL && engine.life == LIFE_RUNNING && engine.departures == departures)
+		exec_replan_install(r);
+	pthread_mutex_unlock(&ebb_state_lock);
+	exec_remade_free(r);
+	free(ok);
+	pthread_mutex_unlock(&planning);
+}
+
+/* The thread a plan is made on (life_plan_now): the recorded iteration's, or
+ * the one with recomputes. */
 static void *
 planner_main(void *arg)
 {
-	(void)arg;
 	ebb_inside = 1;		/* nothing this thread calls is the job's */
-	plan_recorded();
+	if (arg != NULL)
+		replan();
+	else
+		plan_recorded();
 	return NULL;
 }
 
@@ -492,8 +528,13 @@ planner_main(void *arg)
 void
 life_plan_now(void)
 {
-	int cupti = ebb_cupti_attached();
-	if (cupti || probe_pending()) {
+	static char replanning;	/* planner_main's argument for replan */
+	int due = REPLAN_DUE;
+	/* one thread for it, however many operations see it due */
+	int again = __atomic_compare_exchange_n(&engine.replan_due, &due, REPLAN_STARTED, 0,
+	    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	int cupti = !again && ebb_cupti_attached();
+	if (cupti || (!again && probe_pending())) {
 		/* every activity of the recorded iteration has finished (once a plan),
 		 * and every hash of the probed one */
 		ebb_inside = 1;
@@ -518,12 +559,14 @@ life_plan_now(void)
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 		sigfillset(&all);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
-		r = pthread_create(&t, &a, planner_main, NULL);
+		r = pthread_create(&t, &a, planner_main, again ? &replanning : NULL);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		pthread_attr_destroy(&a);
 	}
-	if (r != 0)
-		plan_recorded();	/* no thread: plan here */
+	if (r != 0 && again)
+		replan();	/* no thread: plan here */
+	else if (r != 0)
+		plan_recorded();
 }
 
 /* In the child of a fork (ebb_state_lock held): no plan is being made

@@ -203,6 +203,14 @@ summary_records(const struct engine_totals *t)
 		summary_record("replay-verified", xs->replay_verified);
 		summary_record("replay-failed", xs->replay_failed);
 		summary_record("replay-skipped", xs->replay_skipped);
+		summary_record("recompute-gaps", xs->recompute_gaps);
+		summary_record("recompute-bytes", xs->recompute_bytes);
+		summary_record("recompute-ns", xs->recompute_ns);
+		summary_record("recompute-drops", xs->recompute_drops);
+		summary_record("recompute-remakes", xs->recompute_remakes);
+		summary_record("recompute-early", xs->recompute_early);
+		summary_record("recompute-kept", xs->recompute_kept);
+		summary_record("recompute-failed", xs->recompute_failed);
 		summary_record("planned-offloads", ms->planned_offloads);
 		summary_record("prefetches", ms->prefetches);
 		summary_record("prefetches-skipped", ms->prefetches_skipped);
@@ -335,5 +343,17 @@ summary_lines(const struct engine_totals *t)
 			    (unsigned long long)xs->replay_verified,
 			    (unsigned long long)xs->replay_failed,
 			    (unsigned long long)xs->replay_skipped);
+		if (engine.conf->recompute && xs->recompute_gaps > 0)
+			ebb_log(EBB_LOG_NOTE, "recompute (EBB_RECOMPUTE): the plan recomputes %llu gaps "
+			    "(%s); %llu buffers dropped and %llu remade by their producers (%llu before "
+			    "their point: the job used an input otherwise, or the plan stopped), %llu "
+			    "drops not made, %llu remakes failed",
+			    (unsigned long long)xs->recompute_gaps,
+			    human(xs->recompute_bytes, held_s, sizeof held_s),
+			    (unsigned long long)xs->recompute_drops,
+			    (unsigned long long)xs->recompute_remakes,
+			    (unsigned long long)xs->recompute_early,
+			    (unsigned long long)xs->recompute_kept,
+			    (unsigned long long)xs->recompute_failed);
 	}
 }

@@ -19,6 +19,7 @@
 #include "mover.h"
 #include "plan.h"
 #include "probe.h"
+#include "remake.h"
 #include "verify.h"
 #include "planrun.h"
 #include "record.h"
@@ -36,11 +37,16 @@ movable(const struct ebb_buf *b)
 	return b->mv.managed == EBB_MANAGED_BIG && !b->pinned;
 }
 
+/* The buffer xb names in the running iteration (remake_resolve_fn). */
+static struct ebb_buf *resolve_name(const struct xbuf *xb);
+
 void
 exec_init(const struct ebb_conf *c, struct buftab *t)
 {
 	exec.conf = c;
 	exec.tab = t;
+	if (c->recompute && c->mode == EBB_MODE_OFFLOAD)
+		remake_init(resolve_name);
 }
 
 /* ---- the plan's life ---- */
@@ -58,6 +64,7 @@ exec_xplan_free(struct xplan *x)
 	free(x->ord_size);
 	free(x->slot);
 	free(x->slot_id);
+	remake_plan_free(x->rc);
 	free(x);
 }
 
@@ -83,6 +90,7 @@ recorded_fini(struct exec_recorded *r)
 	free(r->host);
 	free(r->self);
 	free(r->sync);
+	free(r->st);
 	free(r->gpu);
 }
 
@@ -156,8 +164,10 @@ exec_record_begin(uint64_t s0, uint64_t period)
 	exec.cur.host = calloc(period + 1, sizeof *exec.cur.host);
 	exec.cur.self = calloc(period + 1, sizeof *exec.cur.self);
 	exec.cur.sync = calloc(period, 1);
+	exec.cur.st = calloc(period, sizeof *exec.cur.st);
 	double *t = calloc(period, sizeof *t);
-	if (exec.cur.tok == NULL || exec.cur.host == NULL || exec.cur.self == NULL || exec.cur.sync == NULL || t == NULL) {
+	if (exec.cur.tok == NULL || exec.cur.host == NULL || exec.cur.self == NULL || exec.cur.sync == NULL ||
+	    exec.cur.st == NULL || t == NULL) {
 		free(t);
 		recording_free();
 		ebb_log(EBB_LOG_WARN, "no memory to record an iteration of %llu operations; ebb does "
@@ -247,6 +257,8 @@ exec_free(struct ebb_buf *b, uint64_t last_seq)
 	 * the iteration's (rec_free takes those within it) */
 	if (exec.recording || exec.ended)
 		rec_free(&exec.cur.r, b->id, last_seq);
+	if (b->rc_gap != 0 || b->rc_inputs != 0)
+		remake_free(b, last_seq + 1);
 	if (exec.running != NULL && b->plan_ord != 0 && b->plan_ord <= exec.running->nord &&
 	    exec.running->slot[b->plan_ord - 1] == b)
 		exec.running->slot[b->plan_ord - 1] = NULL;
@@ -255,12 +267,14 @@ exec_free(struct ebb_buf *b, uint64_t last_seq)
 
 void
 exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, unsigned xfer,
-    int sync)
+    int sync, struct ebb_stream *st)
 {
 	if (!exec.recording || seq < exec.cur.r.s0 || seq - exec.cur.r.s0 >= exec.cur.r.p.nops)
 		return;
 	uint64_t i = seq - exec.cur.r.s0;
 	exec.cur.tok[i] = token;
+	if (exec.cur.st != NULL)
+		exec.cur.st[i] = st;
 	exec.cur.host[i] = ebb_now_ns();
 	exec.cur.self[i] = mover_self_ns();
 	exec.cur.sync[i] = sync != 0;
@@ -342,10 +356,15 @@ exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end)
 void
 exec_run_start(uint64_t next_seq)
 {
+	if (exec.ready == NULL)
+		return;
+	/* a plan that replaces the running one (the recompute plan) */
+	remake_stop(next_seq);
+	exec_retire(exec.running);
 	exec.running = exec.ready;
 	exec.ready = NULL;
-	if (exec.running == NULL)
-		return;
+	if (exec.running->rc != NULL && remake_start(exec.running->rc) == 0)
+		ebb_trace_note_u64("plan-recompute-started", next_seq);
 	mover_set_planned(1);
 	ebb_trace_note_u64("plan-started", next_seq);
 	exec.run_done = 0;
@@ -363,6 +382,8 @@ exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len)
 	}
 	if (exec.run_s0 != 0)
 		exec.run_done++;
+	/* before the slots of the iteration that ends are forgotten */
+	remake_boundary(next_seq);
 	exec.run_s0 = next_seq;
 	exec.run_ord = 0;
 	memset(exec.running->slot, 0, exec.running->nord * sizeof *exec.running->slot);
@@ -372,15 +393,16 @@ exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len)
 }
 
 void
-exec_run_stop(void)
+exec_run_stop(uint64_t seq)
 {
+	remake_stop(seq);
 	if (exec.running == NULL && exec.ready == NULL)
 		return;
 	exec_retire(exec.running);
 	exec_retire(exec.ready);
 	exec.running = exec.ready = NULL;
 	mover_set_planned(0);
-	verify_drop();
+	exec_kept_drop();
 }
 
 uint64_t
@@ -400,16 +422,40 @@ resolve(const struct xplan *x, const struct xbuf *xb)
 	return b != NULL && b->id == x->slot_id[xb->ord] ? b : NULL;
 }
 
+static struct ebb_buf *
+resolve_name(const struct xbuf *xb)
+{
+	const struct xplan *x = exec.running;
+
+	if (x == NULL || (!xb->persistent && xb->ord >= x->nord))
+		return NULL;
+	return resolve(x, xb);
+}
+
 /* The buffer xb names in the running iteration (verify_resolve_fn). */
 static struct ebb_buf *
 resolve_running(const struct xbuf *xb, void *ctx)
 {
+	(void)ctx;
+	return resolve_name(xb);
+}
+
+CUresult
+exec_check_op(uint64_t seq, struct ebb_stream *st, const struct ebb_launch *l,
+    struct ebb_buf *const *bufs, size_t n)
+{
 	const struct xplan *x = exec.running;
 
-	(void)ctx;
-	if (x == NULL || (!xb->persistent && xb->ord >= x->nord))
-		return NULL;
-	return resolve(x, xb);
+	if (x == NULL || x->rc == NULL || exec.run_s0 == 0 || seq < exec.run_s0 ||
+	    seq - exec.run_s0 >= x->period)
+		return CUDA_SUCCESS;
+	return remake_before((uint32_t)(seq - exec.run_s0), seq, st, l, bufs, n);
+}
+
+void
+exec_capture(uint64_t seq)
+{
+	remake_capture(seq);
 }
 
 void
@@ -451,6 +497,10 @@ exec_after_op(uint64_t seq, struct ebb_stream *st)
 			mover_prefetch(b, st, seq, a->gate < pos ? exec.run_s0 + a->gate : 0);
 		else
 			mover_plan_offload(b, a->after_op ? st : NULL, seq);
+	}
+	if (x->rc != NULL && exec.running == x) {
+		remake_after((uint32_t)pos, seq);
+		moved = 1;
 	}
 	return moved;
 }
@@ -519,4 +569,11 @@ exec_stats(struct exec_stats *out)
 	out->replay_verified = vs.verified;
 	out->replay_failed = vs.failed;
 	out->replay_skipped = vs.skipped;
+	struct remake_stats rs;
+	remake_stats(&rs);
+	out->recompute_drops = rs.drops;
+	out->recompute_remakes = rs.remakes;
+	out->recompute_early = rs.early;
+	out->recompute_kept = rs.kept;
+	out->recompute_failed = rs.failed;
 }

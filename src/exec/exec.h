@@ -69,9 +69,9 @@ void exec_free(struct ebb_buf *b, uint64_t last_seq);
 /* Operation seq (token: its identity for the finder) used bufs; xfer: the
  * copy engine it uses, when it is a copy between host and device (PROF_XFER_*);
  * sync: the host waits until the device has done it (a synchronisation, a
- * synchronous copy). */
+ * synchronous copy); st: its stream (NULL: none). */
 void exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n,
-    unsigned xfer, int sync);
+    unsigned xfer, int sync, struct ebb_stream *st);
 
 /* Operation seq is the launch l (k: its kernel's layout, NULL when none is
  * known; stream and per_thread as the call named it, tracker ebb's tracker
@@ -106,8 +106,30 @@ struct exec_made *exec_plan_make(struct exec_recorded *r);
  * no plan (said, with why). */
 int exec_plan_install(struct exec_made *m);
 
-/* Free m (after exec_plan_install, or instead of it). */
+/* Free m (after exec_plan_install, or instead of it); one the executor
+ * kept for its recompute plan stays (exec_kept_drop frees it). */
 void exec_made_free(struct exec_made *m);
+
+/*
+ * The plan with recomputes (EBB_RECOMPUTE), made once the first plan's
+ * candidates are verified. exec_replan_due: the verification is done and a
+ * plan was kept for it (the lifecycle owner then has it made).
+ * exec_replan_take: that plan (NULL: none), with each candidate's result
+ * in *ok (malloc'd; the caller frees it); the executor forgets both.
+ * exec_replan_make (without ebb_state_lock): the plan with the verified
+ * gaps recomputed where that is better than moving alone (NULL: out of
+ * memory; it takes m). exec_replan_install: it becomes the ready plan, which
+ * exec_run_start starts at the next iteration (0), or there is none better
+ * (-1, said). exec_remade_free frees it, and m with it. exec_kept_drop: the
+ * kept plan and the verification are dropped (the plan stops).
+ */
+struct exec_remade;
+int exec_replan_due(void);
+struct exec_made *exec_replan_take(uint8_t **ok);
+struct exec_remade *exec_replan_make(struct exec_made *m, const uint8_t *ok);
+int exec_replan_install(struct exec_remade *r);
+void exec_remade_free(struct exec_remade *r);
+void exec_kept_drop(void);
 
 /* ---- running ---- */
 
@@ -120,12 +142,24 @@ void exec_run_start(uint64_t next_seq);
 int exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len);
 
 /* Stop the running plan and drop an installed one. */
-void exec_run_stop(void);
+void exec_run_stop(uint64_t seq);
 
 /* Operation seq (l: the launch it is, NULL: another operation) is about to
  * be handed to the driver on stream st while the plan runs: the recompute
  * candidates to verify there are replayed before it (verify.h). */
 void exec_before_op(uint64_t seq, struct ebb_stream *st, const struct ebb_launch *l);
+
+/* Operation seq on stream st, using bufs, is about to have its buffers made
+ * resident (l: the launch it is, NULL: another operation), while the plan
+ * runs: what its recomputes take of it, and remakes it needs first
+ * (remake.h). Returns CUDA_SUCCESS, or the error the operation fails
+ * with. */
+CUresult exec_check_op(uint64_t seq, struct ebb_stream *st, const struct ebb_launch *l,
+    struct ebb_buf *const *bufs, size_t n);
+
+/* A stream capture is about to begin, before operation seq: nothing the plan
+ * dropped stays dropped (remake.h). */
+void exec_capture(uint64_t seq);
 
 /* Whole iterations the running plan has run (0: none runs). */
 uint64_t exec_run_iterations(void);
@@ -168,6 +202,12 @@ struct exec_stats {
 	struct replay_refused replay_refused;	/* why the other gaps are not */
 	/* of the candidates, replayed once in the first planned iteration */
 	uint64_t replay_tried, replay_verified, replay_failed, replay_skipped;
+	/* EBB_RECOMPUTE: the plan with recomputes (remake.h) */
+	uint64_t recompute_gaps;	/* gaps it recomputes */
+	uint64_t recompute_bytes;	/* their bytes */
+	uint64_t recompute_ns;		/* its replays' GPU time an iteration, predicted */
+	uint64_t recompute_drops, recompute_remakes, recompute_early, recompute_kept,
+	    recompute_failed;		/* what it did (struct remake_stats) */
 };
 
 void exec_stats(struct exec_stats *out);

@@ -45,6 +45,7 @@ struct xplan {
 	uint32_t nord;
 	struct ebb_buf **slot;	/* this iteration's buffer of each ordinal */
 	uint64_t *slot_id;
+	struct remake_plan *rc;	/* its recomputes (remake.h); NULL: none */
 	struct xplan *retired_next;
 };
 
@@ -57,6 +58,7 @@ struct exec_recorded {
 	uint32_t *tok;			/* each operation's token */
 	uint64_t *host, *self;		/* host issue times, the mover's host time */
 	uint8_t *sync;			/* the host waited for the device there */
+	struct ebb_stream **st;		/* each operation's stream (NULL: none) */
 	double *gpu;			/* GPU times from CUPTI, by position (taken out only) */
 	uint64_t ngpu;
 	uint64_t fixed, limit;		/* the mover's fixed bytes, what ebb may hold (taken out
@@ -97,6 +99,8 @@ struct exec {
 	uint64_t run_s0;		/* the running plan's iteration started with this operation */
 	uint32_t run_ord;		/* allocations of that iteration so far */
 	uint64_t run_done;		/* whole iterations the running plan has run */
+	struct exec_made *kept;		/* the plan whose candidates are being verified, kept
+					 * for the plan with recomputes (exec_replan_take) */
 };
 
 extern struct exec exec;

@@ -20,6 +20,9 @@
 #include "mover.h"
 #include "plan.h"
 #include "probe.h"
+#include "recompute.h"
+#include "remake.h"
+#include "replay.h"
 #include "verify.h"
 #include "planrun.h"
 #include "record.h"
@@ -234,6 +237,8 @@ struct exec_made {
 	double d2h, h2d;		/* the copy bandwidth assumed, bytes a second */
 	int replay_have;		/* replay was found (EBB_RECOMPUTE) */
 	struct replay_set replay;	/* the gaps a replay could bridge */
+	int kept;			/* exec.kept holds it until its recompute plan
+					 * (exec_made_free leaves it) */
 };
 
 /* Write the plan's trace notes (plan-*, and the copy rates assumed and got). */
@@ -463,6 +468,8 @@ prepare_verify(struct exec_made *m)
 	if (verify_prepare(p, &m->replay, &m->rec->launches, xb) < 0)
 		ebb_log(EBB_LOG_WARN, "no memory to verify the recompute candidates; nothing is "
 		    "recomputed");
+	else
+		m->kept = 1;	/* for the plan with recomputes, once they are verified */
 	free(xb);
 }
 
@@ -485,13 +492,35 @@ exec_plan_install(struct exec_made *m)
 	exec.xs.predicted_step_ns = (uint64_t)(m->pl.step_s * 1e9);
 	plan_notes(m);
 	plan_logs(m);
+	if (m->kept) {
+		/* a plan kept before (its verification was replaced above) goes */
+		struct exec_made *old = exec.kept;
+		exec.kept = m;
+		if (old != NULL) {
+			old->kept = 0;
+			exec_made_free(old);
+		}
+	}
 	return 0;
+}
+
+void
+exec_kept_drop(void)
+{
+	struct exec_made *m = exec.kept;
+
+	exec.kept = NULL;
+	verify_forget();
+	if (m != NULL) {
+		m->kept = 0;
+		exec_made_free(m);
+	}
 }
 
 void
 exec_made_free(struct exec_made *m)
 {
-	if (m == NULL)
+	if (m == NULL || m->kept)
 		return;
 	if (m->have)
 		plan_fini(&m->pl);
@@ -500,4 +529,277 @@ exec_made_free(struct exec_made *m)
 	exec_xplan_free(m->x);
 	exec_recorded_free(m->rec);
 	free(m);
+}
+
+/* ---- the plan with recomputes ---- */
+
+/* What exec_replan_make made: the plan with recomputes, or none. */
+struct exec_remade {
+	struct exec_made *m;		/* the recorded iteration and its first plan */
+	int have;			/* rc holds a plan (plan_rc_fini frees it) */
+	struct plan_rc rc;		/* the planner's */
+	struct xplan *x;		/* by position, with its recomputes; NULL: none */
+	uint32_t verified;		/* candidates verified */
+	uint64_t made_ns;
+};
+
+int
+exec_replan_due(void)
+{
+	uint32_t n;
+
+	return exec.kept != NULL && verify_results(&n) != NULL;
+}
+
+struct exec_made *
+exec_replan_take(uint8_t **ok)
+{
+	struct exec_made *m = exec.kept;
+	uint32_t n = 0;
+	const uint8_t *res = verify_results(&n);
+
+	*ok = NULL;
+	if (m == NULL || res == NULL || n != m->replay.n)
+		return NULL;
+	*ok = malloc(n ? n : 1);
+	if (*ok == NULL)
+		return NULL;
+	memcpy(*ok, res, n);
+	exec.kept = NULL;
+	verify_forget();
+	m->kept = 0;
+	return m;
+}
+
+/* Small numbers for the recording's streams, by operation (0: none), into
+ * a new array, or NULL. */
+static uint32_t *
+stream_ids(const struct exec_recorded *rc)
+{
+	uint32_t n = rc->r.p.nops;
+	uint32_t *id = calloc(n ? n : 1, sizeof *id);
+	const struct ebb_stream *seen[64];
+	uint32_t nseen = 0;
+
+	if (id == NULL)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ebb_stream *s = rc->st != NULL ? rc->st[i] : NULL;
+		if (s == NULL)
+			continue;
+		uint32_t k = 0;
+		while (k < nseen && seen[k] != s)
+			k++;
+		if (k == nseen && nseen < 64)
+			seen[nseen++] = s;
+		id[i] = k + 1;	/* past 64 streams, one name for the rest */
+	}
+	return id;
+}
+
+/* Order 64-bit keys. */
+static int
+by_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Order recomputed gaps by their drop. */
+static int
+by_drop(const void *a, const void *b)
+{
+	const struct remake_gap *x = a, *y = b;
+
+	return x->drop_at < y->drop_at ? -1 : x->drop_at > y->drop_at;
+}
+
+/*
+ * The executor's side of rc's recomputes, of m's recording: every buffer's
+ * name, each gap's drop, point, chain and inputs, the reads of the inputs
+ * while their gaps are dropped, each position's stream, and the launch
+ * records, which it takes from the recording. Returns it, or NULL when out
+ * of memory.
+ */
+static struct remake_plan *
+remake_build(struct exec_made *m, const struct plan_rc *rc)
+{
+	const struct prof *p = &m->rec->r.p;
+	const struct replay_set *rs = &m->replay;
+	struct remake_plan *x = calloc(1, sizeof *x);
+	uint32_t nchain = 0, nin = 0, nreads = 0;
+	uint32_t **in = calloc(rc->npick ? rc->npick : 1, sizeof *in);
+	uint32_t *nins = calloc(rc->npick ? rc->npick : 1, sizeof *nins);
+
+	if (x == NULL || in == NULL || nins == NULL)
+		goto fail;
+	for (uint32_t k = 0; k < rc->npick; k++) {
+		const struct replay_cand *c = &rs->c[rc->pick[k].cand];
+		if (rc_inputs(p, rs, c, &in[k], &nins[k]) < 0)
+			goto fail;
+		nchain += c->nchain;
+		nin += nins[k];
+		for (uint32_t j = 0; j < nins[k]; j++)
+			nreads += p->buf[in[k][j]].nuse;
+	}
+	x->nops = p->nops;
+	x->nbufs = p->nbufs;
+	x->ninputs = nin;
+	x->bufs = calloc(p->nbufs ? p->nbufs : 1, sizeof *x->bufs);
+	x->gap = calloc(rc->npick ? rc->npick : 1, sizeof *x->gap);
+	x->chain = malloc((nchain ? nchain : 1) * sizeof *x->chain);
+	x->inputs = malloc((nin ? nin : 1) * sizeof *x->inputs);
+	x->reads = malloc((nreads ? nreads : 1) * sizeof *x->reads);
+	x->pos_st = calloc(p->nops ? p->nops : 1, sizeof *x->pos_st);
+	x->ls = calloc(1, sizeof *x->ls);
+	if (x->bufs == NULL || x->gap == NULL || x->chain == NULL || x->inputs == NULL ||
+	    x->reads == NULL || x->pos_st == NULL || x->ls == NULL)
+		goto fail;
+	for (uint32_t i = 0; i < p->nbufs; i++)
+		if (name_xbuf(p, i, m->rec->addr, m->rec->naddr, &x->bufs[i]) < 0)
+			x->bufs[i] = (struct xbuf){ .persistent = 1 };	/* found nowhere */
+	uint32_t ci = 0, ii = 0;
+	for (uint32_t k = 0; k < rc->npick; k++) {
+		const struct replay_cand *c = &rs->c[rc->pick[k].cand];
+		const struct prof_buf *b = &p->buf[c->buf];
+		struct remake_gap *g = &x->gap[x->ngap++];
+		*g = (struct remake_gap){ .x = c->buf, .drop_at = b->use[c->gap], .r = rc->pick[k].r,
+			.next_use = b->use[c->gap + 1], .chain_first = ci, .nchain = c->nchain,
+			.in_first = ii, .nin = nins[k], .size = c->bytes };
+		memcpy(x->chain + ci, replay_chain(rs, c), c->nchain * sizeof *x->chain);
+		ci += c->nchain;
+		/* an input the job frees right before the point: the replay goes
+		 * before the operation it is freed after, while it exists */
+		for (uint32_t j = 0; j < nins[k]; j++) {
+			const struct prof_buf *ib = &p->buf[in[k][j]];
+			if (ib->free != PROF_NONE && ib->free < g->r && ib->free > g->drop_at)
+				g->r = ib->free;
+		}
+		/* the inputs' reads while the buffer is away, as recorded */
+		for (uint32_t j = 0; j < nins[k]; j++) {
+			uint32_t bi = in[k][j];
+			const struct prof_buf *ib = &p->buf[bi];
+			x->inputs[ii++] = bi;
+			for (uint32_t u = 0; u < ib->nuse; u++)
+				if (ib->use[u] > g->drop_at && ib->use[u] <= g->r &&
+				    prof_access_of(p, bi, ib->use[u]) == PROF_ACC_READ)
+					x->reads[x->nreads++] = (uint64_t)ib->use[u] << 32 | bi;
+		}
+		x->bytes += c->bytes;
+	}
+	qsort(x->gap, x->ngap, sizeof *x->gap, by_drop);
+	qsort(x->reads, x->nreads, sizeof *x->reads, by_u64);
+	uint32_t u = 0;
+	for (uint32_t i = 0; i < x->nreads; i++)
+		if (u == 0 || x->reads[u - 1] != x->reads[i])
+			x->reads[u++] = x->reads[i];
+	x->nreads = u;
+	if (m->rec->st != NULL)
+		memcpy(x->pos_st, m->rec->st, p->nops * sizeof *x->pos_st);
+	/* the launch records go with the plan */
+	*x->ls = m->rec->launches;
+	memset(&m->rec->launches, 0, sizeof m->rec->launches);
+	for (uint32_t k = 0; k < rc->npick; k++)
+		free(in[k]);
+	free(in);
+	free(nins);
+	return x;
+fail:
+	for (uint32_t k = 0; in != NULL && k < rc->npick; k++)
+		free(in[k]);
+	free(in);
+	free(nins);
+	remake_plan_free(x);
+	return NULL;
+}
+
+struct exec_remade *
+exec_replan_make(struct exec_made *m, const uint8_t *ok)
+{
+	struct exec_remade *r = calloc(1, sizeof *r);
+	uint32_t *sid = stream_ids(m->rec);
+
+	if (r == NULL || sid == NULL) {
+		free(r);
+		free(sid);
+		return NULL;
+	}
+	r->m = m;
+	for (uint32_t i = 0; i < m->replay.n; i++)
+		r->verified += ok[i] != 0;
+	uint64_t t0 = ebb_now_ns();
+	int got = r->verified > 0 ? plan_make_recompute(&m->rec->r.p, &m->replay, ok, sid, &m->pp,
+	    &m->pl, &r->rc) : 0;
+	r->have = got == 1;
+	if (r->have) {
+		r->x = build(&r->rc.derived, &r->rc.pl, m->rec->addr, m->rec->naddr);
+		if (r->x != NULL && (r->x->rc = remake_build(m, &r->rc)) == NULL) {
+			exec_xplan_free(r->x);
+			r->x = NULL;
+		}
+	}
+	r->made_ns = ebb_now_ns() - t0;
+	free(sid);
+	return r;
+}
+
+/* Say what the plan with recomputes does, beside the plan it replaces. */
+static void
+replan_logs(const struct exec_remade *r)
+{
+	const struct plan *pl = &r->rc.pl, *before = &r->m->pl;
+	const struct rc_skipped *sk = &r->rc.skipped;
+
+	ebb_log(EBB_LOG_NOTE, "plan: recomputes %u gaps (%.2f GiB, %.3f s of replays an "
+	    "iteration) of %u verified, and moves the rest; peak %.2f GiB (target %.2f), %.3f s "
+	    "an iteration predicted, against %.2f GiB and %.3f s by moves alone", r->rc.npick,
+	    gib(r->rc.bytes_recomputed), r->rc.recompute_s, r->verified, gib(pl->peak),
+	    gib(r->m->target), pl->step_s, gib(before->peak), before->step_s);
+	ebb_log(EBB_LOG_INFO, "plan: of the verified gaps, %llu not recomputed for a use on "
+	    "another stream, %llu for a conflict with another's inputs; made in %.3f s",
+	    (unsigned long long)sk->streams, (unsigned long long)sk->conflict,
+	    (double)r->made_ns / 1e9);
+}
+
+int
+exec_replan_install(struct exec_remade *r)
+{
+	if (r->x == NULL) {
+		if (r->verified > 0)
+			ebb_log(EBB_LOG_INFO, "plan: recomputing none of the %u verified gaps is "
+			    "better than moving alone; the plan stays", r->verified);
+		ebb_trace_note_u64("plan-recompute-gaps", 0);
+		return -1;
+	}
+	exec_retire(exec.ready);
+	exec.ready = r->x;
+	r->x = NULL;
+	exec.xs.plans++;
+	exec.xs.planned_peak = r->rc.pl.peak;
+	exec.xs.predicted_step_ns = (uint64_t)(r->rc.pl.step_s * 1e9);
+	exec.xs.recompute_gaps = r->rc.npick;
+	exec.xs.recompute_bytes = r->rc.bytes_recomputed;
+	exec.xs.recompute_ns = (uint64_t)(r->rc.recompute_s * 1e9);
+	ebb_trace_note_u64("plan-recompute-gaps", r->rc.npick);
+	ebb_trace_note_u64("plan-recompute-bytes", r->rc.bytes_recomputed);
+	ebb_trace_note_u64("plan-recompute-ns", (uint64_t)(r->rc.recompute_s * 1e9));
+	ebb_trace_note_u64("plan-recompute-moves", r->rc.pl.n);
+	ebb_trace_note_u64("plan-recompute-peak-bytes", r->rc.pl.peak);
+	ebb_trace_note_u64("plan-recompute-step-ns", (uint64_t)(r->rc.pl.step_s * 1e9));
+	ebb_trace_note_u64("plan-recompute-made-ns", r->made_ns);
+	replan_logs(r);
+	return 0;
+}
+
+void
+exec_remade_free(struct exec_remade *r)
+{
+	if (r == NULL)
+		return;
+	if (r->have)
+		plan_rc_fini(&r->rc);
+	exec_xplan_free(r->x);
+	exec_made_free(r->m);
+	free(r);
 }

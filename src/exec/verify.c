@@ -36,6 +36,7 @@
 /* One candidate: replay its chain before the operation at position at. */
 struct job {
 	uint32_t at;		/* the candidate's r_hi */
+	uint32_t cand;		/* its index in the candidates */
 	uint32_t x;		/* the buffer's index in the profile */
 	uint64_t size;		/* its bytes */
 	uint32_t first, n;	/* its chain: v.chain[first .. first + n) */
@@ -55,7 +56,10 @@ enum {
 /* The verification: one at a time. Guarded by ebb_state_lock. */
 static struct verify {
 	int state;			/* V_* */
-	struct lrec_set ls;		/* the recording's launch records */
+	const struct lrec_set *ls;	/* the recording's launch records (the caller's) */
+	uint8_t *ok;			/* each candidate's result: remade bit for bit */
+	uint32_t ncand;
+	int finished;			/* the results in ok are complete */
 	struct xbuf *bufs;		/* each profile buffer's name, by index */
 	uint32_t nbufs;
 	struct job *job;		/* by at */
@@ -83,7 +87,7 @@ static struct verify {
 static void
 free_host(void)
 {
-	lrec_set_fini(&v.ls);
+	v.ls = NULL;
 	free(v.bufs);
 	free(v.job);
 	free(v.chain);
@@ -160,7 +164,7 @@ capture_room(const uint32_t *ops, uint32_t n)
 		return -1;
 	size_t total = 0;
 	for (uint32_t i = 0; i < m; i++) {
-		const struct lrec *r = lrec_at(&v.ls, v.cpos[i]);
+		const struct lrec *r = lrec_at(v.ls, v.cpos[i]);
 		v.coff[i] = total;
 		total += r != NULL ? r->nbytes : 0;
 	}
@@ -182,17 +186,20 @@ one_stream(const struct lrec *const *c, uint32_t n)
 }
 
 int
-verify_prepare(const struct prof *p, const struct replay_set *rs, struct lrec_set *ls,
+verify_prepare(const struct prof *p, const struct replay_set *rs, const struct lrec_set *ls,
     const struct xbuf *bufs)
 {
 	verify_drop();
+	free(v.ok);
+	v.ok = calloc(rs->n ? rs->n : 1, 1);
+	v.ncand = rs->n;
+	v.finished = 0;
 	v.job = calloc(rs->n ? rs->n : 1, sizeof *v.job);
 	v.chain = calloc(rs->nops_used ? rs->nops_used : 1, sizeof *v.chain);
 	v.chain_pos = malloc((rs->nops_used ? rs->nops_used : 1) * sizeof *v.chain_pos);
 	v.bufs = malloc((p->nbufs ? p->nbufs : 1) * sizeof *v.bufs);
-	v.ls = *ls;
-	memset(ls, 0, sizeof *ls);
-	if (v.job == NULL || v.chain == NULL || v.chain_pos == NULL || v.bufs == NULL ||
+	v.ls = ls;
+	if (v.ok == NULL || v.job == NULL || v.chain == NULL || v.chain_pos == NULL || v.bufs == NULL ||
 	    capture_room(rs->ops, rs->nops_used) < 0) {
 		free_host();
 		return -1;
@@ -200,12 +207,12 @@ verify_prepare(const struct prof *p, const struct replay_set *rs, struct lrec_se
 	memcpy(v.bufs, bufs, p->nbufs * sizeof *v.bufs);
 	v.nbufs = p->nbufs;
 	for (uint32_t i = 0; i < rs->nops_used; i++) {
-		v.chain[i] = lrec_at(&v.ls, rs->ops[i]);
+		v.chain[i] = lrec_at(v.ls, rs->ops[i]);
 		v.chain_pos[i] = rs->ops[i];
 	}
 	for (uint32_t i = 0; i < rs->n; i++) {
 		const struct replay_cand *c = &rs->c[i];
-		v.job[i] = (struct job){ .at = c->r_hi, .x = c->buf, .size = c->bytes,
+		v.job[i] = (struct job){ .at = c->r_hi, .cand = i, .x = c->buf, .size = c->bytes,
 			.first = c->chain_first, .n = c->nchain };
 	}
 	v.njobs = rs->n;
@@ -297,10 +304,12 @@ compare(void)
 		if (j->state != J_TRIED)
 			continue;
 		const uint64_t *d = v.host + (size_t)i * (SLOT_BYTES / 8);
-		if (d[0] == d[4] && d[1] == d[5])
+		if (d[0] == d[4] && d[1] == d[5]) {
 			v.st.verified++;
-		else
+			v.ok[j->cand] = 1;
+		} else {
 			v.st.failed++;
+		}
 	}
 }
 
@@ -355,6 +364,7 @@ verify_boundary(void)
 				free_device();
 			free_host();
 			v.state = V_OFF;
+			v.finished = 1;
 		}
 		return;
 	default:
@@ -470,7 +480,7 @@ verify_before(uint32_t pos, uint64_t seq, struct ebb_stream *st, const struct eb
 	/* a chain's launch: its arguments as this iteration passes them */
 	int64_t ci = l != NULL ? cpos_index(pos) : -1;
 	if (ci >= 0) {
-		const struct lrec *r = lrec_at(&v.ls, pos);
+		const struct lrec *r = lrec_at(v.ls, pos);
 		v.cgot[ci] = r != NULL && lrec_args(r, l, v.cbuf + v.coff[ci]) == 0;
 	}
 	while (v.next < v.njobs && v.job[v.next].at < pos) {
@@ -495,6 +505,23 @@ verify_drop(void)
 	if (v.state != V_OFF)
 		free_host();
 	v.state = V_OFF;
+}
+
+const uint8_t *
+verify_results(uint32_t *n)
+{
+	*n = v.finished ? v.ncand : 0;
+	return v.finished ? v.ok : NULL;
+}
+
+void
+verify_forget(void)
+{
+	verify_drop();
+	free(v.ok);
+	v.ok = NULL;
+	v.ncand = 0;
+	v.finished = 0;
 }
 
 void

@@ -59,12 +59,20 @@ struct verify_stats {
 
 /*
  * Verify the candidates rs of profile p in the next iteration a plan runs:
- * ls is the recording's launch records, which verify takes over (ls is left
- * empty); bufs[i] names buffer i of p across iterations. Returns 0, or -1
- * when out of memory (nothing is verified).
+ * ls is the recording's launch records, which must outlive the verification
+ * (verify_results, verify_drop); bufs[i] names buffer i of p across
+ * iterations. Returns 0, or -1 when out of memory (nothing is verified).
  */
-int verify_prepare(const struct prof *p, const struct replay_set *rs, struct lrec_set *ls,
-    const struct xbuf *bufs);
+int verify_prepare(const struct prof *p, const struct replay_set *rs,
+    const struct lrec_set *ls, const struct xbuf *bufs);
+
+/* Once the last verification's digests are read: for each candidate of rs
+ * (by index), 1 when it was tried and remade its buffer bit for bit; *n
+ * their count. NULL (and *n 0) before then, or after verify_forget. */
+const uint8_t *verify_results(uint32_t *n);
+
+/* Drop the verification and its results. */
+void verify_forget(void);
 
 /* An iteration of the running plan starts: the first after verify_prepare
  * replays; a later one reads the digests once the device has done them. */

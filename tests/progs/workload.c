@@ -1403,6 +1403,67 @@ scenario_writesets(int iters)
 	return 0;
 }
 
+/*
+ * A forward and a backward over layers, on one stream, as training runs
+ * them: activation l is made by fill, then axpy in place from activation
+ * l - 1 (cheap producers, from an input that stays), read by the next
+ * layer, and read again only in the backward, which frees it. Every
+ * backward step reads its activation into a fresh gradient and adds that to
+ * acc, which lives across iterations. One sync an iteration; prints a
+ * checksum of acc's last word after each, the same with and without ebb.
+ * With WORKLOAD_LAYERS, that many layers (default 8); with WORKLOAD_DEPART=i,
+ * iteration i departs from the others: in the middle of its forward, at
+ * layer m = layers / 2, extra axpys change activations 1 .. m - 2 in place
+ * (the inputs activations 2 .. m - 1 are made from).
+ */
+static int
+scenario_recompute(int iters)
+{
+	const size_t n = 2u << 20, words = n / 4;
+	int layers = getenv("WORKLOAD_LAYERS") != NULL ? atoi(getenv("WORKLOAD_LAYERS")) : 8;
+	int depart = getenv("WORKLOAD_DEPART") != NULL ? atoi(getenv("WORKLOAD_DEPART")) : -1;
+	CUdeviceptr a[65], g, acc;
+	CUstream s;
+	uint64_t check = 0xcbf29ce484222325ULL;
+
+	if (layers < 1 || layers > 64)
+		FAIL("WORKLOAD_LAYERS=%d: from 1 to 64", layers);
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cu.MemAlloc(&acc, n));
+	launch_fill(acc, 0, words, s);
+	for (int it = 0; it < iters; it++) {
+		CK(cu.MemAllocAsync(&a[0], n, s));
+		/* (floats near 1: the bits of 1.0f and a little) */
+		launch_fill(a[0], 0x3f800000u + (uint32_t)it + 1, words, s);
+		for (int l = 1; l <= layers; l++) {
+			CK(cu.MemAllocAsync(&a[l], n, s));
+			launch_fill(a[l], 0x3f800000u + (uint32_t)(l * 3 + it), words, s);
+			launch_axpy(a[l], a[l - 1], 0.5f, words, s);
+			for (int j = 1; it == depart && l == layers / 2 && j < l - 1; j++)
+				launch_axpy(a[j], a[0], 1.0f, words, s);
+		}
+		launch_axpy(acc, a[layers], 1.0f, words, s);
+		for (int l = layers; l >= 1; l--) {
+			CK(cu.MemAllocAsync(&g, n, s));
+			launch_fill(g, 0, words, s);
+			launch_axpy(g, a[l], 0.25f, words, s);
+			launch_axpy(acc, g, 1.0f, words, s);
+			CK(cu.MemFreeAsync(g, s));
+			CK(cu.MemFreeAsync(a[l], s));
+		}
+		CK(cu.MemFreeAsync(a[0], s));
+		float got;
+		CK(cu.MemcpyDtoHAsync(&got, acc + n - 4, sizeof got, s));
+		CK(cu.StreamSynchronize(s));
+		uint32_t bits;
+		memcpy(&bits, &got, sizeof bits);
+		check = (check ^ bits) * 0x100000001b3ULL;
+	}
+	CK(cu.MemFree(acc));
+	printf("checksum %016llx\n", (unsigned long long)check);
+	return 0;
+}
+
 /* One buffer larger than EBB_LIMIT: the driver's out-of-memory error, no crash. */
 static int
 scenario_toobig(void)
@@ -1541,6 +1602,8 @@ main(int argc, char **argv)
 		r = scenario_offload_threads(arg > 0 ? arg : 4);
 	else if (strcmp(what, "writesets") == 0)
 		r = scenario_writesets(arg > 0 ? arg : 10);
+	else if (strcmp(what, "recompute") == 0)
+		r = scenario_recompute(arg > 0 ? arg : 10);
 	else if (strcmp(what, "plan") == 0)
 		r = scenario_plan(arg > 0 ? arg : 30);
 	else if (strcmp(what, "ahead") == 0)

@@ -1,0 +1,506 @@
+/*
+ * remake.c: the plan's drops and remakes (see remake.h).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "buftab.h"
+#include "ebb.h"
+#include "exec_int.h"
+#include "log.h"
+#include "lrec.h"
+#include "mover.h"
+#include "real.h"
+#include "remake.h"
+#include "streams.h"
+
+/* No chain launch at a position (struct remake's cidx). */
+#define NO_CHAIN UINT32_MAX
+
+/* The most buffers one remake makes resident (its inputs). */
+#define MAX_INPUTS 64
+
+/* The state of the running plan's recomputes. Guarded by ebb_state_lock. */
+static struct remake {
+	const struct remake_plan *p;	/* the running plan's; NULL: none */
+	remake_resolve_fn resolve;		/* names in the running iteration */
+	struct ebb_buf **xb;		/* each gap's buffer while it is dropped, else NULL */
+	struct ebb_buf **inb;		/* its inputs then (parallel to p->inputs) */
+	uint32_t next_drop;		/* gaps by drop_at: the first not yet reached */
+	uint32_t *by_r;			/* gaps remade by the plan before their next use, by r */
+	uint32_t nby_r, next_r;
+	uint32_t *active;		/* gaps dropped now, in no order */
+	uint32_t nactive;
+	/* this iteration's arguments of every chain launch */
+	uint32_t *cidx;			/* by position: index in coff, or NO_CHAIN */
+	size_t *coff;			/* where each position's bytes are in cbuf */
+	uint8_t *cgot;			/* taken this iteration */
+	unsigned char *cbuf;
+	uint32_t ncpos;
+	struct remake_stats st;
+} rc;
+
+void
+remake_plan_free(struct remake_plan *p)
+{
+	if (p == NULL)
+		return;
+	if (p->ls != NULL)
+		lrec_set_fini(p->ls);
+	free(p->ls);
+	free(p->bufs);
+	free(p->gap);
+	free(p->chain);
+	free(p->inputs);
+	free(p->reads);
+	free(p->pos_st);
+	free(p);
+}
+
+/* Forget the running plan's state (its buffers are remade already). */
+static void
+clear(void)
+{
+	free(rc.xb);
+	free(rc.inb);
+	free(rc.by_r);
+	free(rc.active);
+	free(rc.cidx);
+	free(rc.coff);
+	free(rc.cgot);
+	free(rc.cbuf);
+	rc.xb = rc.inb = NULL;
+	rc.by_r = rc.active = rc.cidx = NULL;
+	rc.coff = NULL;
+	rc.cgot = NULL;
+	rc.cbuf = NULL;
+	rc.p = NULL;
+	rc.nby_r = rc.next_r = rc.nactive = rc.next_drop = rc.ncpos = 0;
+}
+
+/* Order gaps (indices) by their r. */
+static const struct remake_plan *sort_plan;
+static int
+by_r(const void *a, const void *b)
+{
+	uint32_t x = sort_plan->gap[*(const uint32_t *)a].r;
+	uint32_t y = sort_plan->gap[*(const uint32_t *)b].r;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Room for this iteration's arguments of every chain launch of p. Returns 0
+ * or -1. */
+static int
+capture_room(const struct remake_plan *p)
+{
+	rc.cidx = malloc((p->nops ? p->nops : 1) * sizeof *rc.cidx);
+	if (rc.cidx == NULL)
+		return -1;
+	memset(rc.cidx, 0xff, p->nops * sizeof *rc.cidx);
+	uint32_t m = 0;
+	for (uint32_t g = 0; g < p->ngap; g++)
+		for (uint32_t c = 0; c < p->gap[g].nchain; c++) {
+			uint32_t q = p->chain[p->gap[g].chain_first + c];
+			if (q < p->nops && rc.cidx[q] == NO_CHAIN)
+				rc.cidx[q] = m++;
+		}
+	rc.ncpos = m;
+	rc.coff = malloc((m ? m : 1) * sizeof *rc.coff);
+	rc.cgot = calloc(m ? m : 1, 1);
+	if (rc.coff == NULL || rc.cgot == NULL)
+		return -1;
+	size_t total = 0;
+	for (uint32_t q = 0; q < p->nops; q++)
+		if (rc.cidx[q] != NO_CHAIN) {
+			const struct lrec *r = lrec_at(p->ls, q);
+			rc.coff[rc.cidx[q]] = total;
+			total += r != NULL ? r->nbytes : 0;
+		}
+	rc.cbuf = malloc(total ? total : 1);
+	return rc.cbuf != NULL ? 0 : -1;
+}
+
+/* The mover's remake function (mover_remake_fn). */
+static CUresult fill(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq,
+    CUevent *done);
+
+void
+remake_init(remake_resolve_fn resolve)
+{
+	rc.resolve = resolve;
+	mover_set_remake(fill);
+}
+
+int
+remake_start(const struct remake_plan *p)
+{
+	static int said;
+
+	if (rc.p != NULL)
+		remake_stop(0);
+	if (p == NULL || p->ngap == 0)
+		return 0;
+	rc.xb = calloc(p->ngap, sizeof *rc.xb);
+	rc.inb = calloc(p->ninputs + 1, sizeof *rc.inb);
+	rc.by_r = malloc(p->ngap * sizeof *rc.by_r);
+	rc.active = malloc(p->ngap * sizeof *rc.active);
+	if (rc.xb == NULL || rc.inb == NULL || rc.by_r == NULL || rc.active == NULL ||
+	    capture_room(p) < 0) {
+		clear();
+		ebb_log_once(&said, EBB_LOG_WARN, "no memory to run the plan's recomputes; its "
+		    "buffers stay on the device");
+		return -1;
+	}
+	for (uint32_t g = 0; g < p->ngap; g++)
+		if (p->gap[g].r < p->gap[g].next_use)
+			rc.by_r[rc.nby_r++] = g;
+	sort_plan = p;
+	qsort(rc.by_r, rc.nby_r, sizeof *rc.by_r, by_r);
+	rc.p = p;
+	return 0;
+}
+
+/* The stream gap g's chain runs on (its first launch's). */
+static struct ebb_stream *
+chain_stream(const struct remake_gap *g)
+{
+	const struct lrec *r = lrec_at(rc.p->ls, rc.p->chain[g->chain_first]);
+
+	return r != NULL ? r->tracker : NULL;
+}
+
+/* Gap g is no longer dropped: its buffer and inputs forget it. */
+static void
+release(uint32_t g)
+{
+	const struct remake_gap *gp = &rc.p->gap[g];
+
+	if (rc.xb[g] != NULL)
+		rc.xb[g]->rc_gap = 0;
+	rc.xb[g] = NULL;
+	for (uint32_t k = 0; k < gp->nin; k++) {
+		struct ebb_buf *in = rc.inb[gp->in_first + k];
+		if (in != NULL && in->rc_inputs > 0)
+			in->rc_inputs--;
+		rc.inb[gp->in_first + k] = NULL;
+	}
+	for (uint32_t i = 0; i < rc.nactive; i++)
+		if (rc.active[i] == g) {
+			rc.active[i] = rc.active[--rc.nactive];
+			break;
+		}
+}
+
+/* Make gap g's buffer resident now, before operation seq: remade when its
+ * contents are gone, kept when its drop has not released them yet (the
+ * mover's cancel). early: before its point. Returns CUDA_SUCCESS or the
+ * error of remaking it. */
+static CUresult
+remake_now(uint32_t g, uint64_t seq, int early)
+{
+	struct ebb_buf *b = rc.xb[g];
+	struct ebb_stream *cs = chain_stream(&rc.p->gap[g]);
+
+	if (b == NULL || cs == NULL)
+		return CUDA_SUCCESS;
+	if (early)
+		rc.st.early++;
+	buftab_note_use(b, (uintptr_t)cs, seq);
+	mover_touch(b);
+	CUresult r = mover_ensure(&b, 1, cs, seq);
+	/* a cancel leaves the gap dropped in name only */
+	if (rc.xb[g] == b && b->rc_gap == g + 1)
+		release(g);
+	return r;
+}
+
+/* Whether the pointer words of this iteration's arguments of chain launch r
+ * (at position q) name the buffers the recording's did, as found now. */
+static int
+args_match(const struct lrec *r, uint32_t q)
+{
+	const unsigned char *a = rc.cbuf + rc.coff[rc.cidx[q]];
+
+	if (!r->relocated)
+		return 0;
+	for (uint32_t k = 0; k < r->nrelocs; k++) {
+		const struct lrec_reloc *rl = &r->relocs[k];
+		if (rl->buf >= rc.p->nbufs)
+			return 0;
+		struct ebb_buf *b = rc.resolve(&rc.p->bufs[rl->buf]);
+		uint64_t w;
+		memcpy(&w, a + rl->off, sizeof w);
+		if (b == NULL || w != b->addr + rl->delta)
+			return 0;
+	}
+	return 1;
+}
+
+/* Drop gap g's buffer after operation seq, if this iteration allows it. */
+static void
+try_drop(uint32_t g, uint64_t seq)
+{
+	const struct remake_gap *gp = &rc.p->gap[g];
+	struct ebb_buf *x = rc.resolve(&rc.p->bufs[gp->x]);
+
+	if (x == NULL || x->rc_gap != 0 || x->rc_inputs != 0 || x->size < gp->size ||
+	    chain_stream(gp) == NULL)
+		goto kept;
+	for (uint32_t c = 0; c < gp->nchain; c++) {
+		uint32_t q = rc.p->chain[gp->chain_first + c];
+		const struct lrec *r = lrec_at(rc.p->ls, q);
+		if (r == NULL || q >= rc.p->nops || rc.cidx[q] == NO_CHAIN ||
+		    !rc.cgot[rc.cidx[q]] || !args_match(r, q))
+			goto kept;
+	}
+	for (uint32_t k = 0; k < gp->nin; k++) {
+		struct ebb_buf *in = rc.resolve(&rc.p->bufs[rc.p->inputs[gp->in_first + k]]);
+		if (in == NULL || in->rc_gap != 0)
+			goto kept;
+		rc.inb[gp->in_first + k] = in;
+	}
+	if (!mover_plan_drop(x, seq))
+		goto kept;
+	rc.xb[g] = x;
+	x->rc_gap = g + 1;
+	for (uint32_t k = 0; k < gp->nin; k++) {
+		struct ebb_buf *in = rc.inb[gp->in_first + k];
+		in->rc_inputs++;
+		in->rc_idx = rc.p->inputs[gp->in_first + k];
+	}
+	rc.active[rc.nactive++] = g;
+	rc.st.drops++;
+	return;
+kept:
+	memset(rc.inb + gp->in_first, 0, gp->nin * sizeof *rc.inb);
+	rc.st.kept++;
+}
+
+/* Whether the recorded iteration read profile buffer idx at position pos. */
+static int
+read_there(uint32_t pos, uint32_t idx)
+{
+	uint64_t key = (uint64_t)pos << 32 | idx;
+	uint32_t lo = 0, hi = rc.p->nreads;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (rc.p->reads[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < rc.p->nreads && rc.p->reads[lo] == key;
+}
+
+/* Remake, before operation seq, every dropped buffer that reads b (on stream
+ * st: NULL none, else it waits for the remakes). Returns CUDA_SUCCESS or the
+ * first error. */
+static CUresult
+remake_readers(const struct ebb_buf *b, struct ebb_stream *st, uint64_t seq)
+{
+	CUresult err = CUDA_SUCCESS;
+
+	for (uint32_t i = 0; i < rc.nactive;) {
+		uint32_t g = rc.active[i];
+		const struct remake_gap *gp = &rc.p->gap[g];
+		int reads = 0;
+		for (uint32_t k = 0; k < gp->nin && !reads; k++)
+			reads = rc.inb[gp->in_first + k] == b;
+		if (!reads) {
+			i++;
+			continue;
+		}
+		struct ebb_buf *x = rc.xb[g];
+		struct ebb_stream *cs = chain_stream(gp);
+		CUresult r = remake_now(g, seq, 1);	/* leaves active: i stays */
+		if (r == CUDA_SUCCESS && st != NULL && st != cs && x->mv.arrive != NULL)
+			r = ebb_real.cuStreamWaitEvent(streams_handle(st), x->mv.arrive, 0);
+		if (err == CUDA_SUCCESS)
+			err = r;
+		if (i < rc.nactive && rc.active[i] == g)
+			i++;	/* not released (cannot happen): go on */
+	}
+	return err;
+}
+
+CUresult
+remake_before(uint32_t pos, uint64_t seq, struct ebb_stream *st, const struct ebb_launch *l,
+    struct ebb_buf *const *bufs, size_t n)
+{
+	CUresult err = CUDA_SUCCESS;
+
+	if (rc.p == NULL || pos >= rc.p->nops)
+		return CUDA_SUCCESS;
+	/* a chain's launch: its arguments as this iteration passes them */
+	uint32_t ci = rc.cidx[pos];
+	if (ci != NO_CHAIN) {
+		const struct lrec *r = lrec_at(rc.p->ls, pos);
+		rc.cgot[ci] = l != NULL && r != NULL && lrec_args(r, l, rc.cbuf + rc.coff[ci]) == 0;
+	}
+	if (rc.nactive == 0)
+		return CUDA_SUCCESS;
+	for (size_t i = 0; i < n; i++) {
+		const struct ebb_buf *b = bufs[i];
+		if (b->rc_inputs == 0)
+			continue;
+		if (st == rc.p->pos_st[pos] && read_there(pos, b->rc_idx))
+			continue;	/* it reads it, as recorded */
+		CUresult r = remake_readers(b, st, seq);
+		if (err == CUDA_SUCCESS)
+			err = r;
+	}
+	return err;
+}
+
+void
+remake_after(uint32_t pos, uint64_t seq)
+{
+	if (rc.p == NULL)
+		return;
+	/* the plan's remakes before the next operation */
+	while (rc.next_r < rc.nby_r && rc.p->gap[rc.by_r[rc.next_r]].r <= pos + 1) {
+		uint32_t g = rc.by_r[rc.next_r++];
+		if (rc.xb[g] != NULL && remake_now(g, seq + 1, rc.p->gap[g].r < pos + 1) !=
+		    CUDA_SUCCESS)
+			rc.st.failed++;
+	}
+	while (rc.next_drop < rc.p->ngap && rc.p->gap[rc.next_drop].drop_at < pos)
+		rc.next_drop++;	/* its point passed unseen */
+	for (; rc.next_drop < rc.p->ngap && rc.p->gap[rc.next_drop].drop_at == pos; rc.next_drop++)
+		try_drop(rc.next_drop, seq);
+}
+
+/* Remake every dropped buffer before operation seq (early: before its
+ * point). */
+static void
+remake_all(uint64_t seq, int early)
+{
+	while (rc.nactive > 0) {
+		uint32_t g = rc.active[rc.nactive - 1];
+		if (remake_now(g, seq, early) != CUDA_SUCCESS)
+			rc.st.failed++;
+		if (rc.nactive > 0 && rc.active[rc.nactive - 1] == g)
+			release(g);	/* cannot happen: not left dropped in name */
+	}
+}
+
+void
+remake_boundary(uint64_t seq)
+{
+	if (rc.p == NULL)
+		return;
+	remake_all(seq, 1);
+	rc.next_drop = rc.next_r = 0;
+	memset(rc.cgot, 0, rc.ncpos ? rc.ncpos : 1);
+}
+
+void
+remake_stop(uint64_t seq)
+{
+	if (rc.p == NULL)
+		return;
+	remake_all(seq, 1);
+	clear();
+}
+
+void
+remake_free(struct ebb_buf *b, uint64_t seq)
+{
+	if (rc.p == NULL)
+		return;
+	if (b->rc_gap != 0) {
+		release(b->rc_gap - 1);	/* its contents go with it */
+		b->rc_gap = 0;
+	}
+	if (b->rc_inputs == 0)
+		return;
+	/* an asynchronous free orders its memory's reuse after its own stream
+	 * only: the host waits for the remakes that read it (a departure) */
+	for (uint32_t i = 0; i < rc.nactive;) {
+		uint32_t g = rc.active[i];
+		const struct remake_gap *gp = &rc.p->gap[g];
+		int reads = 0;
+		for (uint32_t k = 0; k < gp->nin && !reads; k++)
+			reads = rc.inb[gp->in_first + k] == b;
+		if (!reads) {
+			i++;
+			continue;
+		}
+		struct ebb_buf *x = rc.xb[g];
+		if (remake_now(g, seq, 1) != CUDA_SUCCESS)
+			rc.st.failed++;
+		else if (x->mv.arrive != NULL)
+			streams_event_wait(x->mv.arrive);
+		if (i < rc.nactive && rc.active[i] == g)
+			i++;
+	}
+}
+
+void
+remake_capture(uint64_t seq)
+{
+	if (rc.p != NULL)
+		remake_all(seq, 1);
+}
+
+/*
+ * Fill b, mapped again by the mover, by launching its gap's chain on the
+ * chain's stream with this iteration's arguments, after its inputs are made
+ * resident there (and counted as used by operation seq); done: an event
+ * after the chain. Returns CUDA_SUCCESS, or the error that leaves b unfilled
+ * (a buffer the mover dropped that is no gap's cannot be remade).
+ */
+static CUresult
+fill(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq, CUevent *done)
+{
+	(void)consumer;
+	*done = NULL;
+	if (rc.p == NULL || b->rc_gap == 0 || b->rc_gap > rc.p->ngap || rc.xb[b->rc_gap - 1] != b)
+		return CUDA_ERROR_INVALID_HANDLE;
+	uint32_t g = b->rc_gap - 1;
+	const struct remake_gap *gp = &rc.p->gap[g];
+	struct ebb_stream *cs = chain_stream(gp);
+	struct ebb_buf *in[MAX_INPUTS];
+	uint32_t nin = gp->nin < MAX_INPUTS ? gp->nin : MAX_INPUTS;
+
+	for (uint32_t k = 0; k < nin; k++) {
+		in[k] = rc.inb[gp->in_first + k];
+		buftab_note_use(in[k], (uintptr_t)cs, seq);
+		mover_touch(in[k]);
+	}
+	CUresult r = gp->nin > MAX_INPUTS ? CUDA_ERROR_INVALID_VALUE :
+	    mover_ensure(in, nin, cs, seq);
+	CUevent ev = NULL;
+	ebb_inside = 1;
+	for (uint32_t c = 0; r == CUDA_SUCCESS && c < gp->nchain; c++) {
+		uint32_t q = rc.p->chain[gp->chain_first + c];
+		r = lrec_launch(lrec_at(rc.p->ls, q), rc.cbuf + rc.coff[rc.cidx[q]]);
+	}
+	/* (the restore worker that retires it gives it back as a copy's) */
+	if (r == CUDA_SUCCESS && (ev = streams_event_get(1)) == NULL)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (r == CUDA_SUCCESS)
+		r = ebb_real.cuEventRecord(ev, streams_handle(cs));
+	ebb_inside = 0;
+	if (r != CUDA_SUCCESS) {
+		if (ev != NULL)
+			streams_event_put(ev, 1);
+		rc.st.failed++;
+		release(g);
+		return r;
+	}
+	*done = ev;
+	rc.st.remakes++;
+	release(g);
+	return CUDA_SUCCESS;
+}
+
+void
+remake_stats(struct remake_stats *out)
+{
+	*out = rc.st;
+}
