@@ -141,7 +141,15 @@ for i in range(len(starts) - 1):
         host_bound.append((round(dev - t0, 4), round(idle, 4)))
 g = lambda k: int(q[k]) / 2**30 if k in q else None
 s = lambda k: int(q[k]) / 1e9 if k in q else None
-print(json.dumps({"label": label, "predicted_step_s": s("plan-step-ns"),
+# the plan with recomputes (EBB_RECOMPUTE), where one replaced the first
+rc = q.get("plan-recompute-gaps", "0") != "0"
+print(json.dumps({"label": label,
+    "predicted_step_s": s("plan-recompute-step-ns") if rc else s("plan-step-ns"),
+    "recompute_gaps": int(q["plan-recompute-gaps"]) if "plan-recompute-gaps" in q else None,
+    "recompute_gib": g("plan-recompute-bytes") if rc else None,
+    "recompute_s": s("plan-recompute-ns") if rc else None,
+    "plan_rc_peak_gib": g("plan-recompute-peak-bytes") if rc else None,
+    "moves_only_step_s": s("plan-step-ns"),
     "plan_gpu_step_s": s("plan-step-before-ns"), "plan_stall_s": s("plan-stall-ns"),
     "plan_host_idle_s": s("plan-host-idle-ns"), "plan_host_idle_before_s": s("plan-host-idle-before-ns"),
     "plan_host_offload_us": s("plan-host-offload-ns") * 1e6 if "plan-host-offload-ns" in q else None,

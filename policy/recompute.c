@@ -831,14 +831,17 @@ rc_choose(const struct prof *p, const struct replay_set *rs, const uint8_t *usab
 			*peak = p->fixed;
 		return 0;
 	}
-	if (chooser_init(&ch, p, rs) < 0 || chooser_static(&ch, usable, stream, sk) < 0)
+	/* operations no candidate covers, set aside (lowered by BLOCKED) */
+	uint32_t *blocked = malloc(p->nops * sizeof *blocked), nblocked = 0;
+	const int64_t BLOCKED = INT64_MAX / 8;
+	memset(&ch, 0, sizeof ch);
+	if (blocked == NULL || chooser_init(&ch, p, rs) < 0 ||
+	    chooser_static(&ch, usable, stream, sk) < 0)
 		goto out;
 	for (;;) {
 		uint32_t at = tree_argmax(&ch.tree);
 		int64_t top = ch.tree.mx[1] > 0 ? ch.tree.mx[1] : 0;
-		if (peak != NULL)
-			*peak = p->fixed + (uint64_t)top;
-		if (p->fixed + (uint64_t)top <= target)
+		if (p->fixed + (uint64_t)top <= target || nblocked == p->nops)
 			break;
 		uint32_t best = UINT32_MAX;
 		for (uint32_t k = 0; k < rs->n && best == UINT32_MAX; k++) {
@@ -853,12 +856,22 @@ rc_choose(const struct prof *p, const struct replay_set *rs, const uint8_t *usab
 			}
 			best = i;
 		}
-		if (best == UINT32_MAX)
-			break;
+		if (best == UINT32_MAX) {
+			/* nothing lowers this operation: the others over the target
+			 * still may be (moves can lower this one) */
+			tree_add(&ch.tree, 1, 0, ch.tree.size - 1, at, at, -BLOCKED);
+			blocked[nblocked++] = at;
+			continue;
+		}
 		pick(&ch, best);
 	}
+	for (uint32_t k = 0; k < nblocked; k++)
+		tree_add(&ch.tree, 1, 0, ch.tree.size - 1, blocked[k], blocked[k], BLOCKED);
+	if (peak != NULL)
+		*peak = p->fixed + (uint64_t)(ch.tree.mx[1] > 0 ? ch.tree.mx[1] : 0);
 	rc = collect_picks(&ch, out, n);
 out:
+	free(blocked);
 	chooser_free(&ch);
 	return rc;
 }

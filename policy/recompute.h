@@ -17,7 +17,8 @@
  *
  * The choice (rc_choose) is greedy: while the peak is over the target, the
  * candidate whose away operations cover the operation at the peak with the
- * most bytes freed per second of replay. Recompute from a recomputed input
+ * most bytes freed per second of replay; an operation no candidate left
+ * covers is set aside, and the choice goes on at the highest of the others. Recompute from a recomputed input
  * is left out: a candidate is passed over where one of its inputs is away,
  * or being remade, at its replay, and where its X is an input of a pick
  * whose replay falls while X is away or being remade. A candidate is passed
@@ -82,8 +83,9 @@ int rc_derive(const struct prof *p, const struct replay_set *rs, const struct rc
 
 /*
  * Choose gaps of rs to recompute, greedily (recompute.h above), until the
- * peak with them is at or under target, or no candidate left covers the
- * operation at the peak. usable: per candidate, whether it may be picked
+ * memory with them is at or under target at every operation some candidate
+ * left covers: an operation at the peak that none covers is set aside, and
+ * the next highest taken (the moves may lower it). usable: per candidate, whether it may be picked
  * (NULL: all); stream: per operation of p, a stream id (NULL: all one).
  * The picks go into *out (malloc'd, by buffer, then gap; NULL when none) and
  * *n, the reasons candidates were passed over into *sk (may be NULL), and

@@ -541,6 +541,10 @@ struct exec_remade {
 	struct xplan *x;		/* by position, with its recomputes; NULL: none */
 	uint32_t verified;		/* candidates verified */
 	uint64_t made_ns;
+	/* where none is better: what recompute alone reaches at the target */
+	uint32_t alone_picks;
+	uint64_t alone_peak;
+	struct rc_skipped alone_skipped;
 };
 
 int
@@ -732,6 +736,14 @@ exec_replan_make(struct exec_made *m, const uint8_t *ok)
 	int got = r->verified > 0 ? plan_make_recompute(&m->rec->r.p, &m->replay, ok, sid, &m->pp,
 	    &m->pl, &r->rc) : 0;
 	r->have = got == 1;
+	if (!r->have && r->verified > 0) {
+		/* why not: what the choice alone reaches at the target */
+		struct rc_pick *pk = NULL;
+		if (rc_choose(&m->rec->r.p, &m->replay, ok, sid, m->pp.target, &pk, &r->alone_picks,
+		    &r->alone_skipped, &r->alone_peak) < 0)
+			r->alone_picks = 0;
+		free(pk);
+	}
 	if (r->have) {
 		r->x = build(&r->rc.derived, &r->rc.pl, m->rec->addr, m->rec->naddr);
 		if (r->x != NULL && (r->x->rc = remake_build(m, &r->rc)) == NULL) {
@@ -766,9 +778,17 @@ int
 exec_replan_install(struct exec_remade *r)
 {
 	if (r->x == NULL) {
-		if (r->verified > 0)
-			ebb_log(EBB_LOG_INFO, "plan: recomputing none of the %u verified gaps is "
-			    "better than moving alone; the plan stays", r->verified);
+		const struct rc_skipped *sk = &r->alone_skipped;
+		if (r->verified > 0 && !r->have)
+			ebb_log(EBB_LOG_NOTE, "plan: recomputing some of the %u verified gaps is not "
+			    "better than moving alone; the plan stays (recompute alone would take %u "
+			    "of them to reach %.2f GiB against a target of %.2f; passed over: %llu "
+			    "for a use on another stream, %llu for conflicts)", r->verified,
+			    r->alone_picks, gib(r->alone_peak), gib(r->m->target),
+			    (unsigned long long)sk->streams, (unsigned long long)sk->conflict);
+		else if (r->have)
+			ebb_log(EBB_LOG_WARN, "no memory for the plan with recomputes; the plan "
+			    "stays");
 		ebb_trace_note_u64("plan-recompute-gaps", 0);
 		return -1;
 	}
