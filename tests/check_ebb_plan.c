@@ -905,8 +905,8 @@ START_TEST(replay_without_write_sets)
 
 	plan(&r, write_vtrace("4194304", "V 1600 12 1 3\n"), args);
 	ck_assert_int_eq(r.status, 1);
-	ck_assert_ptr_nonnull(strstr(r.err, "access record's access '3' is not 1 (read) or 2 "
-	    "(written), with 4 added or not"));
+	ck_assert_ptr_nonnull(strstr(r.err, "access record's access '3' is not 0 (not measured), "
+	    "1 (read) or 2 (written), with 4 added or not"));
 	ck_assert_str_eq(r.out, "");
 	run_free(&r);
 }

@@ -147,8 +147,8 @@ list_field(char type)
 }
 
 /* Check and take a V record's seq and accesses (its list: each 1, read, or
- * 2, written, with EBB_TRACE_ACC_POINTERS added for a table of pointers). Returns 0
- * or -1 (said). */
+ * 2, written, with EBB_TRACE_ACC_POINTERS added for a table of pointers, or
+ * 0, not measured). Returns 0 or -1 (said). */
 static int
 decode_access(struct plancmd_src *s, struct ev *e)
 {
@@ -168,9 +168,9 @@ decode_access(struct plancmd_src *s, struct ev *e)
 			return -1;
 		uint64_t a = acc & ~(uint64_t)EBB_TRACE_ACC_POINTERS;
 		if (acc > (PROF_ACC_WRITE | EBB_TRACE_ACC_POINTERS) || (a != PROF_ACC_READ &&
-		    a != PROF_ACC_WRITE)) {
-			bad(s, "access record's access '%s' is not 1 (read) or 2 (written), with 4 "
-			    "added or not (a table of pointers)", r->field[k]);
+		    a != PROF_ACC_WRITE && acc != PROF_ACC_UNKNOWN)) {
+			bad(s, "access record's access '%s' is not 0 (not measured), 1 (read) or 2 "
+			    "(written), with 4 added or not (a table of pointers)", r->field[k]);
 			return -1;
 		}
 	}

@@ -332,18 +332,50 @@ probe_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h)
 	return launch_hash(p, n, out, h, 0, 0) == CUDA_SUCCESS ? 0 : -1;	/* no pointers */
 }
 
-/* Whether the launch at position pos references what the recording's did:
- * as many buffers, of the same sizes, in the same order. */
-static int
-same_shape(uint32_t pos, struct ebb_buf *const *bufs, size_t n)
-{
-	uint32_t f = shape.first[pos];
+/* The byte an unmeasured reference's digests are filled with: its padding
+ * words, which a hash leaves, then read all ones. */
+#define UNMEASURED 0xff
 
-	if (n != shape.first[pos + 1] - f)
+/* The most references a launch is matched against a recorded one's with. */
+#define MATCH_MAX 256
+
+/*
+ * Which of the recording's references at position pos each of the launch's
+ * n buffers is (at[k]), by size, in order: as many, of the same sizes; or
+ * fewer, where the recording's has more (a parameter word that pointed into
+ * a buffer by chance, in one iteration and not the other: an unfilled
+ * word), when the launch's are one way only a subsequence of the
+ * recording's (matched from the left and from the right, the same). The
+ * recording's references left over are not measured. Returns 1 when
+ * matched, 0 when not (more than the recording's, other sizes, or more than
+ * one way).
+ */
+static int
+match_shape(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at)
+{
+	uint32_t f = shape.first[pos], m = shape.first[pos + 1] - f;
+
+	if (n > m || n > MATCH_MAX)
 		return 0;
-	for (size_t j = 0; j < n; j++)
-		if (bufs[j]->size != shape.ref[f + j].size)
+	size_t j = 0;
+	for (size_t k = 0; k < n; k++, j++) {
+		while (j < m && shape.ref[f + j].size != bufs[k]->size)
+			j++;
+		if (j == m)
 			return 0;
+		at[k] = (uint32_t)j;
+	}
+	if (n == m)
+		return 1;
+	/* from the right: the same places, or the match is not one */
+	size_t r = m;
+	for (size_t k = n; k-- > 0;) {
+		while (r > 0 && shape.ref[f + r - 1].size != bufs[k]->size)
+			r--;
+		if (r == 0 || r - 1 != at[k])
+			return 0;
+		r--;
+	}
 	return 1;
 }
 
@@ -355,15 +387,22 @@ probe_before(uint64_t seq, struct ebb_stream *st, CUstream handle, struct ebb_bu
 		return 0;
 	uint32_t pos = (uint32_t)(seq - probe.s0);
 	CUcontext ctx = NULL;
-	if (st == NULL || streams_capturing(st) || !same_shape(pos, bufs, n))
+	uint32_t at[MATCH_MAX];
+	if (st == NULL || streams_capturing(st) || !match_shape(pos, bufs, n, at))
 		return 0;
+	uint32_t m = shape.first[pos + 1] - shape.first[pos];
 	ebb_inside = 1;
 	int ok = ebb_real.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx == probe.ctx;
 	CUdeviceptr base = probe.dig + (CUdeviceptr)shape.first[pos] * SLOT_BYTES;
-	if (ok && n > 0)
-		ok = ebb_real.cuMemsetD8Async(base, 0, n * SLOT_BYTES, handle) == CUDA_SUCCESS;
-	for (size_t j = 0; ok && j < n; j++)
-		ok = hash(bufs[j], base + j * SLOT_BYTES, handle) == 0;
+	/* the recording's references this launch does not have: not measured */
+	if (ok && n < m)
+		ok = ebb_real.cuMemsetD8Async(base, UNMEASURED, m * SLOT_BYTES, handle) ==
+		    CUDA_SUCCESS;
+	for (size_t k = 0; ok && k < n; k++)
+		ok = ebb_real.cuMemsetD8Async(base + at[k] * SLOT_BYTES, 0, SLOT_BYTES, handle) ==
+		    CUDA_SUCCESS;
+	for (size_t k = 0; ok && k < n; k++)
+		ok = hash(bufs[k], base + at[k] * SLOT_BYTES, handle) == 0;
 	ebb_inside = 0;
 	if (!ok)
 		return 0;
@@ -380,10 +419,11 @@ probe_after(uint64_t seq, CUstream handle, struct ebb_buf *const *bufs, size_t n
 	if (probe.state[pos] != P_BEFORE)
 		return;
 	CUdeviceptr base = probe.dig + (CUdeviceptr)shape.first[pos] * SLOT_BYTES;
-	int ok = 1;
+	uint32_t at[MATCH_MAX];
+	int ok = match_shape(pos, bufs, n, at);	/* as before it */
 	ebb_inside = 1;
-	for (size_t j = 0; ok && j < n; j++)
-		ok = hash(bufs[j], base + j * SLOT_BYTES + SLOT_BYTES / 2, handle) == 0;
+	for (size_t k = 0; ok && k < n; k++)
+		ok = hash(bufs[k], base + at[k] * SLOT_BYTES + SLOT_BYTES / 2, handle) == 0;
 	ebb_inside = 0;
 	if (ok)
 		probe.state[pos] |= P_AFTER;
@@ -435,9 +475,10 @@ count(void)
 			continue;
 		}
 		probe.st.launches++;
-		probe.st.refs += n;
 		for (uint32_t j = 0; j < n; j++) {
-			probe.st.written += probe_access(pos, j) == PROF_ACC_WRITE;
+			unsigned a = probe_access(pos, j);
+			probe.st.refs += a != PROF_ACC_UNKNOWN;
+			probe.st.written += a == PROF_ACC_WRITE;
 			probe.st.pointers += probe_pointers(pos, j) != 0;
 		}
 	}
@@ -502,6 +543,8 @@ probe_access(uint32_t pos, uint32_t j)
 	    probe.state[pos] != (P_BEFORE | P_AFTER) || j >= shape.first[pos + 1] - shape.first[pos])
 		return PROF_ACC_UNKNOWN;
 	const uint64_t *d = probe.host + (size_t)(shape.first[pos] + j) * 8;
+	if (d[3] == UINT64_MAX && d[7] == UINT64_MAX)
+		return PROF_ACC_UNKNOWN;	/* not among the launch's buffers */
 	return d[0] == d[4] && d[1] == d[5] ? PROF_ACC_READ : PROF_ACC_WRITE;
 }
 
@@ -512,6 +555,8 @@ probe_pointers(uint32_t pos, uint32_t j)
 	    probe.state[pos] != (P_BEFORE | P_AFTER) || j >= shape.first[pos + 1] - shape.first[pos])
 		return 0;
 	const uint64_t *d = probe.host + (size_t)(shape.first[pos] + j) * 8;
+	if (d[3] == UINT64_MAX && d[7] == UINT64_MAX)
+		return 0;	/* not measured */
 	return d[2] != 0 || d[6] != 0;
 }
 

@@ -1331,7 +1331,10 @@ scenario_plan(int iters)
  * gather (reads a table of pointers and writes through it into x and y,
  * which it does not reference). With WORKLOAD_STAMP=1, also stamp
  * (writes t with a count of its launches: not deterministic) and sum_u32
- * (reads t, writes the sum's second word). One sync an iteration; prints a
+ * (reads t, writes the sum's second word). With WORKLOAD_SEEDPTR=k, in the
+ * iterations of k's parity rand_state's seed is an address inside a buffer
+ * of its own, which ebb takes for a reference (the checksum then leaves the
+ * sum out: the address, and so the seed, changes from run to run). One sync an iteration; prints a
  * checksum of every sum and of o's last word, the same with and without ebb.
  */
 static int
@@ -1342,12 +1345,16 @@ scenario_writesets(int iters)
 	CUdeviceptr x, y, z, o, t, state, scratch, sum, table;
 	uint64_t check = 0xcbf29ce484222325ULL, zero = 0;
 	int stamp = getenv("WORKLOAD_STAMP") != NULL && atoi(getenv("WORKLOAD_STAMP")) != 0;
+	int seedptr = getenv("WORKLOAD_SEEDPTR") != NULL ? atoi(getenv("WORKLOAD_SEEDPTR")) : -1;
 
 	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CK(cu.MemAlloc(&state, n));
 	CK(cu.MemAlloc(&scratch, n));
 	CK(cu.MemAlloc(&sum, n));
 	CK(cu.MemAlloc(&table, n));	/* its own mapping: in the plan's profile */
+	CUdeviceptr other = 0;
+	if (seedptr >= 0)
+		CK(cu.MemAlloc(&other, 3 * n / 2));	/* of a size none of the others has */
 	CK(cu.MemcpyHtoD(state, &zero, sizeof zero));
 	for (int it = 0; it < iters; it++) {
 		CK(cu.MemAllocAsync(&x, n, s));
@@ -1363,7 +1370,11 @@ scenario_writesets(int iters)
 		launch_fill(x, (uint32_t)it + 1, words, s);
 		launch_fill(y, (uint32_t)it * 7 + 3, words, s);
 		launch_axpy(y, x, 2.0f, words, s);
-		struct fakecuda_rand_state_f32_params rp = { (float *)z, (uint64_t *)state, words, 42 };
+		/* WORKLOAD_SEEDPTR=k: in iterations of k's parity, a seed that is an
+		 * address inside other (a word that looks like a pointer, by chance) */
+		uint64_t seed = seedptr >= 0 && it % 2 == seedptr % 2 ? (uint64_t)other + 64 : 42;
+		struct fakecuda_rand_state_f32_params rp = { (float *)z, (uint64_t *)state, words,
+			seed };
 		void *ra[] = { &rp.dst, &rp.state, &rp.n, &rp.seed };
 		CK(cu.LaunchKernel(k_rand_state, 1, 1, 1, 128, 1, 1, 0, s, ra, NULL));
 		struct fakecuda_square_sum_f32_params sq = { (float *)sum, (const float *)z,
@@ -1392,7 +1403,8 @@ scenario_writesets(int iters)
 		CK(cu.StreamSynchronize(s));
 		uint32_t bits[2];
 		memcpy(bits, got, sizeof bits);
-		check = (check ^ bits[0]) * 0x100000001b3ULL;
+		if (seedptr < 0)	/* (the seed, an address, changes the sum from run to run) */
+			check = (check ^ bits[0]) * 0x100000001b3ULL;
 		check = (check ^ bits[1]) * 0x100000001b3ULL;
 		CK(cu.MemFreeAsync(x, s));
 		CK(cu.MemFreeAsync(y, s));
