@@ -191,57 +191,99 @@ plan_level(const struct prof *p, const struct replay_set *rs, struct rc_pick *pk
 	return 0;
 }
 
-/* Plan with recompute (planrun.h). Returns 1 (out: a better plan than
- * moves_only), 0 (moves_only stays), or -1 when out of memory. */
+/* One level's planning, on a thread of its own (plan_make_recompute). */
+struct level_job {
+	const struct prof *p;
+	const struct replay_set *rs;
+	struct rc_pick *pk;		/* its picks, taken over by plan_level */
+	uint32_t n;
+	struct rc_skipped sk;
+	struct plan_params q;
+	int r;				/* plan_level's: 0, or -1 out of memory */
+	struct plan_rc out;
+};
+
+/* A level's thread: its plan (plan_level). */
+static void *
+level_main(void *arg)
+{
+	struct level_job *j = arg;
+
+	j->r = plan_level(j->p, j->rs, j->pk, j->n, &j->sk, &j->q, &j->out);
+	return NULL;
+}
+
+/* Plan with recompute (planrun.h). The picks of every level come first (the
+ * choice is cheap); the levels with picks of their own are then planned
+ * by moves side by side, a thread each, under the whole time limit. Returns
+ * 1 (out: a better plan than moves_only), 0 (moves_only stays), or -1 when
+ * out of memory. */
 int
 plan_make_recompute(const struct prof *p, const struct replay_set *rs, const uint8_t *usable,
     const uint32_t *stream, const struct plan_params *pp, const struct plan *moves_only,
     struct plan_rc *out)
 {
 	static const double level[] = { 1.0, 0.75, 0.5, 0.25 };
-	const size_t nlevel = sizeof level / sizeof level[0];
+	enum { NLEVEL = sizeof level / sizeof level[0] };
 	uint64_t before = prof_peak(p, NULL);
-	double start = mono_now();
-	uint32_t last_n = UINT32_MAX;
-	int have = 0;
+	struct level_job job[NLEVEL];
+	pthread_t tid[NLEVEL];
+	uint8_t started[NLEVEL] = { 0 };
+	uint32_t nj = 0, last_n = UINT32_MAX;
+	int have = 0, oom = 0;
 
 	memset(out, 0, sizeof *out);
 	if (rs->n == 0 || before <= pp->target)
 		return 0;
-	for (size_t l = 0; l < nlevel; l++) {
+	for (size_t l = 0; l < NLEVEL; l++) {
 		uint64_t t = before - (uint64_t)(level[l] * (double)(before - pp->target));
-		struct plan_params q = *pp;
-		struct rc_skipped sk;
-		struct rc_pick *pk;
-		struct plan_rc cur;
-		uint32_t n;
-		if (pp->time_limit_s > 0) {
-			double left = pp->time_limit_s - (mono_now() - start);
-			if (left <= 0)
-				break;
-			q.time_limit_s = left / (double)(nlevel - l);
+		struct level_job *j = &job[nj];
+		memset(j, 0, sizeof *j);
+		if (rc_choose(p, rs, usable, stream, t, &j->pk, &j->n, &j->sk, NULL) < 0) {
+			oom = 1;
+			break;
 		}
-		if (rc_choose(p, rs, usable, stream, t, &pk, &n, &sk, NULL) < 0)
-			goto oom;
-		if (n == 0 || n == last_n) {
-			free(pk);
+		/* the greedy choice stops where its target is met: fewer picks are the
+		 * first of more, and the same count the same picks */
+		if (j->n == 0 || j->n == last_n) {
+			free(j->pk);
 			continue;
 		}
-		last_n = n;
-		if (plan_level(p, rs, pk, n, &sk, &q, &cur) < 0)
-			goto oom;
-		if (plan_better(&cur.pl, have ? &out->pl : moves_only)) {
+		last_n = j->n;
+		*j = (struct level_job){ .p = p, .rs = rs, .pk = j->pk, .n = j->n, .sk = j->sk,
+			.q = *pp, .r = -1 };
+		nj++;
+	}
+	for (uint32_t k = 0; k < nj && !oom; k++)
+		started[k] = pthread_create(&tid[k], NULL, level_main, &job[k]) == 0;
+	for (uint32_t k = 0; k < nj; k++) {
+		if (started[k])
+			pthread_join(tid[k], NULL);
+		else if (!oom)
+			level_main(&job[k]);	/* no thread: here */
+		else
+			free(job[k].pk);
+	}
+	for (uint32_t k = 0; k < nj; k++) {
+		if (!started[k] && oom)
+			continue;
+		if (job[k].r < 0) {
+			oom = 1;
+			continue;
+		}
+		if (!oom && plan_better(&job[k].out.pl, have ? &out->pl : moves_only)) {
 			if (have)
 				plan_rc_fini(out);
-			*out = cur;
+			*out = job[k].out;
 			have = 1;
 		} else {
-			plan_rc_fini(&cur);
+			plan_rc_fini(&job[k].out);
 		}
 	}
+	if (oom) {
+		if (have)
+			plan_rc_fini(out);
+		return -1;
+	}
 	return have;
-oom:
-	if (have)
-		plan_rc_fini(out);
-	return -1;
 }

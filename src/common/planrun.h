@@ -50,8 +50,9 @@ struct plan_rc {
  * 0.25, the gaps rc_choose picks for the recompute-only target peak - f *
  * (peak - pp->target) (peak: p's with nothing moved; usable and stream as
  * rc_choose's), then plan_make on the profile with them (rc_derive) for
- * the rest by moves, each with an equal share of what is left of
- * pp->time_limit_s. A level whose picks are those of the level before (the
+ * the rest by moves: the levels side by side, a thread each (one after the
+ * other where no thread can be made), each under pp->time_limit_s. A level
+ * whose picks are those of the level before (the
  * greedy choice stops where its target is met, so fewer picks are the
  * first of more) is not planned again. The best plan is kept: one that
  * meets pp->target before one that does not, then the least predicted
