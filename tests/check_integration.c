@@ -1419,7 +1419,7 @@ static void
 run_recompute(const char *extra, const char *path, struct run_result *r, struct trace *t)
 {
 	char *argv[] = { workload_path(0), "recompute", "16", NULL };
-	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=16M", "EBB_VERBOSE=2",
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", "EBB_VERBOSE=2",
 		"EBB_RECOMPUTE=1", "EBB_D2H_GBPS=0.05", "EBB_H2D_GBPS=0.05", extra, NULL };
 
 	run_ebb(argv, env, path, r);
@@ -1457,12 +1457,12 @@ START_TEST(recompute_runs)
 	ck_assert_uint_eq(count_type_field(&t, 'O', 4, "drop"), summary(&t, "recompute-drops"));
 	ck_assert_uint_eq(count_type_field(&t, 'B', 4, "remake"), summary(&t, "recompute-remakes"));
 	ck_assert_ptr_nonnull(note_value(&t, "plan-recompute-started"));
-	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 16u << 20);
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 32u << 20);
 	ck_assert_ptr_nonnull(strstr(r.err, "plan: recomputes "));
 	trace_free(&t);
 	run_free(&r);
 	/* without EBB_RECOMPUTE, nothing is dropped */
-	const char *off[] = { "EBB_MODE=offload", "EBB_LIMIT=16M", "EBB_D2H_GBPS=0.05",
+	const char *off[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", "EBB_D2H_GBPS=0.05",
 		"EBB_H2D_GBPS=0.05", NULL };
 	run_ebb(argv, off, path, &r);
 	expect_ok(&r);

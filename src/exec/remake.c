@@ -246,7 +246,7 @@ try_drop(uint32_t g, uint64_t seq)
 	const struct remake_gap *gp = &rc.p->gap[g];
 	struct ebb_buf *x = rc.resolve(&rc.p->bufs[gp->x]);
 
-	if (x == NULL || x->rc_gap != 0 || x->rc_inputs != 0 || x->size < gp->size ||
+	if (x == NULL || x->rc_gap != 0 || x->rc_inputs != 0 || x->mv.rsize != gp->size ||
 	    chain_stream(gp) == NULL)
 		goto kept;
 	for (uint32_t c = 0; c < gp->nchain; c++) {
@@ -296,11 +296,11 @@ read_there(uint32_t pos, uint32_t idx)
 	return lo < rc.p->nreads && rc.p->reads[lo] == key;
 }
 
-/* Remake, before operation seq, every dropped buffer that reads b (on stream
- * st: NULL none, else it waits for the remakes). Returns CUDA_SUCCESS or the
- * first error. */
+/* Remake, before operation seq, every dropped buffer that reads b; then
+ * stream st (NULL: none) waits for each remake on the device, or, with
+ * host, the host does. Returns CUDA_SUCCESS or the first error. */
 static CUresult
-remake_readers(const struct ebb_buf *b, struct ebb_stream *st, uint64_t seq)
+remake_readers(const struct ebb_buf *b, struct ebb_stream *st, int host, uint64_t seq)
 {
 	CUresult err = CUDA_SUCCESS;
 
@@ -316,8 +316,10 @@ remake_readers(const struct ebb_buf *b, struct ebb_stream *st, uint64_t seq)
 		}
 		struct ebb_buf *x = rc.xb[g];
 		struct ebb_stream *cs = chain_stream(gp);
-		CUresult r = remake_now(g, seq, 1);	/* leaves active: i stays */
-		if (r == CUDA_SUCCESS && st != NULL && st != cs && x->mv.arrive != NULL)
+		CUresult r = remake_now(g, seq, 1);	/* releases it: i stays */
+		if (r == CUDA_SUCCESS && x->mv.arrive != NULL && host)
+			r = streams_event_wait(x->mv.arrive);
+		else if (r == CUDA_SUCCESS && x->mv.arrive != NULL && st != NULL && st != cs)
 			r = ebb_real.cuStreamWaitEvent(streams_handle(st), x->mv.arrive, 0);
 		if (err == CUDA_SUCCESS)
 			err = r;
@@ -349,7 +351,7 @@ remake_before(uint32_t pos, uint64_t seq, struct ebb_stream *st, const struct eb
 			continue;
 		if (st == rc.p->pos_st[pos] && read_there(pos, b->rc_idx))
 			continue;	/* it reads it, as recorded */
-		CUresult r = remake_readers(b, st, seq);
+		CUresult r = remake_readers(b, st, 0, seq);
 		if (err == CUDA_SUCCESS)
 			err = r;
 	}
@@ -420,24 +422,8 @@ remake_free(struct ebb_buf *b, uint64_t seq)
 		return;
 	/* an asynchronous free orders its memory's reuse after its own stream
 	 * only: the host waits for the remakes that read it (a departure) */
-	for (uint32_t i = 0; i < rc.nactive;) {
-		uint32_t g = rc.active[i];
-		const struct remake_gap *gp = &rc.p->gap[g];
-		int reads = 0;
-		for (uint32_t k = 0; k < gp->nin && !reads; k++)
-			reads = rc.inb[gp->in_first + k] == b;
-		if (!reads) {
-			i++;
-			continue;
-		}
-		struct ebb_buf *x = rc.xb[g];
-		if (remake_now(g, seq, 1) != CUDA_SUCCESS)
-			rc.st.failed++;
-		else if (x->mv.arrive != NULL)
-			streams_event_wait(x->mv.arrive);
-		if (i < rc.nactive && rc.active[i] == g)
-			i++;
-	}
+	if (remake_readers(b, NULL, 1, seq) != CUDA_SUCCESS)
+		rc.st.failed++;
 }
 
 void

@@ -57,7 +57,7 @@ struct remake_gap {
 	uint32_t next_use;	/* its use after the gap (r <= next_use) */
 	uint32_t chain_first, nchain;	/* positions chain[chain_first ..] */
 	uint32_t in_first, nin;		/* inputs inputs[in_first ..] */
-	uint64_t size;		/* its bytes */
+	uint64_t size;		/* its bytes (its range's, as the profile has them) */
 };
 
 /*

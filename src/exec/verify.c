@@ -442,8 +442,10 @@ run_job(uint32_t i, uint64_t seq, struct ebb_stream *st, verify_resolve_fn resol
 	    take_scratch() < 0)
 		return -1;
 	size_t n = job_buffers(j, resolve, ctx, bufs);
-	if (n == 0 || bufs[0]->size < j->size)
+	/* the profile's bytes are the buffer's range; the job's are its size */
+	if (n == 0 || bufs[0]->mv.rsize != j->size)
 		return -1;
+	uint64_t bytes = bufs[0]->size;
 	/* used by this operation: nothing moves them while the replay runs */
 	for (size_t k = 0; k < n; k++) {
 		buftab_note_use(bufs[k], (uintptr_t)st, seq);
@@ -454,15 +456,15 @@ run_job(uint32_t i, uint64_t seq, struct ebb_stream *st, verify_resolve_fn resol
 	CUstream h = streams_handle(st);
 	CUdeviceptr slot = v.dig + (CUdeviceptr)i * SLOT_BYTES;
 	ebb_inside = 1;
-	int ok = ebb_real.cuMemsetD8Async(v.scratch, POISON, j->size, h) == CUDA_SUCCESS &&
+	int ok = ebb_real.cuMemsetD8Async(v.scratch, POISON, bytes, h) == CUDA_SUCCESS &&
 	    ebb_real.cuMemsetD8Async(slot, 0, SLOT_BYTES, h) == CUDA_SUCCESS;
 	for (uint32_t c = 0; ok && c < j->n; c++) {
 		const struct lrec *r = v.chain[j->first + c];
 		ok = this_iteration(r, v.chain_pos[j->first + c], j, params) == 0 &&
 		    lrec_launch(r, params) == CUDA_SUCCESS;
 	}
-	ok = ok && probe_hash(v.scratch, j->size, slot, h) == 0 &&
-	    probe_hash(bufs[0]->addr, j->size, slot + SLOT_BYTES / 2, h) == 0 &&
+	ok = ok && probe_hash(v.scratch, bytes, slot, h) == 0 &&
+	    probe_hash(bufs[0]->addr, bytes, slot + SLOT_BYTES / 2, h) == 0 &&
 	    ebb_real.cuEventRecord(v.done, h) == CUDA_SUCCESS;
 	ebb_inside = 0;
 	/* whatever was issued runs on st before seq: the scratch is free after it */
