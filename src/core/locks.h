@@ -8,17 +8,22 @@
  *    engine on the calling thread (src/hooks -> src/engine), which takes
  *    ebb_state_lock for the event and lets it go before the driver runs
  *    the call.
- *  - The mover's two copy workers (src/mover/mover_copy.c), one for copies
- *    to the host and one for copies back: each waits, without the lock,
- *    for its oldest copy's event, then retires the copy under
- *    ebb_state_lock (unmaps the device memory an offload freed, wakes
- *    those waiting for room). Started with the mover, stopped at exit.
+ *  - The mover's three workers (src/mover/mover_copy.c), one for copies
+ *    to the host, one for copies back (and remakes), one for drops: each
+ *    waits, without the lock, for its oldest item's event, then retires it
+ *    under ebb_state_lock (unmaps the device memory an offload or a drop
+ *    freed, wakes those waiting for room). Started with the mover, stopped
+ *    at exit.
  *  - The planner (src/engine/life.c): a detached thread per recorded
  *    iteration, which takes the recording under ebb_state_lock, plans
- *    without it, and installs the plan under it.
+ *    without it, and installs the plan under it; and one for the plan with
+ *    recomputes (EBB_RECOMPUTE), the same way, once the candidates are
+ *    verified.
  *  - The waits search (src/common/planrun.c): a thread beside the
  *    planner's greedy search, working on the planner's inputs alone; it
- *    takes no lock of ebb's and is cancelled through an atomic flag.
+ *    takes no lock of ebb's and is cancelled through an atomic flag. The
+ *    levels of the plan with recomputes (plan_make_recompute): a thread
+ *    each, the same way, each with its own waits search.
  *  - CUPTI's buffer thread (cupti/tracer.c): hands completed activity
  *    buffers to ebb, which keeps their records under the tracer's
  *    rec_lock; their times reach the executor (exec_gpu_time) and the

@@ -575,6 +575,7 @@ void
 life_atfork_child(void)
 {
 	pthread_mutex_init(&planning, NULL);
+	engine.replan_due = REPLAN_NONE;	/* its thread, if any, is not here either */
 	if (engine.life == LIFE_PLANNING)
 		life_set(without_planning(LIFE_TIMING));
 }

@@ -53,7 +53,7 @@ struct wqueue {
 struct mover_copies {
 	struct wqueue queues[W_KINDS];	/* by enum work_kind */
 	pthread_cond_t room_cond;	/* memory was released (a copy retired or abandoned) */
-	int workers_started;		/* both workers run (mover_copy_start) */
+	int workers_started;		/* the workers run (mover_copy_start) */
 	int stopping;			/* mover_shutdown asked the workers to stop */
 	uint64_t inflight;		/* offload copies not yet retired */
 	int said_abandoned;		/* a copy whose completion cannot be known was reported */
@@ -297,8 +297,9 @@ worker_main(void *arg)
 	return NULL;
 }
 
-/* Start the two workers. Returns 0, or pthread_create's error (a worker
- * already started then waits for work that never comes). */
+/* Start the workers (offload, restore, drop). Returns 0, or
+ * pthread_create's error (a worker already started then waits for work that
+ * never comes). */
 int
 mover_copy_start(void)
 {
@@ -349,7 +350,7 @@ mover_copy_inflight_sized(size_t rsize)
 }
 
 /* Make stream waiter (ebb's d2h or drop stream) wait for every queued use of
- * b, on every stream the job used. Returns 0 or a CUresult. */
+ * b on the streams it remembers (b->last). Returns 0 or a CUresult. */
 static CUresult
 after_uses(struct ebb_buf *b, CUstream waiter)
 {

@@ -6,7 +6,8 @@
  * mover_slab.c  small buffers, carved from slabs
  * mover_tag.c   when memory the job freed may be used again
  * mover_lru.c   the resident movable buffers, least recently used first
- * mover_copy.c  offload and restore copies, and the workers that retire them
+ * mover_copy.c  offload and restore copies, drops and remakes, and the workers
+ *               that retire them
  * mover_rate.c  copy bandwidth measured at start, and the rates copies get
  *
  * Everything here runs with ebb_state_lock held, as the entry points do,
@@ -134,7 +135,8 @@ struct ebb_buf *mover_lru_victim(uint64_t seq, size_t rsize);
 
 /* ---- mover_copy.c ---- */
 
-/* Start the two workers. Returns 0 or the error pthread_create returned. */
+/* Start the workers (offload, restore, drop). Returns 0 or the error
+ * pthread_create returned. */
 int mover_copy_start(void);
 
 /* Offload copies issued and not yet retired. */
