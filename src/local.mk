@@ -47,6 +47,7 @@ src_libebbcore_la_SOURCES = \
 	src/exec/exec.c src/exec/exec.h src/exec/exec_int.h src/exec/exec_plan.c \
 	src/exec/lrec.c src/exec/lrec.h \
 	src/exec/probe.c src/exec/probe.h src/exec/hash_ptx.h \
+	src/exec/hashreg.c src/exec/hashreg.h \
 	src/exec/verify.c src/exec/verify.h \
 	src/exec/remake.c src/exec/remake.h \
 	src/engine/engine.c src/engine/engine.h src/engine/engine_int.h \

@@ -1411,6 +1411,41 @@ START_TEST(write_sets_chance_pointer)
 }
 END_TEST
 
+/*
+ * Data is not a table of pointers because its words lie between tracked
+ * buffers (workload writesets, WORKLOAD_FARDATA=1): with the job's own
+ * mapping at 16 TiB and the driver's allocations far above it, copy reads
+ * words of 32 TiB and more, inside the span of every tracked buffer but in
+ * no buffer's region. It is measured as a plain read and write, may be
+ * launched again, and does not count as writing what it does not reference;
+ * gather's table still does.
+ */
+START_TEST(write_sets_data_between_buffers)
+{
+	const char *path = tmp_file("wsetsfar");
+	char *argv[] = { workload_path(0), "writesets", "16", NULL };
+	const char *env[] = { "WORKLOAD_FARDATA=1", NULL };
+	struct run_result alone, r;
+	struct trace t;
+
+	run_ebb(argv, env, NULL, &alone);
+	expect_ok(&alone);
+	run_writesets("EBB_RECOMPUTE=1", "WORKLOAD_FARDATA=1", path, &r, &t);
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	ck_assert_uint_eq(summary(&t, "write-set-launches"), 9);
+	ck_assert_uint_eq(summary(&t, "write-set-unmeasured"), 0);
+	ck_assert_str_eq(accesses_of(&t, "copy_bytes"), "2,1");
+	ck_assert_str_eq(accesses_of(&t, "gather_ptrs"), "5");
+	ck_assert_uint_eq(summary(&t, "write-set-pointer-refs"), 1);
+	ck_assert_uint_eq(summary(&t, "wild-launches"), 1);
+	ck_assert_uint_eq(summary(&t, "replayable-launches"), 8);
+	trace_free(&t);
+	run_free(&alone);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /* Run the recompute scenario for 16 iterations in offload mode under a limit
  * below what it holds at once, with a link so slow (EBB_D2H_GBPS,
  * EBB_H2D_GBPS) that moving its activations stalls far longer than
@@ -1902,6 +1937,7 @@ main(void)
 	tcase_add_test(tc, write_sets_refused);
 	tcase_add_test(tc, replay_verify_refuses);
 	tcase_add_test(tc, write_sets_chance_pointer);
+	tcase_add_test(tc, write_sets_data_between_buffers);
 	tcase_add_test(tc, recompute_runs);
 	tcase_add_test(tc, recompute_departure);
 	tcase_add_test(tc, plan_off);

@@ -10,7 +10,7 @@ TEST_LIBS = tests/libtestutil.la $(CHECK_LIBS)
 
 UNIT_TESTS = tests/check_conf tests/check_buftab tests/check_iter tests/check_trace \
 	tests/check_cupti_match tests/check_kparam tests/check_exports tests/check_plan \
-	tests/check_lrec tests/check_replay tests/check_recompute
+	tests/check_lrec tests/check_replay tests/check_recompute tests/check_hashreg
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 
@@ -40,6 +40,10 @@ tests_check_lrec_SOURCES = tests/check_lrec.c src/exec/lrec.c src/core/kparam.c
 tests_check_lrec_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests/fakecuda $(CUDA_CPPFLAGS)
 tests_check_lrec_CFLAGS = $(TEST_CFLAGS)
 tests_check_lrec_LDADD = tests/fakecuda/libcuda.la $(TEST_LIBS) $(PTHREAD_LIBS)
+
+tests_check_hashreg_SOURCES = tests/check_hashreg.c src/exec/hashreg.c src/exec/hashreg.h
+tests_check_hashreg_CFLAGS = $(TEST_CFLAGS)
+tests_check_hashreg_LDADD = $(TEST_LIBS)
 
 tests_check_exports_SOURCES = tests/check_exports.c
 tests_check_exports_CFLAGS = $(TEST_CFLAGS)

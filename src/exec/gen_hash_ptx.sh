@@ -7,7 +7,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-nvcc -ptx -arch=compute_75 -O3 "$here/hash.cu" -o "$tmp/hash.ptx"
+nvcc -ptx -arch=compute_75 -O3 -I"$here" "$here/hash.cu" -o "$tmp/hash.ptx"
 sed -e 's/^\.version .*/.version 7.0/' -e 's/^\.target .*/.target sm_70/' \
     -e '/^\/\//d' "$tmp/hash.ptx" > "$tmp/low.ptx"
 ptxas -arch=sm_90 "$tmp/low.ptx" -o "$tmp/check.cubin"

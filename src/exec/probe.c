@@ -11,6 +11,7 @@
 #include "buftab.h"
 #include "ebb.h"
 #include "hash_ptx.h"
+#include "hashreg.h"
 #include "log.h"
 #include "lrec.h"
 #include "plan.h"
@@ -59,8 +60,8 @@ static struct probe {
 					 * has passed their hashes (at the next probe_read) */
 	unsigned nstale;
 	uint64_t *host;		/* the digests read back: 8 words a reference */
-	uint64_t lo, hi;	/* the device addresses of every tracked buffer lie in
-				 * [lo, hi): words there may be pointers */
+	struct hashreg reg;	/* the regions every tracked buffer lies in: words
+				 * there may be pointers */
 	struct probe_stats st;
 } probe = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -234,10 +235,7 @@ shape_close(void)
 void
 probe_span(const struct ebb_buf *b)
 {
-	if (b->addr < probe.lo)
-		probe.lo = b->addr;
-	if (b->addr + b->size > probe.hi)
-		probe.hi = b->addr + b->size;
+	hashreg_add(&probe.reg, b->addr, b->size);
 }
 
 /* probe_span as buftab_walk's callback. */
@@ -277,8 +275,7 @@ probe_begin(uint64_t s0, struct buftab *tab)
 		free_positions();
 		return -1;
 	}
-	probe.lo = UINT64_MAX;
-	probe.hi = 0;
+	memset(&probe.reg, 0, sizeof probe.reg);
 	buftab_walk(tab, span, NULL);
 	probe.s0 = s0;
 	probe.nops = nops;
@@ -296,12 +293,13 @@ probe_on(void)
 }
 
 /* Launch the hash of n bytes at p into out on stream h, counting the words
- * in [lo, hi) as pointer-like. Returns the driver's result. */
+ * inside reg's regions as pointer-like. Returns the driver's result. */
 static CUresult
-launch_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h, uint64_t lo, uint64_t hi)
+launch_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h, const struct hashreg *reg)
 {
-	unsigned long long size = n, from = lo, to = hi;
-	void *args[] = { &p, &size, &out, &from, &to };
+	unsigned long long size = n;
+	struct hashreg r = *reg;
+	void *args[] = { &p, &size, &out, &r };
 	uint64_t blocks = ((n + 7) / 8 + HASH_THREADS - 1) / HASH_THREADS;
 
 	if (blocks > HASH_MAX_BLOCKS)
@@ -317,7 +315,7 @@ launch_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h, uint64_t lo,
 static int
 hash(const struct ebb_buf *b, CUdeviceptr out, CUstream h)
 {
-	if (launch_hash(b->addr, b->size, out, h, probe.lo, probe.hi) != CUDA_SUCCESS)
+	if (launch_hash(b->addr, b->size, out, h, &probe.reg) != CUDA_SUCCESS)
 		return -1;
 	probe.st.hashes++;
 	probe.st.bytes += b->size;
@@ -327,9 +325,11 @@ hash(const struct ebb_buf *b, CUdeviceptr out, CUstream h)
 int
 probe_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h)
 {
+	static const struct hashreg none;	/* no pointers */
+
 	if (probe.fn == NULL)
 		return -1;
-	return launch_hash(p, n, out, h, 0, 0) == CUDA_SUCCESS ? 0 : -1;	/* no pointers */
+	return launch_hash(p, n, out, h, &none) == CUDA_SUCCESS ? 0 : -1;
 }
 
 /* The byte an unmeasured reference's digests are filled with: its padding

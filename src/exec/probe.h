@@ -77,7 +77,8 @@ int probe_begin(uint64_t s0, struct buftab *tab);
  * loaded or the launch fails. */
 int probe_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h);
 
-/* Buffer b was allocated while probing: words inside it count as pointers. */
+/* Buffer b was allocated while probing: words inside the region it lies in
+ * count as pointers (hashreg.h). */
 void probe_span(const struct ebb_buf *b);
 
 /* Whether a probe is on (between probe_begin and probe_end). */
@@ -118,9 +119,9 @@ int probe_read(void);
 unsigned probe_access(uint32_t pos, uint32_t j);
 
 /* Whether the buffer of reference j of position pos, before or after its
- * launch, holds an 8-byte aligned word inside the span of tracked buffers:
- * a table of pointers, through which the launch may write buffers it does
- * not reference. 0 when not measured. */
+ * launch, holds an 8-byte aligned word inside the regions of tracked
+ * buffers (hashreg.h): a table of pointers, through which the launch may
+ * write buffers it does not reference. 0 when not measured. */
 int probe_pointers(uint32_t pos, uint32_t j);
 
 void probe_stats(struct probe_stats *out);

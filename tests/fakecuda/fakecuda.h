@@ -159,15 +159,18 @@ struct fakecuda_stamp_u32_params {
 /* ebb_hash: the kernel ebb carries as PTX (src/exec/hash.cu), run natively when a
  * module loaded from PTX text names it: adds a 128-bit digest of the n bytes at p into
  * out[0] and out[1], and into out[2] the number of whole words, p 8-byte aligned, whose
- * value lies in [lo, hi). The bytes are little-endian 8-byte words w_i, the last padded
- * with zeros; out[0] += sum of mix(w_i ^ i * 0x9e3779b97f4a7c15), out[1] += sum of
- * mix(w_i + i * 0xc2b2ae3d27d4eb4f + 0x165667b19e3779f9), mod 2^64, mix being
- * SplitMix64's finaliser. */
+ * value lies inside one of the regions [lo[k], hi[k]), k < nregions (at most 16). The
+ * bytes are little-endian 8-byte words w_i, the last padded with zeros; out[0] += sum
+ * of mix(w_i ^ i * 0x9e3779b97f4a7c15), out[1] += sum of mix(w_i + i *
+ * 0xc2b2ae3d27d4eb4f + 0x165667b19e3779f9), mod 2^64, mix being SplitMix64's
+ * finaliser. */
+#define FAKECUDA_HASH_REGIONS 16
 struct fakecuda_ebb_hash_params {
     const unsigned char *p;
     uint64_t n;
     uint64_t *out;
-    uint64_t lo, hi;
+    uint64_t lo[FAKECUDA_HASH_REGIONS], hi[FAKECUDA_HASH_REGIONS];
+    uint64_t nregions;
 };
 
 /* Dimensions of the offset calculator of strided_add_f32. */

@@ -177,8 +177,12 @@ static void k_ebb_hash(const void *params)
         uint64_t w = 0;
         for (unsigned b = 0; b < 8 && i * 8 + b < a.n; b++)
             w |= (uint64_t)a.p[i * 8 + b] << (8 * b);
-        if (aligned && i * 8 + 8 <= a.n)
-            ptrs += w >= a.lo && w < a.hi;
+        for (uint64_t k = 0; aligned && i * 8 + 8 <= a.n && k < a.nregions &&
+                             k < FAKECUDA_HASH_REGIONS; k++)
+            if (w >= a.lo[k] && w < a.hi[k]) {
+                ptrs++;
+                break;
+            }
         s0 += hash_mix(w ^ (i * 0x9e3779b97f4a7c15ULL));
         s1 += hash_mix(w + i * 0xc2b2ae3d27d4eb4fULL + 0x165667b19e3779f9ULL);
     }
@@ -234,9 +238,12 @@ static const struct param p_rand_state_f32[] = { PARAM(rand_state_f32, dst),
                                                  PARAM(rand_state_f32, n),
                                                  PARAM(rand_state_f32, seed) };
 static const struct param p_stamp_u32[] = { PARAM(stamp_u32, dst), PARAM(stamp_u32, n) };
-static const struct param p_ebb_hash[] = { PARAM(ebb_hash, p), PARAM(ebb_hash, n),
-                                           PARAM(ebb_hash, out), PARAM(ebb_hash, lo),
-                                           PARAM(ebb_hash, hi) };
+/* (the regions: one struct passed by value, as hash.cu's) */
+static const struct param p_ebb_hash[] = {
+    PARAM(ebb_hash, p), PARAM(ebb_hash, n), PARAM(ebb_hash, out),
+    { offsetof(struct fakecuda_ebb_hash_params, lo),
+      sizeof(struct fakecuda_ebb_hash_params) - offsetof(struct fakecuda_ebb_hash_params, lo) }
+};
 static const struct param p_square_sum_f32[] = { PARAM(square_sum_f32, dst),
                                                  PARAM(square_sum_f32, src),
                                                  PARAM(square_sum_f32, scratch),

@@ -1334,8 +1334,13 @@ scenario_plan(int iters)
  * (reads t, writes the sum's second word). With WORKLOAD_SEEDPTR=k, in the
  * iterations of k's parity rand_state's seed is an address inside a buffer
  * of its own, which ebb takes for a reference (the checksum then leaves the
- * sum out: the address, and so the seed, changes from run to run). One sync an iteration; prints a
- * checksum of every sum and of o's last word, the same with and without ebb.
+ * sum out: the address, and so the seed, changes from run to run). With
+ * WORKLOAD_FARDATA=1, the job also maps memory of its own at 16 TiB, far below
+ * the driver's allocations; fill writes e, then copy (writes e, reads d)
+ * copies d's 64-bit words of 32 TiB + i * 8 over it: between the two, inside
+ * [lowest, highest tracked address), and in no tracked buffer's region
+ * (data, not pointers). One sync an iteration; prints a checksum of every
+ * sum and of o's last word, the same with and without ebb.
  */
 static int
 scenario_writesets(int iters)
@@ -1346,6 +1351,7 @@ scenario_writesets(int iters)
 	uint64_t check = 0xcbf29ce484222325ULL, zero = 0;
 	int stamp = getenv("WORKLOAD_STAMP") != NULL && atoi(getenv("WORKLOAD_STAMP")) != 0;
 	int seedptr = getenv("WORKLOAD_SEEDPTR") != NULL ? atoi(getenv("WORKLOAD_SEEDPTR")) : -1;
+	int fardata = getenv("WORKLOAD_FARDATA") != NULL && atoi(getenv("WORKLOAD_FARDATA")) != 0;
 
 	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CK(cu.MemAlloc(&state, n));
@@ -1355,6 +1361,35 @@ scenario_writesets(int iters)
 	CUdeviceptr other = 0;
 	if (seedptr >= 0)
 		CK(cu.MemAlloc(&other, 3 * n / 2));	/* of a size none of the others has */
+	CUdeviceptr far = 0, d = 0, e = 0;
+	CUmemGenericAllocationHandle farh = 0;
+	if (fardata) {
+		const CUdeviceptr at = (CUdeviceptr)16 << 40;
+		CUmemAllocationProp prop;
+		memset(&prop, 0, sizeof prop);
+		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		CUmemAccessDesc acc;
+		memset(&acc, 0, sizeof acc);
+		acc.location = prop.location;
+		acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		CK(cu.MemAddressReserve(&far, n, 0, at, 0));
+		if (far != at)
+			FAIL("cuMemAddressReserve gave %#llx, not the %#llx asked for",
+			    (unsigned long long)far, (unsigned long long)at);
+		CK(cu.MemCreate(&farh, n, &prop, 0));
+		CK(cu.MemMap(far, n, 0, farh, 0));
+		CK(cu.MemSetAccess(far, n, &acc, 1));
+		CK(cu.MemAlloc(&d, n));
+		CK(cu.MemAlloc(&e, n));
+		uint64_t *words64 = malloc(n);
+		if (words64 == NULL)
+			FAIL("out of host memory");
+		for (size_t i = 0; i < n / 8; i++)
+			words64[i] = ((uint64_t)32 << 40) + i * 8;
+		CK(cu.MemcpyHtoD(d, words64, n));
+		free(words64);
+	}
 	CK(cu.MemcpyHtoD(state, &zero, sizeof zero));
 	for (int it = 0; it < iters; it++) {
 		CK(cu.MemAllocAsync(&x, n, s));
@@ -1390,6 +1425,10 @@ scenario_writesets(int iters)
 		struct fakecuda_gather_ptrs_params gp = { (void *const *)table, 2, (uint8_t)it };
 		void *ga[] = { &gp.table, &gp.count, &gp.value };
 		CK(cu.LaunchKernel(k_gather, 1, 1, 1, 32, 1, 1, 0, s, ga, NULL));
+		if (fardata) {
+			launch_fill(e, (uint32_t)it + 5, words, s);
+			launch_copy(e, d, n, s);
+		}
 		if (stamp) {
 			struct fakecuda_sum_u32_params up = { (uint64_t *)(sum + 8), (const uint32_t *)t,
 				words };
@@ -1410,6 +1449,12 @@ scenario_writesets(int iters)
 		CK(cu.MemFreeAsync(y, s));
 		CK(cu.MemFreeAsync(z, s));
 		CK(cu.MemFreeAsync(o, s));
+	}
+	if (fardata) {
+		CK(cu.CtxSynchronize());
+		CK(cu.MemUnmap(far, n));
+		CK(cu.MemRelease(farh));
+		CK(cu.MemAddressFree(far, n));
 	}
 	printf("checksum %016llx\n", (unsigned long long)check);
 	return 0;
