@@ -545,6 +545,58 @@ START_TEST(records_stay_put)
 }
 END_TEST
 
+/*
+ * An argument set takes each of its positions' arguments at their launch
+ * (the same launch, other values), answers NULL for a launch that is not
+ * the recorded one, for positions not its own and after a clear.
+ */
+START_TEST(argset_takes_this_iterations_arguments)
+{
+	struct lrec_set set;
+	struct lrec_argset a;
+	uint64_t v = 7, w = 9;
+	void *args[] = { &v, &v, &v };
+	struct ebb_launch l = { .func = (CUfunction)k_fill, .params = args, .grid = { 1, 1, 1 },
+		.block = { 1, 1, 1 } };
+	const uint32_t pos[] = { 3, 1, 3 };
+
+	ck_assert_int_eq(lrec_set_init(&set, 6, 1 << 20), 0);
+	for (uint32_t i = 0; i < 6; i++)
+		ck_assert_int_eq(lrec_add(&set, i, &l, layout(k_fill), stream, 0, NULL, 0),
+		    LREC_REPLAYABLE);
+	ck_assert_int_eq(lrec_argset_init(&a, &set, pos, 3), 0);
+	ck_assert_uint_eq(a.m, 2);
+	ck_assert_ptr_null(lrec_argset_get(&a, 3));
+	args[1] = &w;
+	ck_assert_int_eq(lrec_argset_take(&a, &set, 3, &l), 1);
+	ck_assert_int_eq(lrec_argset_take(&a, &set, 2, &l), 0);
+	const unsigned char *got = lrec_argset_get(&a, 3);
+	ck_assert_ptr_nonnull(got);
+	uint64_t word;
+	memcpy(&word, got + 8, 8);
+	ck_assert_uint_eq(word, 9);
+	memcpy(&word, got, 8);
+	ck_assert_uint_eq(word, 7);
+	ck_assert_ptr_null(lrec_argset_get(&a, 1));
+	ck_assert_ptr_null(lrec_argset_get(&a, 2));
+	ck_assert_ptr_null(lrec_argset_get(&a, 6));
+	/* another geometry is another launch: nothing taken there */
+	l.grid[0] = 2;
+	ck_assert_int_eq(lrec_argset_take(&a, &set, 1, &l), -1);
+	ck_assert_ptr_null(lrec_argset_get(&a, 1));
+	ck_assert_int_eq(lrec_argset_take(&a, &set, 3, NULL), -1);
+	ck_assert_ptr_null(lrec_argset_get(&a, 3));
+	l.grid[0] = 1;
+	ck_assert_int_eq(lrec_argset_take(&a, &set, 1, &l), 1);
+	lrec_argset_clear(&a);
+	ck_assert_ptr_null(lrec_argset_get(&a, 1));
+	lrec_argset_fini(&a);
+	ck_assert_ptr_null(lrec_argset_get(&a, 1));
+	ck_assert_int_eq(lrec_argset_take(&a, &set, 1, &l), 0);
+	lrec_set_fini(&set);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -557,6 +609,7 @@ main(void)
 	tcase_add_test(tc, unreplayable_marked);
 	tcase_add_test(tc, bound_marks_unrecorded);
 	tcase_add_test(tc, records_stay_put);
+	tcase_add_test(tc, argset_takes_this_iterations_arguments);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

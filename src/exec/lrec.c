@@ -400,3 +400,73 @@ lrec_launch(const struct lrec *r, const unsigned char *params)
 		free(args);
 	return res;
 }
+
+/* ---- arguments of this iteration ---- */
+
+#define NOT_TAKEN UINT32_MAX
+
+int
+lrec_argset_init(struct lrec_argset *a, const struct lrec_set *s, const uint32_t *pos, size_t n)
+{
+	memset(a, 0, sizeof *a);
+	a->idx = malloc((s->n ? s->n : 1) * sizeof *a->idx);
+	if (a->idx == NULL)
+		return -1;
+	a->npos = s->n;
+	memset(a->idx, 0xff, s->n * sizeof *a->idx);
+	for (size_t i = 0; i < n; i++)
+		if (pos[i] < a->npos && a->idx[pos[i]] == NOT_TAKEN)
+			a->idx[pos[i]] = a->m++;
+	a->off = malloc((a->m ? a->m : 1) * sizeof *a->off);
+	a->got = calloc(a->m ? a->m : 1, 1);
+	size_t total = 0;
+	for (uint32_t q = 0; a->off != NULL && q < a->npos; q++)
+		if (a->idx[q] != NOT_TAKEN) {
+			const struct lrec *r = lrec_at(s, q);
+			a->off[a->idx[q]] = total;
+			total += r != NULL ? r->nbytes : 0;
+		}
+	a->buf = malloc(total ? total : 1);
+	if (a->off == NULL || a->got == NULL || a->buf == NULL) {
+		lrec_argset_fini(a);
+		return -1;
+	}
+	return 0;
+}
+
+int
+lrec_argset_take(struct lrec_argset *a, const struct lrec_set *s, uint32_t pos,
+    const struct ebb_launch *l)
+{
+	if (a->idx == NULL || pos >= a->npos || a->idx[pos] == NOT_TAKEN)
+		return 0;
+	uint32_t i = a->idx[pos];
+	const struct lrec *r = lrec_at(s, pos);
+	a->got[i] = l != NULL && r != NULL && lrec_args(r, l, a->buf + a->off[i]) == 0;
+	return a->got[i] ? 1 : -1;
+}
+
+const unsigned char *
+lrec_argset_get(const struct lrec_argset *a, uint32_t pos)
+{
+	if (a->idx == NULL || pos >= a->npos || a->idx[pos] == NOT_TAKEN || !a->got[a->idx[pos]])
+		return NULL;
+	return a->buf + a->off[a->idx[pos]];
+}
+
+void
+lrec_argset_clear(struct lrec_argset *a)
+{
+	if (a->got != NULL)
+		memset(a->got, 0, a->m ? a->m : 1);
+}
+
+void
+lrec_argset_fini(struct lrec_argset *a)
+{
+	free(a->idx);
+	free(a->off);
+	free(a->got);
+	free(a->buf);
+	memset(a, 0, sizeof *a);
+}

@@ -156,6 +156,42 @@ int lrec_args(const struct lrec *r, const struct ebb_launch *l, unsigned char *o
 void lrec_set_fini(struct lrec_set *s);
 
 /*
+ * This iteration's arguments of some positions' launches, each taken at its
+ * launch (lrec_args), so that they can be launched again later in the same
+ * iteration with what the job passed this time.
+ */
+struct lrec_argset {
+	uint32_t *idx;		/* by position: index into off and got, or UINT32_MAX */
+	size_t *off;		/* where each one's bytes are in buf */
+	uint8_t *got;		/* taken in this iteration */
+	unsigned char *buf;
+	uint32_t npos;		/* positions idx covers (the set's) */
+	uint32_t m;		/* positions taken */
+};
+
+/* Set a up for the positions pos[0..n) of s's records (in any order,
+ * repeated or not). Returns 0, or -1 when there is no memory (a is then as
+ * zeroed). */
+int lrec_argset_init(struct lrec_argset *a, const struct lrec_set *s, const uint32_t *pos,
+    size_t n);
+
+/* Launch l at position pos: take its arguments where pos is one of a's.
+ * Returns 1 when taken, 0 when pos is not one of a's, -1 when l is not the
+ * recorded launch there (lrec_args; pos then has no arguments taken). */
+int lrec_argset_take(struct lrec_argset *a, const struct lrec_set *s, uint32_t pos,
+    const struct ebb_launch *l);
+
+/* The arguments taken at pos in this iteration (laid out as its record's
+ * parameter bytes), or NULL when none were. */
+const unsigned char *lrec_argset_get(const struct lrec_argset *a, uint32_t pos);
+
+/* A new iteration: nothing taken. */
+void lrec_argset_clear(struct lrec_argset *a);
+
+/* Free what a holds; a is then as zeroed. */
+void lrec_argset_fini(struct lrec_argset *a);
+
+/*
  * Launch r again through the driver's own functions (ebb_real), as it was
  * launched: the same entry point, function, geometry, shared memory, stream
  * and attributes, with the parameter bytes params (r->params, or a copy of

@@ -16,9 +16,6 @@
 #include "remake.h"
 #include "streams.h"
 
-/* No chain launch at a position (struct remake's cidx). */
-#define NO_CHAIN UINT32_MAX
-
 /* The most buffers one remake makes resident (its inputs). */
 #define MAX_INPUTS 64
 
@@ -33,12 +30,7 @@ static struct remake {
 	uint32_t nby_r, next_r;
 	uint32_t *active;		/* gaps dropped now, in no order */
 	uint32_t nactive;
-	/* this iteration's arguments of every chain launch */
-	uint32_t *cidx;			/* by position: index in coff, or NO_CHAIN */
-	size_t *coff;			/* where each position's bytes are in cbuf */
-	uint8_t *cgot;			/* taken this iteration */
-	unsigned char *cbuf;
-	uint32_t ncpos;
+	struct lrec_argset args;	/* this iteration's arguments of every chain launch */
 	struct remake_stats st;
 } rc;
 
@@ -67,17 +59,11 @@ clear(void)
 	free(rc.inb);
 	free(rc.by_r);
 	free(rc.active);
-	free(rc.cidx);
-	free(rc.coff);
-	free(rc.cgot);
-	free(rc.cbuf);
+	lrec_argset_fini(&rc.args);
 	rc.xb = rc.inb = NULL;
-	rc.by_r = rc.active = rc.cidx = NULL;
-	rc.coff = NULL;
-	rc.cgot = NULL;
-	rc.cbuf = NULL;
+	rc.by_r = rc.active = NULL;
 	rc.p = NULL;
-	rc.nby_r = rc.next_r = rc.nactive = rc.next_drop = rc.ncpos = 0;
+	rc.nby_r = rc.next_r = rc.nactive = rc.next_drop = 0;
 }
 
 /* Order gaps (indices) by their r. */
@@ -89,38 +75,6 @@ by_r(const void *a, const void *b)
 	uint32_t y = sort_plan->gap[*(const uint32_t *)b].r;
 
 	return x < y ? -1 : x > y;
-}
-
-/* Room for this iteration's arguments of every chain launch of p. Returns 0
- * or -1. */
-static int
-capture_room(const struct remake_plan *p)
-{
-	rc.cidx = malloc((p->nops ? p->nops : 1) * sizeof *rc.cidx);
-	if (rc.cidx == NULL)
-		return -1;
-	memset(rc.cidx, 0xff, p->nops * sizeof *rc.cidx);
-	uint32_t m = 0;
-	for (uint32_t g = 0; g < p->ngap; g++)
-		for (uint32_t c = 0; c < p->gap[g].nchain; c++) {
-			uint32_t q = p->chain[p->gap[g].chain_first + c];
-			if (q < p->nops && rc.cidx[q] == NO_CHAIN)
-				rc.cidx[q] = m++;
-		}
-	rc.ncpos = m;
-	rc.coff = malloc((m ? m : 1) * sizeof *rc.coff);
-	rc.cgot = calloc(m ? m : 1, 1);
-	if (rc.coff == NULL || rc.cgot == NULL)
-		return -1;
-	size_t total = 0;
-	for (uint32_t q = 0; q < p->nops; q++)
-		if (rc.cidx[q] != NO_CHAIN) {
-			const struct lrec *r = lrec_at(p->ls, q);
-			rc.coff[rc.cidx[q]] = total;
-			total += r != NULL ? r->nbytes : 0;
-		}
-	rc.cbuf = malloc(total ? total : 1);
-	return rc.cbuf != NULL ? 0 : -1;
 }
 
 /* The mover's remake function (mover_remake_fn). */
@@ -143,12 +97,16 @@ remake_start(const struct remake_plan *p)
 		remake_stop(0);
 	if (p == NULL || p->ngap == 0)
 		return 0;
+	uint32_t nchain = 0;	/* chain's length: where the last gap's ends */
+	for (uint32_t g = 0; g < p->ngap; g++)
+		if (p->gap[g].chain_first + p->gap[g].nchain > nchain)
+			nchain = p->gap[g].chain_first + p->gap[g].nchain;
 	rc.xb = calloc(p->ngap, sizeof *rc.xb);
 	rc.inb = calloc(p->ninputs + 1, sizeof *rc.inb);
 	rc.by_r = malloc(p->ngap * sizeof *rc.by_r);
 	rc.active = malloc(p->ngap * sizeof *rc.active);
 	if (rc.xb == NULL || rc.inb == NULL || rc.by_r == NULL || rc.active == NULL ||
-	    capture_room(p) < 0) {
+	    lrec_argset_init(&rc.args, p->ls, p->chain, nchain) < 0) {
 		clear();
 		ebb_log_once(&said, EBB_LOG_WARN, "no memory to run the plan's recomputes; its "
 		    "buffers stay on the device");
@@ -222,9 +180,9 @@ remake_now(uint32_t g, uint64_t seq, int early)
 static int
 args_match(const struct lrec *r, uint32_t q)
 {
-	const unsigned char *a = rc.cbuf + rc.coff[rc.cidx[q]];
+	const unsigned char *a = lrec_argset_get(&rc.args, q);
 
-	if (!r->relocated)
+	if (a == NULL || !r->relocated)
 		return 0;
 	for (uint32_t k = 0; k < r->nrelocs; k++) {
 		const struct lrec_reloc *rl = &r->relocs[k];
@@ -252,8 +210,7 @@ try_drop(uint32_t g, uint64_t seq)
 	for (uint32_t c = 0; c < gp->nchain; c++) {
 		uint32_t q = rc.p->chain[gp->chain_first + c];
 		const struct lrec *r = lrec_at(rc.p->ls, q);
-		if (r == NULL || q >= rc.p->nops || rc.cidx[q] == NO_CHAIN ||
-		    !rc.cgot[rc.cidx[q]] || !args_match(r, q))
+		if (r == NULL || q >= rc.p->nops || !args_match(r, q))
 			goto kept;
 	}
 	for (uint32_t k = 0; k < gp->nin; k++) {
@@ -338,11 +295,7 @@ remake_before(uint32_t pos, uint64_t seq, struct ebb_stream *st, const struct eb
 	if (rc.p == NULL || pos >= rc.p->nops)
 		return CUDA_SUCCESS;
 	/* a chain's launch: its arguments as this iteration passes them */
-	uint32_t ci = rc.cidx[pos];
-	if (ci != NO_CHAIN) {
-		const struct lrec *r = lrec_at(rc.p->ls, pos);
-		rc.cgot[ci] = l != NULL && r != NULL && lrec_args(r, l, rc.cbuf + rc.coff[ci]) == 0;
-	}
+	lrec_argset_take(&rc.args, rc.p->ls, pos, l);
 	if (rc.nactive == 0)
 		return CUDA_SUCCESS;
 	for (size_t i = 0; i < n; i++) {
@@ -397,7 +350,7 @@ remake_boundary(uint64_t seq)
 		return;
 	remake_all(seq, 1);
 	rc.next_drop = rc.next_r = 0;
-	memset(rc.cgot, 0, rc.ncpos ? rc.ncpos : 1);
+	lrec_argset_clear(&rc.args);
 }
 
 void
@@ -464,7 +417,7 @@ fill(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq, CUevent *done
 	ebb_inside = 1;
 	for (uint32_t c = 0; r == CUDA_SUCCESS && c < gp->nchain; c++) {
 		uint32_t q = rc.p->chain[gp->chain_first + c];
-		r = lrec_launch(lrec_at(rc.p->ls, q), rc.cbuf + rc.coff[rc.cidx[q]]);
+		r = lrec_launch(lrec_at(rc.p->ls, q), lrec_argset_get(&rc.args, q));
 	}
 	/* (the restore worker that retires it gives it back as a copy's) */
 	if (r == CUDA_SUCCESS && (ev = streams_event_get(1)) == NULL)

@@ -66,12 +66,7 @@ static struct verify {
 	uint32_t njobs, next;		/* next: the first job not yet reached */
 	const struct lrec **chain;	/* the jobs' chains */
 	uint32_t *chain_pos;		/* the position of each */
-	/* this iteration's arguments of every chain launch, taken at its launch */
-	uint32_t *cpos;			/* the chains' positions, increasing, once each */
-	size_t *coff;			/* where each one's bytes are in cbuf */
-	uint8_t *cgot;			/* taken this iteration */
-	unsigned char *cbuf;
-	uint32_t ncpos;
+	struct lrec_argset args;	/* this iteration's arguments of every chain launch */
 	struct ebb_buf *scratch_buf;	/* the scratch (mover_own_alloc); NULL: none yet */
 	struct ebb_buf *dig_buf;	/* the digests (the same) */
 	CUdeviceptr scratch, dig;	/* their addresses */
@@ -92,21 +87,14 @@ free_host(void)
 	free(v.job);
 	free(v.chain);
 	free(v.chain_pos);
-	free(v.cpos);
-	free(v.coff);
-	free(v.cgot);
-	free(v.cbuf);
+	lrec_argset_fini(&v.args);
 	free(v.host);
 	v.bufs = NULL;
 	v.job = NULL;
 	v.chain = NULL;
 	v.chain_pos = NULL;
-	v.cpos = NULL;
-	v.coff = NULL;
-	v.cgot = NULL;
-	v.cbuf = NULL;
 	v.host = NULL;
-	v.njobs = v.next = v.ncpos = 0;
+	v.njobs = v.next = 0;
 }
 
 /* Order jobs by their point. */
@@ -116,60 +104,6 @@ by_at(const void *a, const void *b)
 	const struct job *x = a, *y = b;
 
 	return x->at < y->at ? -1 : x->at > y->at;
-}
-
-/* Order positions. */
-static int
-by_pos(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The index of position q in v.cpos, or -1. */
-static int64_t
-cpos_index(uint32_t q)
-{
-	uint32_t lo = 0, hi = v.ncpos;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (v.cpos[mid] < q)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < v.ncpos && v.cpos[lo] == q ? (int64_t)lo : -1;
-}
-
-/* Room for this iteration's arguments of every chain launch (v.cpos ..).
- * Returns 0 or -1. */
-static int
-capture_room(const uint32_t *ops, uint32_t n)
-{
-	v.cpos = malloc((n ? n : 1) * sizeof *v.cpos);
-	if (v.cpos == NULL)
-		return -1;
-	memcpy(v.cpos, ops, n * sizeof *ops);
-	qsort(v.cpos, n, sizeof *v.cpos, by_pos);
-	uint32_t m = 0;
-	for (uint32_t i = 0; i < n; i++)
-		if (m == 0 || v.cpos[m - 1] != v.cpos[i])
-			v.cpos[m++] = v.cpos[i];
-	v.ncpos = m;
-	v.coff = malloc((m ? m : 1) * sizeof *v.coff);
-	v.cgot = calloc(m ? m : 1, 1);
-	if (v.coff == NULL || v.cgot == NULL)
-		return -1;
-	size_t total = 0;
-	for (uint32_t i = 0; i < m; i++) {
-		const struct lrec *r = lrec_at(v.ls, v.cpos[i]);
-		v.coff[i] = total;
-		total += r != NULL ? r->nbytes : 0;
-	}
-	v.cbuf = malloc(total ? total : 1);
-	return v.cbuf != NULL ? 0 : -1;
 }
 
 /* Whether the records of a chain can be replayed where verification needs:
@@ -200,7 +134,7 @@ verify_prepare(const struct prof *p, const struct replay_set *rs, const struct l
 	v.bufs = malloc((p->nbufs ? p->nbufs : 1) * sizeof *v.bufs);
 	v.ls = ls;
 	if (v.ok == NULL || v.job == NULL || v.chain == NULL || v.chain_pos == NULL || v.bufs == NULL ||
-	    capture_room(rs->ops, rs->nops_used) < 0) {
+	    lrec_argset_init(&v.args, ls, rs->ops, rs->nops_used) < 0) {
 		free_host();
 		return -1;
 	}
@@ -391,11 +325,11 @@ into_scratch(uint32_t buf, void *ctx)
 static int
 this_iteration(const struct lrec *r, uint32_t q, const struct job *j, unsigned char *out)
 {
-	int64_t ci = cpos_index(q);
+	const unsigned char *a = lrec_argset_get(&v.args, q);
 
-	if (ci < 0 || !v.cgot[ci])
+	if (a == NULL)
 		return -1;
-	return lrec_params(r, v.cbuf + v.coff[ci], out, into_scratch, (void *)j);
+	return lrec_params(r, a, out, into_scratch, (void *)j);
 }
 
 /*
@@ -480,11 +414,7 @@ verify_before(uint32_t pos, uint64_t seq, struct ebb_stream *st, const struct eb
 	if (v.state != V_ACTIVE || st == NULL || streams_capturing(st))
 		return;
 	/* a chain's launch: its arguments as this iteration passes them */
-	int64_t ci = l != NULL ? cpos_index(pos) : -1;
-	if (ci >= 0) {
-		const struct lrec *r = lrec_at(v.ls, pos);
-		v.cgot[ci] = r != NULL && lrec_args(r, l, v.cbuf + v.coff[ci]) == 0;
-	}
+	lrec_argset_take(&v.args, v.ls, pos, l);
 	while (v.next < v.njobs && v.job[v.next].at < pos) {
 		v.job[v.next++].state = J_SKIPPED;	/* its point passed unseen */
 		v.st.skipped++;
