@@ -1361,8 +1361,9 @@ access_of(const struct trace *t, uint64_t seq)
  * launch has the extra reference and the probed one does not, the probed
  * launch is measured on the buffers it has and the extra one is not (a V
  * record with 0 for it, and the launch is not one to replay); the other way
- * round it is not measured (no V record). Both compute what they compute
- * without ebb.
+ * round it is measured on the recorded launch's buffers, the extra one
+ * hashed too and found unchanged (a chance reference). Both compute what
+ * they compute without ebb.
  */
 START_TEST(write_sets_chance_pointer)
 {
@@ -1401,7 +1402,69 @@ START_TEST(write_sets_chance_pointer)
 		} else {
 			ck_assert_uint_eq(nrec, 2);
 			ck_assert_uint_eq(nprobed, 3);
+			ck_assert_ptr_nonnull(v);
+			ck_assert_uint_eq(v->n, 5);	/* the recorded launch's two */
+			ck_assert_str_eq(v->f[2], "2");
+			ck_assert_str_eq(v->f[3], "2");
+			ck_assert_str_eq(v->f[4], "2");
+			ck_assert_uint_eq(summary(&t, "write-set-chance-refs"), 1);
+		}
+		trace_free(&t);
+		run_free(&alone);
+		run_free(&r);
+	}
+	remove(path);
+}
+END_TEST
+
+/*
+ * An optional output given in every other iteration (WORKLOAD_AUXPTR:
+ * fill_opt writes aux where it is passed): where the probed launch has it
+ * and the recorded one does not, the extra buffer is hashed and found
+ * written, so the launch is not measured (no V record) and may write what it
+ * does not reference; the other way round it is measured on f, aux not (0).
+ * Both compute what they compute without ebb.
+ */
+START_TEST(write_sets_optional_output)
+{
+	const char *path = tmp_file("wsetsaux");
+	char *argv[] = { workload_path(0), "writesets", "16", NULL };
+
+	for (int k = 0; k < 2; k++) {
+		const char *parity = k == 0 ? "WORKLOAD_AUXPTR=0" : "WORKLOAD_AUXPTR=1";
+		const char *env[] = { parity, NULL };
+		struct run_result alone, r;
+		struct trace t;
+		run_ebb(argv, env, NULL, &alone);
+		expect_ok(&alone);
+		run_writesets("EBB_RECOMPUTE=1", parity, path, &r, &t);
+		ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+		const char *rec = note_value(&t, "plan-recording");
+		ck_assert_ptr_nonnull(rec);
+		uint64_t s0 = strtoull(rec, NULL, 10), kid = kernel_id(&t, "fill_opt_u32");
+		const struct rec *lr = NULL, *lp = NULL;	/* recorded, probed */
+		for (size_t i = 0; i < t.n && lp == NULL; i++)
+			if (t.r[i].type == 'L' && t.r[i].n > 4 && num(&t.r[i], 3) == kid &&
+			    num(&t.r[i], 1) >= s0) {
+				if (lr == NULL)
+					lr = &t.r[i];
+				else
+					lp = &t.r[i];
+			}
+		ck_assert_ptr_nonnull(lp);
+		const struct rec *v = access_of(&t, num(lp, 1));
+		if (num(lr, 4) == 1) {
+			ck_assert_uint_eq(num(lp, 4), 2);
 			ck_assert_ptr_null(v);
+			ck_assert_uint_eq(summary(&t, "wild-launches"), 2);
+			ck_assert_uint_eq(summary(&t, "write-set-chance-refs"), 0);
+		} else {
+			ck_assert_uint_eq(num(lr, 4), 2);
+			ck_assert_uint_eq(num(lp, 4), 1);
+			ck_assert_ptr_nonnull(v);
+			ck_assert_uint_eq(v->n, 5);
+			ck_assert_str_eq(v->f[3], "2");	/* f, written */
+			ck_assert_str_eq(v->f[4], "0");	/* aux: not measured */
 		}
 		trace_free(&t);
 		run_free(&alone);
@@ -1938,6 +2001,7 @@ main(void)
 	tcase_add_test(tc, replay_verify_refuses);
 	tcase_add_test(tc, write_sets_chance_pointer);
 	tcase_add_test(tc, write_sets_data_between_buffers);
+	tcase_add_test(tc, write_sets_optional_output);
 	tcase_add_test(tc, recompute_runs);
 	tcase_add_test(tc, recompute_departure);
 	tcase_add_test(tc, plan_off);

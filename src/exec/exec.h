@@ -191,6 +191,8 @@ struct exec_stats {
 	uint64_t probe_bytes;		/* bytes they hashed */
 	uint64_t replayable_launches;	/* launches that can be launched again */
 	uint64_t write_set_pointers;	/* references to buffers holding pointers */
+	uint64_t write_set_chance;	/* references of measured launches the recorded
+					 * ones did not have, left unchanged */
 	uint64_t wild_launches;		/* launches that may write what they do not
 					 * reference (not measured, or reading pointers) */
 	/* EBB_RECOMPUTE: the gaps of the last plan's iteration that a replay of

@@ -54,6 +54,12 @@ static struct probe {
 	uint64_t s0;		/* the probed iteration's first operation */
 	uint32_t nops;		/* its positions (the shape's) */
 	uint8_t *state;		/* P_* of each position */
+	uint32_t *xat;		/* the first extra slot of each position (its launch's
+				 * buffers that the recorded launch does not reference) */
+	uint16_t *xn;		/* how many it has */
+	uint32_t nrefs;		/* the shape's references: slots 0 .. nrefs-1; extra
+				 * slots follow them */
+	uint32_t xnext, xmax;	/* extra slots taken, and room */
 	CUdeviceptr dig;	/* SLOT_BYTES a reference, on the device */
 	size_t dig_bytes;	/* bytes at dig */
 	CUdeviceptr stale[STALE_MAX];	/* digests of dropped probes, freed once the device
@@ -120,8 +126,12 @@ static void
 free_positions(void)
 {
 	free(probe.state);
+	free(probe.xat);
+	free(probe.xn);
 	free(probe.host);
 	probe.state = NULL;
+	probe.xat = NULL;
+	probe.xn = NULL;
 	probe.host = NULL;
 }
 
@@ -257,24 +267,30 @@ probe_begin(uint64_t s0, struct buftab *tab)
 	size_t nrefs = shape.nrefs;
 	if (nrefs == 0)
 		return -1;
+	size_t xmax = nrefs / 8 + 256, slots = nrefs + xmax;
 	ebb_inside = 1;
 	int r = load_kernel();
 	if (r == 0 && probe.nstale == STALE_MAX)
 		r = -1;		/* dropped probes' hashes may still run, in all that memory */
-	if (r == 0 && digests(nrefs * SLOT_BYTES) < 0) {
+	if (r == 0 && digests(slots * SLOT_BYTES) < 0) {
 		ebb_log(EBB_LOG_WARN, "no device memory for the write sets' digests (%llu bytes); "
-		    "EBB_RECOMPUTE learns none this time", (unsigned long long)(nrefs * SLOT_BYTES));
+		    "EBB_RECOMPUTE learns none this time", (unsigned long long)(slots * SLOT_BYTES));
 		r = -1;
 	}
 	ebb_inside = 0;
 	if (r < 0)
 		return -1;
 	probe.state = calloc(nops ? nops : 1, 1);
-	probe.host = malloc(nrefs * SLOT_BYTES);
-	if (probe.state == NULL || probe.host == NULL) {
+	probe.xat = malloc((nops ? nops : 1) * sizeof *probe.xat);
+	probe.xn = calloc(nops ? nops : 1, sizeof *probe.xn);
+	probe.host = malloc(slots * SLOT_BYTES);
+	if (probe.state == NULL || probe.xat == NULL || probe.xn == NULL || probe.host == NULL) {
 		free_positions();
 		return -1;
 	}
+	probe.nrefs = (uint32_t)nrefs;
+	probe.xnext = 0;
+	probe.xmax = (uint32_t)xmax;
 	memset(&probe.reg, 0, sizeof probe.reg);
 	buftab_walk(tab, span, NULL);
 	probe.s0 = s0;
@@ -379,6 +395,80 @@ match_shape(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at)
 	return 1;
 }
 
+/*
+ * The other way round, for a launch with more buffers than the recording's
+ * at pos (a word that points into a buffer in this iteration only): which
+ * of bufs each of the recording's references j is (at[j]), by size, in
+ * order, one way only (from the left and from the right, the same). The
+ * launch's others are extra: measured to be left unchanged. Returns 1 when
+ * matched, 0 when not.
+ */
+static int
+match_more(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at)
+{
+	uint32_t f = shape.first[pos], m = shape.first[pos + 1] - f;
+
+	if (n <= m || n > MATCH_MAX)
+		return 0;
+	size_t k = 0;
+	for (uint32_t j = 0; j < m; j++, k++) {
+		while (k < n && bufs[k]->size != shape.ref[f + j].size)
+			k++;
+		if (k == n)
+			return 0;
+		at[j] = (uint32_t)k;
+	}
+	size_t r = n;
+	for (uint32_t j = m; j-- > 0;) {
+		while (r > 0 && bufs[r - 1]->size != shape.ref[f + j].size)
+			r--;
+		if (r == 0 || r - 1 != at[j])
+			return 0;
+		r--;
+	}
+	return 1;
+}
+
+/* The device address of slot i (the shape's, then the extra ones). */
+static CUdeviceptr
+slot(uint32_t i)
+{
+	return probe.dig + (CUdeviceptr)i * SLOT_BYTES;
+}
+
+/*
+ * Hash bufs[0..n) of the launch at pos into their slots, before it (half 0)
+ * or after it (half 1): at as match_shape (fewer buffers than the
+ * recording's, or as many) or match_more (more) gave it; a launch with
+ * more has its extra buffers hashed into its extra slots, in order.
+ * Returns 0 or -1.
+ */
+static int
+hash_all(uint32_t pos, struct ebb_buf *const *bufs, size_t n, const uint32_t *at, int more,
+    int half, CUstream handle)
+{
+	uint32_t f = shape.first[pos], m = shape.first[pos + 1] - f;
+	CUdeviceptr off = half ? SLOT_BYTES / 2 : 0;
+
+	if (!more) {
+		for (size_t k = 0; k < n; k++)
+			if (hash(bufs[k], slot(f + at[k]) + off, handle) < 0)
+				return -1;
+		return 0;
+	}
+	uint8_t recorded[MATCH_MAX] = { 0 };
+	for (uint32_t j = 0; j < m; j++) {
+		recorded[at[j]] = 1;
+		if (hash(bufs[at[j]], slot(f + j) + off, handle) < 0)
+			return -1;
+	}
+	uint32_t x = probe.nrefs + probe.xat[pos];
+	for (size_t k = 0; k < n; k++)
+		if (!recorded[k] && hash(bufs[k], slot(x++) + off, handle) < 0)
+			return -1;
+	return 0;
+}
+
 int
 probe_before(uint64_t seq, struct ebb_stream *st, CUstream handle, struct ebb_buf *const *bufs,
     size_t n)
@@ -388,21 +478,31 @@ probe_before(uint64_t seq, struct ebb_stream *st, CUstream handle, struct ebb_bu
 	uint32_t pos = (uint32_t)(seq - probe.s0);
 	CUcontext ctx = NULL;
 	uint32_t at[MATCH_MAX];
-	if (st == NULL || streams_capturing(st) || !match_shape(pos, bufs, n, at))
-		return 0;
 	uint32_t m = shape.first[pos + 1] - shape.first[pos];
+	int more = n > m;
+	if (st == NULL || streams_capturing(st) ||
+	    !(more ? match_more(pos, bufs, n, at) : match_shape(pos, bufs, n, at)))
+		return 0;
+	if (more && n - m > probe.xmax - probe.xnext)
+		return 0;	/* no extra slots left */
 	ebb_inside = 1;
 	int ok = ebb_real.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx == probe.ctx;
-	CUdeviceptr base = probe.dig + (CUdeviceptr)shape.first[pos] * SLOT_BYTES;
+	CUdeviceptr base = slot(shape.first[pos]);
 	/* the recording's references this launch does not have: not measured */
 	if (ok && n < m)
 		ok = ebb_real.cuMemsetD8Async(base, UNMEASURED, m * SLOT_BYTES, handle) ==
 		    CUDA_SUCCESS;
-	for (size_t k = 0; ok && k < n; k++)
-		ok = ebb_real.cuMemsetD8Async(base + at[k] * SLOT_BYTES, 0, SLOT_BYTES, handle) ==
-		    CUDA_SUCCESS;
-	for (size_t k = 0; ok && k < n; k++)
-		ok = hash(bufs[k], base + at[k] * SLOT_BYTES, handle) == 0;
+	for (size_t k = 0; ok && k < (more ? m : n); k++)
+		ok = ebb_real.cuMemsetD8Async(base + (more ? k : at[k]) * SLOT_BYTES, 0, SLOT_BYTES,
+		    handle) == CUDA_SUCCESS;
+	if (ok && more) {
+		probe.xat[pos] = probe.xnext;
+		probe.xn[pos] = (uint16_t)(n - m);
+		probe.xnext += (uint32_t)(n - m);
+		ok = ebb_real.cuMemsetD8Async(slot(probe.nrefs + probe.xat[pos]), 0,
+		    (n - m) * SLOT_BYTES, handle) == CUDA_SUCCESS;
+	}
+	ok = ok && hash_all(pos, bufs, n, at, more, 0, handle) == 0;
 	ebb_inside = 0;
 	if (!ok)
 		return 0;
@@ -418,12 +518,13 @@ probe_after(uint64_t seq, CUstream handle, struct ebb_buf *const *bufs, size_t n
 	uint32_t pos = (uint32_t)(seq - probe.s0);
 	if (probe.state[pos] != P_BEFORE)
 		return;
-	CUdeviceptr base = probe.dig + (CUdeviceptr)shape.first[pos] * SLOT_BYTES;
 	uint32_t at[MATCH_MAX];
-	int ok = match_shape(pos, bufs, n, at);	/* as before it */
+	uint32_t m = shape.first[pos + 1] - shape.first[pos];
+	int more = n > m;	/* as before it */
+	int ok = more ? match_more(pos, bufs, n, at) && probe.xn[pos] == n - m :
+	    match_shape(pos, bufs, n, at);
 	ebb_inside = 1;
-	for (size_t k = 0; ok && k < n; k++)
-		ok = hash(bufs[k], base + at[k] * SLOT_BYTES + SLOT_BYTES / 2, handle) == 0;
+	ok = ok && hash_all(pos, bufs, n, at, more, 1, handle) == 0;
 	ebb_inside = 0;
 	if (ok)
 		probe.state[pos] |= P_AFTER;
@@ -460,6 +561,27 @@ int
 probe_pending(void)
 {
 	return probe.pending && !__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE);
+}
+
+/* A launch whose extra buffers (more than the recording's) were changed by
+ * it, or held pointers, is not measured: it may write what the recorded
+ * launch does not reference. The others count theirs as chance ones. */
+static void
+extras(void)
+{
+	for (uint32_t pos = 0; pos < probe.nops; pos++) {
+		if (probe.xn[pos] == 0 || probe.state[pos] != (P_BEFORE | P_AFTER))
+			continue;
+		int clean = 1;
+		for (uint32_t e = 0; e < probe.xn[pos]; e++) {
+			const uint64_t *d = probe.host + ((size_t)probe.nrefs + probe.xat[pos] + e) * 8;
+			clean &= d[0] == d[4] && d[1] == d[5] && d[2] == 0 && d[6] == 0;
+		}
+		if (clean)
+			probe.st.chance += probe.xn[pos];
+		else
+			probe.state[pos] = 0;
+	}
 }
 
 /* Count what the read probe measured. */
@@ -520,7 +642,7 @@ probe_read(void)
 	ebb_inside = 1;
 	while (probe.nstale > 0)
 		ebb_real.cuMemFree_v2(probe.stale[--probe.nstale]);
-	size_t bytes = (size_t)shape.first[probe.nops] * SLOT_BYTES;
+	size_t bytes = ((size_t)probe.nrefs + probe.xnext) * SLOT_BYTES;
 	CUresult e = ebb_real.cuMemcpyDtoH_v2(probe.host, probe.dig, bytes);
 	ebb_inside = 0;
 	if (e != CUDA_SUCCESS) {
@@ -528,6 +650,7 @@ probe_read(void)
 		    "%d); EBB_RECOMPUTE learns none this time", (int)e);
 		r = -1;
 	} else {
+		extras();
 		__atomic_store_n(&probe.read, 1, __ATOMIC_RELEASE);
 		count();
 		trace_accesses();

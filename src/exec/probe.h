@@ -43,6 +43,8 @@ struct probe_stats {
 	uint64_t written;	/* of them, written by their launch */
 	uint64_t pointers;	/* of them, buffers holding words that are device
 				 * addresses of tracked buffers (tables of pointers) */
+	uint64_t chance;	/* buffers measured launches referenced that the recorded
+				 * launch did not, found unchanged */
 	uint64_t hashes;	/* hash kernels launched */
 	uint64_t bytes;		/* bytes hashed */
 };

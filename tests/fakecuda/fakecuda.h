@@ -148,6 +148,15 @@ struct fakecuda_square_sum_f32_params {
     uint64_t n;
 };
 
+/* fill_opt_u32: dst[i] = value for i < n, and *aux = value where aux is not NULL (an
+ * optional output, as kernels that report a flag or an index have). */
+struct fakecuda_fill_opt_u32_params {
+    uint32_t *dst;
+    uint64_t n;
+    uint32_t *aux;
+    uint32_t value;
+};
+
 /* stamp_u32: dst[i] = the number of stamp_u32 launches run so far in the process, for
  * i < n: what it writes depends on nothing it is given (a kernel that is not
  * deterministic, as one reading a clock or racing atomics is). */

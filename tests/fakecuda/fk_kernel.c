@@ -145,6 +145,18 @@ static void k_square_sum_f32(const void *params)
     *a.dst = sum;
 }
 
+/* dst[i] = value, and *aux = value where aux is given. */
+static void k_fill_opt_u32(const void *params)
+{
+    struct fakecuda_fill_opt_u32_params a;
+
+    memcpy(&a, params, sizeof a);
+    for (uint64_t i = 0; i < a.n; i++)
+        a.dst[i] = a.value;
+    if (a.aux)
+        *a.aux = a.value;
+}
+
 /* dst[i] = how many stamp_u32 launches have run (this one included). */
 static void k_stamp_u32(const void *params)
 {
@@ -237,6 +249,9 @@ static const struct param p_rand_state_f32[] = { PARAM(rand_state_f32, dst),
                                                  PARAM(rand_state_f32, state),
                                                  PARAM(rand_state_f32, n),
                                                  PARAM(rand_state_f32, seed) };
+static const struct param p_fill_opt_u32[] = { PARAM(fill_opt_u32, dst), PARAM(fill_opt_u32, n),
+                                               PARAM(fill_opt_u32, aux),
+                                               PARAM(fill_opt_u32, value) };
 static const struct param p_stamp_u32[] = { PARAM(stamp_u32, dst), PARAM(stamp_u32, n) };
 /* (the regions: one struct passed by value, as hash.cu's) */
 static const struct param p_ebb_hash[] = {
@@ -260,7 +275,7 @@ static const struct param p_strided_add_f32[] = { PARAM(strided_add_f32, n),
 static const struct kdesc kernels[] = {
     KERNEL(fill_u32), KERNEL(copy_bytes), KERNEL(axpy_f32), KERNEL(sum_u32),
     KERNEL(struct_ptrs), KERNEL(sleep_us), KERNEL(gather_ptrs), KERNEL(rand_f32),
-    KERNEL(rand_state_f32), KERNEL(square_sum_f32), KERNEL(ebb_hash), KERNEL(stamp_u32),
+    KERNEL(rand_state_f32), KERNEL(square_sum_f32), KERNEL(ebb_hash), KERNEL(stamp_u32), KERNEL(fill_opt_u32),
     KERNEL(strided_add_f32),
 };
 

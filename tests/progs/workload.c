@@ -94,7 +94,7 @@ static struct {
 static CUcontext ctx;
 static void *driver_lib;	/* the libcuda.so.1 handle, when dlopened */
 static CUfunction k_fill, k_copy, k_axpy, k_pair, k_sleep, k_rand_state, k_square_sum, k_gather,
-    k_stamp, k_sum;
+    k_stamp, k_sum, k_fill_opt;
 
 #ifdef WORKLOAD_LINKED
 /* Bind every entry to the ELF symbol (resolved by the dynamic linker). */
@@ -192,6 +192,8 @@ setup(void)
 	k_stamp = (CUfunction)k;
 	CK(cu.LibraryGetKernel(&k, lib, "sum_u32"));
 	k_sum = (CUfunction)k;
+	CK(cu.LibraryGetKernel(&k, lib, "fill_opt_u32"));
+	k_fill_opt = (CUfunction)k;
 }
 
 static void
@@ -1339,8 +1341,11 @@ scenario_plan(int iters)
  * the driver's allocations; fill writes e, then copy (writes e, reads d)
  * copies d's 64-bit words of 32 TiB + i * 8 over it: between the two, inside
  * [lowest, highest tracked address), and in no tracked buffer's region
- * (data, not pointers). One sync an iteration; prints a checksum of every
- * sum and of o's last word, the same with and without ebb.
+ * (data, not pointers). With WORKLOAD_AUXPTR=k, fill_opt fills f and, in
+ * the iterations of k's parity, writes its optional output too, a buffer
+ * of its own (aux), which its launch then references (one more buffer than
+ * in the others). One sync an iteration; prints a checksum of every sum and
+ * of o's last word, the same with and without ebb.
  */
 static int
 scenario_writesets(int iters)
@@ -1352,6 +1357,7 @@ scenario_writesets(int iters)
 	int stamp = getenv("WORKLOAD_STAMP") != NULL && atoi(getenv("WORKLOAD_STAMP")) != 0;
 	int seedptr = getenv("WORKLOAD_SEEDPTR") != NULL ? atoi(getenv("WORKLOAD_SEEDPTR")) : -1;
 	int fardata = getenv("WORKLOAD_FARDATA") != NULL && atoi(getenv("WORKLOAD_FARDATA")) != 0;
+	int auxptr = getenv("WORKLOAD_AUXPTR") != NULL ? atoi(getenv("WORKLOAD_AUXPTR")) : -1;
 
 	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CK(cu.MemAlloc(&state, n));
@@ -1361,6 +1367,11 @@ scenario_writesets(int iters)
 	CUdeviceptr other = 0;
 	if (seedptr >= 0)
 		CK(cu.MemAlloc(&other, 3 * n / 2));	/* of a size none of the others has */
+	CUdeviceptr f = 0, aux = 0;
+	if (auxptr >= 0) {
+		CK(cu.MemAlloc(&f, n));
+		CK(cu.MemAlloc(&aux, 5 * n / 4));	/* of a size none of the others has */
+	}
 	CUdeviceptr far = 0, d = 0, e = 0;
 	CUmemGenericAllocationHandle farh = 0;
 	if (fardata) {
@@ -1428,6 +1439,12 @@ scenario_writesets(int iters)
 		if (fardata) {
 			launch_fill(e, (uint32_t)it + 5, words, s);
 			launch_copy(e, d, n, s);
+		}
+		if (auxptr >= 0) {
+			struct fakecuda_fill_opt_u32_params fp = { (uint32_t *)f, words,
+				it % 2 == auxptr % 2 ? (uint32_t *)aux : NULL, (uint32_t)it + 11 };
+			void *fa[] = { &fp.dst, &fp.n, &fp.aux, &fp.value };
+			CK(cu.LaunchKernel(k_fill_opt, 1, 1, 1, 32, 1, 1, 0, s, fa, NULL));
 		}
 		if (stamp) {
 			struct fakecuda_sum_u32_params up = { (uint64_t *)(sum + 8), (const uint32_t *)t,
