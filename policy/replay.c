@@ -338,3 +338,29 @@ replay_totals(const struct replay_set *s, uint64_t *buffers, uint64_t *bytes)
 		*bytes += s->c[i].bytes;
 	}
 }
+
+int
+replay_match_refs(const uint64_t *big, size_t nbig, const uint64_t *small, size_t nsmall,
+    uint32_t *at)
+{
+	if (nsmall > nbig)
+		return 0;
+	size_t j = 0;
+	for (size_t k = 0; k < nsmall; k++, j++) {
+		while (j < nbig && big[j] != small[k])
+			j++;
+		if (j == nbig)
+			return 0;
+		at[k] = (uint32_t)j;
+	}
+	/* from the right: the same places, or the match is not one */
+	size_t r = nbig;
+	for (size_t k = nsmall; k-- > 0;) {
+		while (r > 0 && big[r - 1] != small[k])
+			r--;
+		if (r == 0 || r - 1 != at[k])
+			return 0;
+		r--;
+	}
+	return 1;
+}

@@ -118,6 +118,20 @@ struct replay_set {
 	struct replay_refused refused;
 };
 
+/*
+ * The buffers of a launch of the probed iteration against the recorded
+ * launch at its position, by size: which of big's each of small's is
+ * (at[k], increasing), where small's sizes are a subsequence of big's in one
+ * way only (matched from the left and from the right, the same): the
+ * launches are the same but for words that fell inside buffers by chance in
+ * one of them. As many on both sides must be the same sizes in order.
+ * Returns 1 when matched, 0 when not. The library's probe and `ebb plan
+ * --replay` match with it, launches of at most REPLAY_MATCH_MAX buffers.
+ */
+#define REPLAY_MATCH_MAX 256
+int replay_match_refs(const uint64_t *big, size_t nbig, const uint64_t *small, size_t nsmall,
+    uint32_t *at);
+
 /* Find every gap of p a replay can bridge, into out (emptied first). Returns
  * 0, or -1 when out of memory (out is then empty). Free with
  * replay_set_fini. */

@@ -529,6 +529,56 @@ refused(const char *out, const char *reason)
 }
 
 /*
+ * A parameter word that falls inside a buffer by chance in every other
+ * iteration (workload writesets, WORKLOAD_SEEDPTR=0 and 1, as
+ * check_integration.c's write_sets_chance_pointer runs it): the probed
+ * launch has one buffer fewer than the recorded one, or one more. ebb plan
+ * --replay matches them as the library does (on a planned iteration that
+ * has the recorded one's buffers; where it has more or fewer, offline
+ * counts the launch as not measured): every V record's launch is
+ * matched to the planned iteration, and the launches that can be launched
+ * again, those that may write what they do not reference, and the
+ * candidates are the library's.
+ */
+START_TEST(replay_matches_the_library_by_chance)
+{
+	const char *path = tmp_file("planseed");
+	static const char *const args[] = { "--replay", NULL };
+	/* 17 iterations: the last, which ebb plan plans, of the parity of the
+	 * library's recording (the 7th), so that both have its buffers */
+	char *argv[] = { workload_path(0), "writesets", "17", NULL };
+
+	for (int k = 0; k < 2; k++) {
+		const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_RECOMPUTE=1",
+			k == 0 ? "WORKLOAD_SEEDPTR=0" : "WORKLOAD_SEEDPTR=1", NULL };
+		struct run_result w, r;
+		struct trace t;
+		run_ebb(argv, env, path, &w);
+		expect_ok(&w);
+		trace_load(path, &t);
+		plan(&r, path, args);
+		ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+		const char *ws = strstr(r.out, "write sets: iteration ");
+		ck_assert_ptr_nonnull(ws);
+		unsigned long long it, from, measured, matched, again, wild;
+		ck_assert_int_eq(sscanf(ws, "write sets: iteration %llu, from operation %llu: %llu "
+		    "launches measured, %llu of them matched to the planned iteration, %llu can be "
+		    "launched again, %llu may write", &it, &from, &measured, &matched, &again, &wild), 6);
+		ck_assert_uint_eq(measured, count_type(&t, 'V'));
+		ck_assert_msg(matched == measured, "k %d: %llu of %llu matched:\n%s", k, matched,
+		    measured, r.out);
+		ck_assert_uint_eq(again, summary(&t, "replayable-launches"));
+		ck_assert_uint_eq(wild, summary(&t, "wild-launches"));
+		ck_assert_uint_eq(count_after(r.out, "\ncandidates: "), summary(&t, "replay-gaps"));
+		trace_free(&t);
+		run_free(&w);
+		run_free(&r);
+	}
+	remove(path);
+}
+END_TEST
+
+/*
  * The workload's write-set scenario under the library with EBB_RECOMPUTE=1
  * (as tests/check_integration.c's write_sets_measured runs it): ebb plan
  * --replay applies the V records of the probed iteration (the 8th) to the
@@ -930,6 +980,7 @@ main(void)
 	tcase_add_test(tc, job_copies_are_read);
 	tcase_add_test(tc, allow_stall_plans_under_the_bound);
 	tcase_add_test(tc, replay_matches_the_library);
+	tcase_add_test(tc, replay_matches_the_library_by_chance);
 	tcase_add_test(tc, replay_matches_positions_and_shapes);
 	tcase_add_test(tc, replay_without_write_sets);
 	tcase_add_test(tc, replay_plans_recompute);

@@ -8,9 +8,11 @@
  * The V records of one probe name launches of one iteration, the probed
  * one. The profile is of the iteration ebb plan chose: the same one, or
  * another of the same period, matched position by position. A position is
- * measured where its L record in both iterations lists as many buffers as
- * the V record, of the same sizes (A records) in the same order; access j
- * of the probed launch is then that of the planned launch's buffer j. A
+ * measured where the planned iteration's L record lists as many buffers as
+ * the V record, and the probed iteration's the same sizes (A records) in the
+ * same order, or more or fewer, matched as the library matches them
+ * (replay_match_refs); access j of the V record is then that of the planned
+ * launch's buffer j. A
  * launch can be launched again where every reference is measured and its
  * buffer is in the library's profile: a range of its own, not a slab's
  * (EBB_SLAB_MAX_BYTES). ebb plan has no launch records: a launch whose L
@@ -44,7 +46,7 @@
 
 /* What is known of a V record's position (struct match's state). */
 enum {
-	M_PROBED = 1,	/* the probed launch's sizes are in qsize */
+	M_PROBED = 1,	/* the probed launch's sizes are in psize */
 	M_PLANNED = 2,	/* the planned launch's buffers are in pref */
 	M_OTHER = 4	/* a launch listed another number of buffers, or one
 			 * without an A record */
@@ -59,7 +61,10 @@ struct match {
 	uint32_t *at;		/* position -> its V record in sc->v; UINT32_MAX: none */
 	uint8_t *launch;	/* the planned iteration has a launch at the position */
 	uint8_t *state;		/* M_* of each V record */
-	uint64_t *qsize;	/* the probed launch's buffer sizes (indexed as sc->acc) */
+	uint64_t *psize;	/* the probed launches' buffer sizes, pfirst[k] .. + pn[k] */
+	size_t *pfirst;		/* by V record */
+	uint32_t *pn;
+	size_t npsize, cpsize;
 	struct plancmd_ref *pref;	/* the planned launch's buffers (likewise) */
 	uint64_t *handle;	/* the stream of each operation from lo (plancmd_launches) */
 	uint64_t lo;
@@ -97,9 +102,25 @@ keep_launch(struct match *m, uint64_t seq, uint64_t from, int planned,
 		return;
 	uint32_t k = m->at[seq - from];
 	const struct plancmd_access *v = &m->sc->v[k];
-	if (n != v->n) {
+	if (planned ? n != v->n : n > REPLAY_MATCH_MAX) {
 		m->state[k] |= M_OTHER;
 		return;
+	}
+	if (!planned && m->npsize + n > m->cpsize) {
+		size_t c = m->cpsize ? m->cpsize * 2 : 4096;
+		while (c < m->npsize + n)
+			c *= 2;
+		uint64_t *ps = realloc(m->psize, c * sizeof *ps);
+		if (ps == NULL) {
+			m->state[k] |= M_OTHER;	/* (out of memory: not measured) */
+			return;
+		}
+		m->psize = ps;
+		m->cpsize = c;
+	}
+	if (!planned) {
+		m->pfirst[k] = m->npsize;
+		m->pn[k] = (uint32_t)n;
 	}
 	for (size_t j = 0; j < n; j++) {
 		if (!ref[j].known)
@@ -107,7 +128,7 @@ keep_launch(struct match *m, uint64_t seq, uint64_t from, int planned,
 		if (planned)
 			m->pref[v->first + j] = ref[j];
 		else
-			m->qsize[v->first + j] = ref[j].size;
+			m->psize[m->npsize++] = ref[j].size;
 	}
 	m->state[k] |= planned ? M_PLANNED : M_PROBED;
 }
@@ -126,19 +147,24 @@ on_launch(void *arg, uint64_t seq, const struct plancmd_ref *ref, size_t n)
 	return 0;
 }
 
-/* Whether V record k's position is measured: both launches seen, with the
- * same number of buffers, of the same sizes. */
+/* Whether V record k's position is measured: both launches seen, the
+ * planned one's buffers as many as the V record's, and the probed one's
+ * sizes the same, or more or fewer matched one way only. */
 static int
 same_shape(const struct match *m, uint32_t k)
 {
 	const struct plancmd_access *v = &m->sc->v[k];
+	uint64_t planned[REPLAY_MATCH_MAX];
+	uint32_t at[REPLAY_MATCH_MAX];
 
-	if (m->state[k] != (M_PROBED | M_PLANNED))
+	if (m->state[k] != (M_PROBED | M_PLANNED) || v->n > REPLAY_MATCH_MAX)
 		return 0;
 	for (size_t j = 0; j < v->n; j++)
-		if (m->qsize[v->first + j] != m->pref[v->first + j].size)
-			return 0;
-	return 1;
+		planned[j] = m->pref[v->first + j].size;
+	const uint64_t *probed = m->psize + m->pfirst[k];
+	size_t n = m->pn[k];
+	return n > v->n ? replay_match_refs(probed, n, planned, v->n, at) :
+	    replay_match_refs(planned, v->n, probed, n, at);
 }
 
 /* The measured positions' accesses into r (rec_access), the launches that
@@ -191,7 +217,9 @@ match_free(struct match *m)
 	free(m->at);
 	free(m->launch);
 	free(m->state);
-	free(m->qsize);
+	free(m->psize);
+	free(m->pfirst);
+	free(m->pn);
 	free(m->pref);
 	free(m->handle);
 }
@@ -212,10 +240,11 @@ match_probe(struct plancmd *g, const struct plancmd_mark *q, struct match *m)
 	m->at = malloc((m->nops ? m->nops : 1) * sizeof *m->at);
 	m->launch = calloc(m->nops ? m->nops : 1, 1);
 	m->state = calloc(sc->nv, 1);
-	m->qsize = calloc(sc->nacc ? sc->nacc : 1, sizeof *m->qsize);
+	m->pfirst = calloc(sc->nv ? sc->nv : 1, sizeof *m->pfirst);
+	m->pn = calloc(sc->nv ? sc->nv : 1, sizeof *m->pn);
 	m->pref = calloc(sc->nacc ? sc->nacc : 1, sizeof *m->pref);
-	if (m->at == NULL || m->launch == NULL || m->state == NULL || m->qsize == NULL ||
-	    m->pref == NULL) {
+	if (m->at == NULL || m->launch == NULL || m->state == NULL || m->pfirst == NULL ||
+	    m->pn == NULL || m->pref == NULL) {
 		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
 		return -1;
 	}

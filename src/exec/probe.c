@@ -18,6 +18,7 @@
 #include "probe.h"
 #include "real.h"
 #include "record.h"
+#include "replay.h"
 #include "streams.h"
 #include "trace.h"
 #include "trace_format.h"
@@ -352,81 +353,44 @@ probe_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h)
  * words, which a hash leaves, then read all ones. */
 #define UNMEASURED 0xff
 
-/* The most references a launch is matched against a recorded one's with. */
-#define MATCH_MAX 256
 
-/*
- * Which of the recording's references at position pos each of the launch's
- * n buffers is (at[k]), by size, in order: as many, of the same sizes; or
- * fewer, where the recording's has more (a parameter word that pointed into
- * a buffer by chance, in one iteration and not the other: an unfilled
- * word), when the launch's are one way only a subsequence of the
- * recording's (matched from the left and from the right, the same). The
- * recording's references left over are not measured. Returns 1 when
- * matched, 0 when not (more than the recording's, other sizes, or more than
- * one way).
- */
+/* The sizes of the recording's references at pos into out (at most
+ * REPLAY_MATCH_MAX); returns how many, or -1 when more. */
 static int
-match_shape(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at)
+shape_sizes(uint32_t pos, uint64_t *out)
 {
 	uint32_t f = shape.first[pos], m = shape.first[pos + 1] - f;
 
-	if (n > m || n > MATCH_MAX)
-		return 0;
-	size_t j = 0;
-	for (size_t k = 0; k < n; k++, j++) {
-		while (j < m && shape.ref[f + j].size != bufs[k]->size)
-			j++;
-		if (j == m)
-			return 0;
-		at[k] = (uint32_t)j;
-	}
-	if (n == m)
-		return 1;
-	/* from the right: the same places, or the match is not one */
-	size_t r = m;
-	for (size_t k = n; k-- > 0;) {
-		while (r > 0 && shape.ref[f + r - 1].size != bufs[k]->size)
-			r--;
-		if (r == 0 || r - 1 != at[k])
-			return 0;
-		r--;
-	}
-	return 1;
+	if (m > REPLAY_MATCH_MAX)
+		return -1;
+	for (uint32_t j = 0; j < m; j++)
+		out[j] = shape.ref[f + j].size;
+	return (int)m;
 }
 
 /*
- * The other way round, for a launch with more buffers than the recording's
- * at pos (a word that points into a buffer in this iteration only): which
- * of bufs each of the recording's references j is (at[j]), by size, in
- * order, one way only (from the left and from the right, the same). The
- * launch's others are extra: measured to be left unchanged. Returns 1 when
+ * Which of the recording's references at position pos each of the launch's
+ * n buffers is (at[k]; replay_match_refs), where it has as many or fewer
+ * (more == 0: a word that pointed into a buffer by chance in the recorded
+ * iteration, an unfilled one; those of the recording's left over are not
+ * measured); or which of the launch's buffers each of the recording's is
+ * (at[j]), where it has more (more == 1: such a word in this iteration;
+ * its others are extra, measured to be left unchanged). Returns 1 when
  * matched, 0 when not.
  */
 static int
-match_more(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at)
+match_launch(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at, int *more)
 {
-	uint32_t f = shape.first[pos], m = shape.first[pos + 1] - f;
+	uint64_t rec[REPLAY_MATCH_MAX], got[REPLAY_MATCH_MAX];
+	int m = shape_sizes(pos, rec);
 
-	if (n <= m || n > MATCH_MAX)
+	if (m < 0 || n > REPLAY_MATCH_MAX)
 		return 0;
-	size_t k = 0;
-	for (uint32_t j = 0; j < m; j++, k++) {
-		while (k < n && bufs[k]->size != shape.ref[f + j].size)
-			k++;
-		if (k == n)
-			return 0;
-		at[j] = (uint32_t)k;
-	}
-	size_t r = n;
-	for (uint32_t j = m; j-- > 0;) {
-		while (r > 0 && bufs[r - 1]->size != shape.ref[f + j].size)
-			r--;
-		if (r == 0 || r - 1 != at[j])
-			return 0;
-		r--;
-	}
-	return 1;
+	for (size_t k = 0; k < n; k++)
+		got[k] = bufs[k]->size;
+	*more = n > (size_t)m;
+	return *more ? replay_match_refs(got, n, rec, (size_t)m, at) :
+	    replay_match_refs(rec, (size_t)m, got, n, at);
 }
 
 /* The device address of slot i (the shape's, then the extra ones). */
@@ -438,8 +402,7 @@ slot(uint32_t i)
 
 /*
  * Hash bufs[0..n) of the launch at pos into their slots, before it (half 0)
- * or after it (half 1): at as match_shape (fewer buffers than the
- * recording's, or as many) or match_more (more) gave it; a launch with
+ * or after it (half 1): at and more as match_launch gave them; a launch with
  * more has its extra buffers hashed into its extra slots, in order.
  * Returns 0 or -1.
  */
@@ -456,7 +419,7 @@ hash_all(uint32_t pos, struct ebb_buf *const *bufs, size_t n, const uint32_t *at
 				return -1;
 		return 0;
 	}
-	uint8_t recorded[MATCH_MAX] = { 0 };
+	uint8_t recorded[REPLAY_MATCH_MAX] = { 0 };
 	for (uint32_t j = 0; j < m; j++) {
 		recorded[at[j]] = 1;
 		if (hash(bufs[at[j]], slot(f + j) + off, handle) < 0)
@@ -477,11 +440,10 @@ probe_before(uint64_t seq, struct ebb_stream *st, CUstream handle, struct ebb_bu
 		return 0;
 	uint32_t pos = (uint32_t)(seq - probe.s0);
 	CUcontext ctx = NULL;
-	uint32_t at[MATCH_MAX];
+	uint32_t at[REPLAY_MATCH_MAX];
 	uint32_t m = shape.first[pos + 1] - shape.first[pos];
-	int more = n > m;
-	if (st == NULL || streams_capturing(st) ||
-	    !(more ? match_more(pos, bufs, n, at) : match_shape(pos, bufs, n, at)))
+	int more;
+	if (st == NULL || streams_capturing(st) || !match_launch(pos, bufs, n, at, &more))
 		return 0;
 	if (more && n - m > probe.xmax - probe.xnext)
 		return 0;	/* no extra slots left */
@@ -518,11 +480,10 @@ probe_after(uint64_t seq, CUstream handle, struct ebb_buf *const *bufs, size_t n
 	uint32_t pos = (uint32_t)(seq - probe.s0);
 	if (probe.state[pos] != P_BEFORE)
 		return;
-	uint32_t at[MATCH_MAX];
+	uint32_t at[REPLAY_MATCH_MAX];
 	uint32_t m = shape.first[pos + 1] - shape.first[pos];
-	int more = n > m;	/* as before it */
-	int ok = more ? match_more(pos, bufs, n, at) && probe.xn[pos] == n - m :
-	    match_shape(pos, bufs, n, at);
+	int more;	/* as before it */
+	int ok = match_launch(pos, bufs, n, at, &more) && (!more || probe.xn[pos] == n - m);
 	ebb_inside = 1;
 	ok = ok && hash_all(pos, bufs, n, at, more, 1, handle) == 0;
 	ebb_inside = 0;
