@@ -339,9 +339,10 @@ replay_totals(const struct replay_set *s, uint64_t *buffers, uint64_t *bytes)
 	}
 }
 
-int
-replay_match_refs(const uint64_t *big, size_t nbig, const uint64_t *small, size_t nsmall,
-    uint32_t *at)
+/* Whether small's sizes are a subsequence of big's in one way only: at[k],
+ * big's index of small's k. */
+static int
+subsequence(const uint64_t *big, size_t nbig, const uint64_t *small, size_t nsmall, uint32_t *at)
 {
 	if (nsmall > nbig)
 		return 0;
@@ -363,4 +364,30 @@ replay_match_refs(const uint64_t *big, size_t nbig, const uint64_t *small, size_
 		r--;
 	}
 	return 1;
+}
+
+int
+replay_match_launch(const uint64_t *rec, size_t m, const uint64_t *got, size_t n, uint32_t *at)
+{
+	uint32_t sub[REPLAY_MATCH_MAX];
+	int matched = 0;
+
+	if (m > REPLAY_MATCH_MAX || n > REPLAY_MATCH_MAX)
+		return -1;
+	if (n == m) {
+		for (size_t j = 0; j < m; j++) {
+			at[j] = rec[j] == got[j] ? (uint32_t)j : REPLAY_UNMATCHED;
+			matched += rec[j] == got[j];
+		}
+		return matched;
+	}
+	if (n > m)
+		return subsequence(got, n, rec, m, at) ? (int)m : -1;
+	if (!subsequence(rec, m, got, n, sub))
+		return -1;
+	for (size_t j = 0; j < m; j++)
+		at[j] = REPLAY_UNMATCHED;
+	for (size_t k = 0; k < n; k++)
+		at[sub[k]] = (uint32_t)k;
+	return (int)n;
 }

@@ -119,17 +119,22 @@ struct replay_set {
 };
 
 /*
- * The buffers of a launch of the probed iteration against the recorded
- * launch at its position, by size: which of big's each of small's is
- * (at[k], increasing), where small's sizes are a subsequence of big's in one
- * way only (matched from the left and from the right, the same): the
- * launches are the same but for words that fell inside buffers by chance in
- * one of them. As many on both sides must be the same sizes in order.
- * Returns 1 when matched, 0 when not. The library's probe and `ebb plan
- * --replay` match with it, launches of at most REPLAY_MATCH_MAX buffers.
+ * The buffers of a launch of the probed iteration (got, n sizes) against
+ * the recorded launch at its position (rec, m sizes): the launches are the
+ * same but for words that fell inside buffers by chance in one of them (an
+ * unfilled field of a structure passed by value holds what the stack held).
+ * at[j], for each of rec's: the index in got of the same buffer, or
+ * REPLAY_UNMATCHED. As many on both sides are matched pair by pair, a pair
+ * of other sizes being such a word in each; fewer or more are matched where
+ * the smaller side's sizes are a subsequence of the larger's in one way
+ * only (matched from the left and from the right, the same). Returns how
+ * many of rec's are matched, or -1 when the launches do not match. The
+ * library's probe and `ebb plan --replay` match with it, launches of at
+ * most REPLAY_MATCH_MAX buffers.
  */
 #define REPLAY_MATCH_MAX 256
-int replay_match_refs(const uint64_t *big, size_t nbig, const uint64_t *small, size_t nsmall,
+#define REPLAY_UNMATCHED UINT32_MAX
+int replay_match_launch(const uint64_t *rec, size_t m, const uint64_t *got, size_t n,
     uint32_t *at);
 
 /* Find every gap of p a replay can bridge, into out (emptied first). Returns

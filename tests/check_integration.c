@@ -1418,6 +1418,58 @@ START_TEST(write_sets_chance_pointer)
 END_TEST
 
 /*
+ * The chance word points into a buffer in every iteration, into one of
+ * another size in every other (WORKLOAD_SEEDPTR=1, WORKLOAD_SEEDPTR2=1): the
+ * probed rand_state has as many buffers as the recorded one, the third of
+ * another size. It is measured on the first two (z and its state, written),
+ * the third not (0), and the probed launch's third is hashed and found
+ * unchanged (a chance reference). The job computes what it computes
+ * without ebb.
+ */
+START_TEST(write_sets_chance_pointer_elsewhere)
+{
+	const char *path = tmp_file("wsetseed2");
+	char *argv[] = { workload_path(0), "writesets", "16", NULL };
+	const char *env[] = { "WORKLOAD_SEEDPTR=1", "WORKLOAD_SEEDPTR2=1", NULL };
+	struct run_result alone, r;
+	struct trace t;
+
+	run_ebb(argv, env, NULL, &alone);
+	expect_ok(&alone);
+	const char *both[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_VERBOSE=1",
+		"EBB_RECOMPUTE=1", "WORKLOAD_SEEDPTR=1", "WORKLOAD_SEEDPTR2=1", NULL };
+	run_ebb(argv, both, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	const char *rec = note_value(&t, "plan-recording");
+	ck_assert_ptr_nonnull(rec);
+	uint64_t s0 = strtoull(rec, NULL, 10), period = 11;
+	uint64_t recorded = s0 + 3, probed = s0 + period + 3;	/* rand_state */
+	size_t nrec = 0, nprobed = 0;
+	for (size_t i = 0; i < t.n; i++)
+		if (t.r[i].type == 'L' && t.r[i].n > 4 && num(&t.r[i], 1) == recorded)
+			nrec = (size_t)num(&t.r[i], 4);
+		else if (t.r[i].type == 'L' && t.r[i].n > 4 && num(&t.r[i], 1) == probed)
+			nprobed = (size_t)num(&t.r[i], 4);
+	ck_assert_uint_eq(nrec, 3);
+	ck_assert_uint_eq(nprobed, 3);
+	const struct rec *v = access_of(&t, probed);
+	ck_assert_ptr_nonnull(v);
+	ck_assert_uint_eq(v->n, 6);
+	ck_assert_str_eq(v->f[3], "2");
+	ck_assert_str_eq(v->f[4], "2");
+	ck_assert_str_eq(v->f[5], "0");
+	ck_assert_uint_eq(summary(&t, "write-set-chance-refs"), 1);
+	ck_assert_uint_eq(summary(&t, "write-set-unmeasured"), 0);
+	trace_free(&t);
+	run_free(&alone);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
  * An optional output given in every other iteration (WORKLOAD_AUXPTR:
  * fill_opt writes aux where it is passed): where the probed launch has it
  * and the recorded one does not, the extra buffer is hashed and found
@@ -2002,6 +2054,7 @@ main(void)
 	tcase_add_test(tc, write_sets_chance_pointer);
 	tcase_add_test(tc, write_sets_data_between_buffers);
 	tcase_add_test(tc, write_sets_optional_output);
+	tcase_add_test(tc, write_sets_chance_pointer_elsewhere);
 	tcase_add_test(tc, recompute_runs);
 	tcase_add_test(tc, recompute_departure);
 	tcase_add_test(tc, plan_off);

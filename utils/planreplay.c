@@ -10,8 +10,8 @@
  * another of the same period, matched position by position. A position is
  * measured where the planned iteration's L record lists as many buffers as
  * the V record, and the probed iteration's the same sizes (A records) in the
- * same order, or more or fewer, matched as the library matches them
- * (replay_match_refs); access j of the V record is then that of the planned
+ * same order, or others, matched as the library matches them
+ * (replay_match_launch); access j of the V record is then that of the planned
  * launch's buffer j. A
  * launch can be launched again where every reference is measured and its
  * buffer is in the library's profile: a range of its own, not a slab's
@@ -149,22 +149,19 @@ on_launch(void *arg, uint64_t seq, const struct plancmd_ref *ref, size_t n)
 
 /* Whether V record k's position is measured: both launches seen, the
  * planned one's buffers as many as the V record's, and the probed one's
- * sizes the same, or more or fewer matched one way only. */
+ * matched to them as the library matches them (replay_match_launch: at[j],
+ * the probed buffer of the V record's j, or REPLAY_UNMATCHED). */
 static int
-same_shape(const struct match *m, uint32_t k)
+same_shape(const struct match *m, uint32_t k, uint32_t *at)
 {
 	const struct plancmd_access *v = &m->sc->v[k];
 	uint64_t planned[REPLAY_MATCH_MAX];
-	uint32_t at[REPLAY_MATCH_MAX];
 
 	if (m->state[k] != (M_PROBED | M_PLANNED) || v->n > REPLAY_MATCH_MAX)
 		return 0;
 	for (size_t j = 0; j < v->n; j++)
 		planned[j] = m->pref[v->first + j].size;
-	const uint64_t *probed = m->psize + m->pfirst[k];
-	size_t n = m->pn[k];
-	return n > v->n ? replay_match_refs(probed, n, planned, v->n, at) :
-	    replay_match_refs(planned, v->n, probed, n, at);
+	return replay_match_launch(planned, v->n, m->psize + m->pfirst[k], m->pn[k], at) >= 0;
 }
 
 /* The measured positions' accesses into r (rec_access), the launches that
@@ -177,7 +174,8 @@ apply(struct match *m, struct rec *r)
 {
 	for (uint32_t pos = 0; pos < m->nops; pos++) {
 		uint32_t k = m->at[pos];
-		int measured = k != UINT32_MAX && same_shape(m, k), pointers = 0;
+		uint32_t at[REPLAY_MATCH_MAX];
+		int measured = k != UINT32_MAX && same_shape(m, k, at), pointers = 0;
 		if (measured) {
 			const struct plancmd_access *v = &m->sc->v[k];
 			for (size_t j = 0; j < v->n; j++)
@@ -195,7 +193,10 @@ apply(struct match *m, struct rec *r)
 		m->matched++;
 		for (size_t j = 0; j < v->n; j++) {
 			const struct plancmd_ref *b = &m->pref[v->first + j];
-			unsigned acc = m->sc->acc[v->first + j] & ~(unsigned)EBB_TRACE_ACC_POINTERS;
+			/* (a buffer the probed launch did not have: not measured, as the
+			 * library writes it) */
+			unsigned acc = at[j] == REPLAY_UNMATCHED ? PROF_ACC_UNKNOWN :
+			    m->sc->acc[v->first + j] & ~(unsigned)EBB_TRACE_ACC_POINTERS;
 			int rc = b->own ? rec_access(r, m->s0 + pos, b->bid, acc) : 1;
 			if (rc < 0)
 				return -1;

@@ -369,17 +369,14 @@ shape_sizes(uint32_t pos, uint64_t *out)
 }
 
 /*
- * Which of the recording's references at position pos each of the launch's
- * n buffers is (at[k]; replay_match_refs), where it has as many or fewer
- * (more == 0: a word that pointed into a buffer by chance in the recorded
- * iteration, an unfilled one; those of the recording's left over are not
- * measured); or which of the launch's buffers each of the recording's is
- * (at[j]), where it has more (more == 1: such a word in this iteration;
- * its others are extra, measured to be left unchanged). Returns 1 when
+ * Which of the launch's n buffers each of the recording's references at
+ * position pos is (at[j], or REPLAY_UNMATCHED: not measured), as
+ * replay_match_launch matches them; *extra: how many of the launch's
+ * buffers are none of them (measured to be left unchanged). Returns 1 when
  * matched, 0 when not.
  */
 static int
-match_launch(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at, int *more)
+match_launch(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at, uint32_t *extra)
 {
 	uint64_t rec[REPLAY_MATCH_MAX], got[REPLAY_MATCH_MAX];
 	int m = shape_sizes(pos, rec);
@@ -388,9 +385,11 @@ match_launch(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at, 
 		return 0;
 	for (size_t k = 0; k < n; k++)
 		got[k] = bufs[k]->size;
-	*more = n > (size_t)m;
-	return *more ? replay_match_refs(got, n, rec, (size_t)m, at) :
-	    replay_match_refs(rec, (size_t)m, got, n, at);
+	int matched = replay_match_launch(rec, (size_t)m, got, n, at);
+	if (matched < 0)
+		return 0;
+	*extra = (uint32_t)(n - (size_t)matched);
+	return 1;
 }
 
 /* The device address of slot i (the shape's, then the extra ones). */
@@ -402,25 +401,21 @@ slot(uint32_t i)
 
 /*
  * Hash bufs[0..n) of the launch at pos into their slots, before it (half 0)
- * or after it (half 1): at and more as match_launch gave them; a launch with
- * more has its extra buffers hashed into its extra slots, in order.
- * Returns 0 or -1.
+ * or after it (half 1), at as match_launch gave it: the recording's
+ * references into theirs, the launch's others into its extra slots, in
+ * order. Returns 0 or -1.
  */
 static int
-hash_all(uint32_t pos, struct ebb_buf *const *bufs, size_t n, const uint32_t *at, int more,
-    int half, CUstream handle)
+hash_all(uint32_t pos, struct ebb_buf *const *bufs, size_t n, const uint32_t *at, int half,
+    CUstream handle)
 {
 	uint32_t f = shape.first[pos], m = shape.first[pos + 1] - f;
 	CUdeviceptr off = half ? SLOT_BYTES / 2 : 0;
-
-	if (!more) {
-		for (size_t k = 0; k < n; k++)
-			if (hash(bufs[k], slot(f + at[k]) + off, handle) < 0)
-				return -1;
-		return 0;
-	}
 	uint8_t recorded[REPLAY_MATCH_MAX] = { 0 };
+
 	for (uint32_t j = 0; j < m; j++) {
+		if (at[j] == REPLAY_UNMATCHED)
+			continue;
 		recorded[at[j]] = 1;
 		if (hash(bufs[at[j]], slot(f + j) + off, handle) < 0)
 			return -1;
@@ -440,31 +435,31 @@ probe_before(uint64_t seq, struct ebb_stream *st, CUstream handle, struct ebb_bu
 		return 0;
 	uint32_t pos = (uint32_t)(seq - probe.s0);
 	CUcontext ctx = NULL;
-	uint32_t at[REPLAY_MATCH_MAX];
+	uint32_t at[REPLAY_MATCH_MAX], extra;
 	uint32_t m = shape.first[pos + 1] - shape.first[pos];
-	int more;
-	if (st == NULL || streams_capturing(st) || !match_launch(pos, bufs, n, at, &more))
+	if (st == NULL || streams_capturing(st) || !match_launch(pos, bufs, n, at, &extra))
 		return 0;
-	if (more && n - m > probe.xmax - probe.xnext)
+	if (extra > probe.xmax - probe.xnext)
 		return 0;	/* no extra slots left */
 	ebb_inside = 1;
 	int ok = ebb_real.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx == probe.ctx;
 	CUdeviceptr base = slot(shape.first[pos]);
 	/* the recording's references this launch does not have: not measured */
-	if (ok && n < m)
+	int partial = n - extra < m;
+	if (ok && partial)
 		ok = ebb_real.cuMemsetD8Async(base, UNMEASURED, m * SLOT_BYTES, handle) ==
 		    CUDA_SUCCESS;
-	for (size_t k = 0; ok && k < (more ? m : n); k++)
-		ok = ebb_real.cuMemsetD8Async(base + (more ? k : at[k]) * SLOT_BYTES, 0, SLOT_BYTES,
-		    handle) == CUDA_SUCCESS;
-	if (ok && more) {
-		probe.xat[pos] = probe.xnext;
-		probe.xn[pos] = (uint16_t)(n - m);
-		probe.xnext += (uint32_t)(n - m);
+	for (uint32_t j = 0; ok && j < m; j++)
+		if (at[j] != REPLAY_UNMATCHED)
+			ok = ebb_real.cuMemsetD8Async(base + j * SLOT_BYTES, 0, SLOT_BYTES, handle) ==
+			    CUDA_SUCCESS;
+	probe.xat[pos] = probe.xnext;
+	probe.xn[pos] = (uint16_t)extra;
+	probe.xnext += extra;
+	if (ok && extra > 0)
 		ok = ebb_real.cuMemsetD8Async(slot(probe.nrefs + probe.xat[pos]), 0,
-		    (n - m) * SLOT_BYTES, handle) == CUDA_SUCCESS;
-	}
-	ok = ok && hash_all(pos, bufs, n, at, more, 0, handle) == 0;
+		    extra * SLOT_BYTES, handle) == CUDA_SUCCESS;
+	ok = ok && hash_all(pos, bufs, n, at, 0, handle) == 0;
 	ebb_inside = 0;
 	if (!ok)
 		return 0;
@@ -480,12 +475,10 @@ probe_after(uint64_t seq, CUstream handle, struct ebb_buf *const *bufs, size_t n
 	uint32_t pos = (uint32_t)(seq - probe.s0);
 	if (probe.state[pos] != P_BEFORE)
 		return;
-	uint32_t at[REPLAY_MATCH_MAX];
-	uint32_t m = shape.first[pos + 1] - shape.first[pos];
-	int more;	/* as before it */
-	int ok = match_launch(pos, bufs, n, at, &more) && (!more || probe.xn[pos] == n - m);
+	uint32_t at[REPLAY_MATCH_MAX], extra;
+	int ok = match_launch(pos, bufs, n, at, &extra) && extra == probe.xn[pos];	/* as before */
 	ebb_inside = 1;
-	ok = ok && hash_all(pos, bufs, n, at, more, 1, handle) == 0;
+	ok = ok && hash_all(pos, bufs, n, at, 1, handle) == 0;
 	ebb_inside = 0;
 	if (ok)
 		probe.state[pos] |= P_AFTER;
@@ -524,7 +517,7 @@ probe_pending(void)
 	return probe.pending && !__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE);
 }
 
-/* A launch whose extra buffers (more than the recording's) were changed by
+/* A launch whose extra buffers (none of the recording's) were changed by
  * it, or held pointers, is not measured: it may write what the recorded
  * launch does not reference. The others count theirs as chance ones. */
 static void

@@ -1336,8 +1336,9 @@ scenario_plan(int iters)
  * (reads t, writes the sum's second word). With WORKLOAD_SEEDPTR=k, in the
  * iterations of k's parity rand_state's seed is an address inside a buffer
  * of its own, which ebb takes for a reference (the checksum then leaves the
- * sum out: the address, and so the seed, changes from run to run). With
- * WORKLOAD_FARDATA=1, the job also maps memory of its own at 16 TiB, far below
+ * sum out: the address, and so the seed, changes from run to run); with
+ * WORKLOAD_SEEDPTR2=1 too, in the others an address inside a second buffer,
+ * of another size. With WORKLOAD_FARDATA=1, the job also maps memory of its own at 16 TiB, far below
  * the driver's allocations; fill writes e, then copy (writes e, reads d)
  * copies d's 64-bit words of 32 TiB + i * 8 over it: between the two, inside
  * [lowest, highest tracked address), and in no tracked buffer's region
@@ -1367,6 +1368,9 @@ scenario_writesets(int iters)
 	CUdeviceptr other = 0;
 	if (seedptr >= 0)
 		CK(cu.MemAlloc(&other, 3 * n / 2));	/* of a size none of the others has */
+	CUdeviceptr other2 = 0;
+	if (seedptr >= 0 && getenv("WORKLOAD_SEEDPTR2") != NULL && atoi(getenv("WORKLOAD_SEEDPTR2")))
+		CK(cu.MemAlloc(&other2, 7 * n / 4));	/* nor this one */
 	CUdeviceptr f = 0, aux = 0;
 	if (auxptr >= 0) {
 		CK(cu.MemAlloc(&f, n));
@@ -1418,7 +1422,8 @@ scenario_writesets(int iters)
 		launch_axpy(y, x, 2.0f, words, s);
 		/* WORKLOAD_SEEDPTR=k: in iterations of k's parity, a seed that is an
 		 * address inside other (a word that looks like a pointer, by chance) */
-		uint64_t seed = seedptr >= 0 && it % 2 == seedptr % 2 ? (uint64_t)other + 64 : 42;
+		uint64_t seed = seedptr >= 0 && it % 2 == seedptr % 2 ? (uint64_t)other + 64 :
+		    other2 != 0 ? (uint64_t)other2 + 64 : 42;
 		struct fakecuda_rand_state_f32_params rp = { (float *)z, (uint64_t *)state, words,
 			seed };
 		void *ra[] = { &rp.dst, &rp.state, &rp.n, &rp.seed };
