@@ -85,6 +85,8 @@ def main():
                 "losses_identical": all(len(ls) <= len(base["losses"]) and ls == base["losses"][:len(ls)]
                                         for ls in r["all_losses"]),
                 "losses_compared": min(len(ls) for ls in r["all_losses"]),
+                # every step's loss, float.hex (each repeat's where there are several)
+                "losses": r["all_losses"][0] if len(r["all_losses"]) == 1 else r["all_losses"],
                 "repeats": r["repeats"],
                 "deterministic": r["deterministic"], "steps": r["steps"], "warmup": r["warmup"],
                 "step_times": [round(t, 5) for t in r["step_times"]],

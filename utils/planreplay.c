@@ -6,17 +6,20 @@
  * could bridge.
  *
  * The V records of one probe name launches of one iteration, the probed
- * one. The profile is of the iteration ebb plan chose: the same one, or
- * another of the same period, matched position by position. A position is
- * measured where the planned iteration's L record lists as many buffers as
- * the V record, and the probed iteration's the same sizes (A records) in the
- * same order, or others, matched as the library matches them
- * (replay_match_launch); access j of the V record is then that of the planned
- * launch's buffer j. A
- * launch can be launched again where every reference is measured and its
- * buffer is in the library's profile: a range of its own, not a slab's
- * (EBB_SLAB_MAX_BYTES). ebb plan has no launch records: a launch whose L
- * record lists its buffers counts as having a complete one.
+ * one; their buffers are those of the launches of the iteration before it,
+ * the one the library recorded. The profile is of the iteration ebb plan
+ * chose: the same one, or another of the same period, matched position by
+ * position. A position is measured where the recorded launch lists as many
+ * buffers as the V record, and the probed and the planned launches' buffers
+ * match them as the library matches launches (replay_match_launch: the same
+ * sizes in order, or some more or fewer, or a pair of other sizes: words
+ * that fell inside buffers by chance). Access j of the V record is that of
+ * the planned launch's buffer matched to j; a planned buffer matched to none
+ * has an unknown access. A launch can be launched again where every
+ * reference is measured and its buffer is in the library's profile: a range
+ * of its own, not a slab's (EBB_SLAB_MAX_BYTES). ebb plan has no launch
+ * records: a launch whose L record lists its buffers counts as having a
+ * complete one.
  *
  * Then the plan with recompute (plan_make_recompute, src/common/planrun.h)
  * at the last target, beside the moves alone. A run recomputes only the
@@ -44,28 +47,33 @@
 /* Candidates listed, those with the most bytes times window first. */
 #define TOP 20
 
-/* What is known of a V record's position (struct match's state). */
-enum {
-	M_PROBED = 1,	/* the probed launch's sizes are in psize */
-	M_PLANNED = 2,	/* the planned launch's buffers are in pref */
-	M_OTHER = 4	/* a launch listed another number of buffers, or one
-			 * without an A record */
+/* The iterations whose launches a V record's position is matched in. */
+enum { IT_PROBED, IT_RECORDED, IT_PLANNED, IT_N };
+
+/* What is known of a V record's position (struct match's state): the
+ * launch of iteration i is kept (1 << i), or one lacked an A record. */
+enum { M_OTHER = 1 << IT_N };
+
+/* The buffers of the launches kept for V records, in one iteration. */
+struct side {
+	struct plancmd_ref *ref;	/* launch k's: ref[first[k] .. + n[k]) */
+	size_t *first;			/* by V record */
+	uint32_t *n;
+	size_t len, cap;
 };
 
-/* The last probe's V records, and the launches of both iterations at their
- * positions (what plancmd_launches gives on_launch). */
+/* The last probe's V records, and the launches of the probed iteration, the
+ * one the library recorded (the one before it: the V record's buffers are
+ * that launch's) and the planned one at their positions (what
+ * plancmd_launches gives on_launch). */
 struct match {
 	const struct plancmd_scan *sc;
-	uint64_t q0, s0;	/* the probed and the planned iterations' first operations */
-	uint32_t nops;		/* the period of both */
+	uint64_t from[IT_N];	/* each iteration's first operation */
+	uint32_t nops;		/* the period of all */
 	uint32_t *at;		/* position -> its V record in sc->v; UINT32_MAX: none */
 	uint8_t *launch;	/* the planned iteration has a launch at the position */
 	uint8_t *state;		/* M_* of each V record */
-	uint64_t *psize;	/* the probed launches' buffer sizes, pfirst[k] .. + pn[k] */
-	size_t *pfirst;		/* by V record */
-	uint32_t *pn;
-	size_t npsize, cpsize;
-	struct plancmd_ref *pref;	/* the planned launch's buffers (likewise) */
+	struct side side[IT_N];
 	uint64_t *handle;	/* the stream of each operation from lo (plancmd_launches) */
 	uint64_t lo;
 	uint64_t measured;	/* the probe's V records */
@@ -91,46 +99,40 @@ probed_iteration(const struct plancmd_scan *sc)
 	return best;
 }
 
-/* Keep the n buffers of one launch for the V record at its position in
- * iteration from (m->q0 or m->s0): their sizes (probed) or the buffers
- * (planned). */
+/* Keep the n buffers of the launch seq of the trace where it is at a V
+ * record's position of iteration it. */
 static void
-keep_launch(struct match *m, uint64_t seq, uint64_t from, int planned,
-    const struct plancmd_ref *ref, size_t n)
+keep_launch(struct match *m, uint64_t seq, int it, const struct plancmd_ref *ref, size_t n)
 {
+	uint64_t from = m->from[it];
 	if (seq < from || seq - from >= m->nops || m->at[seq - from] == UINT32_MAX)
 		return;
 	uint32_t k = m->at[seq - from];
-	const struct plancmd_access *v = &m->sc->v[k];
-	if (planned ? n != v->n : n > REPLAY_MATCH_MAX) {
+	struct side *sd = &m->side[it];
+	if (n > REPLAY_MATCH_MAX || (m->state[k] & (1u << it))) {
 		m->state[k] |= M_OTHER;
 		return;
 	}
-	if (!planned && m->npsize + n > m->cpsize) {
-		size_t c = m->cpsize ? m->cpsize * 2 : 4096;
-		while (c < m->npsize + n)
+	if (sd->len + n > sd->cap) {
+		size_t c = sd->cap ? sd->cap * 2 : 4096;
+		while (c < sd->len + n)
 			c *= 2;
-		uint64_t *ps = realloc(m->psize, c * sizeof *ps);
-		if (ps == NULL) {
+		struct plancmd_ref *v = realloc(sd->ref, c * sizeof *v);
+		if (v == NULL) {
 			m->state[k] |= M_OTHER;	/* (out of memory: not measured) */
 			return;
 		}
-		m->psize = ps;
-		m->cpsize = c;
+		sd->ref = v;
+		sd->cap = c;
 	}
-	if (!planned) {
-		m->pfirst[k] = m->npsize;
-		m->pn[k] = (uint32_t)n;
-	}
+	sd->first[k] = sd->len;
+	sd->n[k] = (uint32_t)n;
 	for (size_t j = 0; j < n; j++) {
 		if (!ref[j].known)
 			m->state[k] |= M_OTHER;
-		if (planned)
-			m->pref[v->first + j] = ref[j];
-		else
-			m->psize[m->npsize++] = ref[j].size;
+		sd->ref[sd->len++] = ref[j];
 	}
-	m->state[k] |= planned ? M_PLANNED : M_PROBED;
+	m->state[k] |= 1u << it;
 }
 
 /* plancmd_launch_fn: a launch of the trace, kept where it is at a V record's
@@ -140,28 +142,48 @@ on_launch(void *arg, uint64_t seq, const struct plancmd_ref *ref, size_t n)
 {
 	struct match *m = arg;
 
-	if (seq >= m->s0 && seq - m->s0 < m->nops)
-		m->launch[seq - m->s0] = 1;
-	keep_launch(m, seq, m->q0, 0, ref, n);
-	keep_launch(m, seq, m->s0, 1, ref, n);
+	uint64_t s0 = m->from[IT_PLANNED];
+	if (seq >= s0 && seq - s0 < m->nops)
+		m->launch[seq - s0] = 1;
+	for (int it = 0; it < IT_N; it++)
+		keep_launch(m, seq, it, ref, n);
 	return 0;
 }
 
-/* Whether V record k's position is measured: both launches seen, the
- * planned one's buffers as many as the V record's, and the probed one's
- * matched to them as the library matches them (replay_match_launch: at[j],
- * the probed buffer of the V record's j, or REPLAY_UNMATCHED). */
+/* The sizes of iteration it's launch kept for V record k into out; returns
+ * how many. */
+static size_t
+sizes(const struct match *m, int it, uint32_t k, uint64_t *out)
+{
+	const struct side *sd = &m->side[it];
+
+	for (uint32_t j = 0; j < sd->n[k]; j++)
+		out[j] = sd->ref[sd->first[k] + j].size;
+	return sd->n[k];
+}
+
+/*
+ * Whether V record k's position is measured: the three launches seen, the
+ * recorded one's buffers as many as the V record's, the probed and the
+ * planned one's matched to them as the library matches launches
+ * (replay_match_launch). probed[j], planned[j]: the index of the V
+ * record's buffer j in the probed and the planned launch, or
+ * REPLAY_UNMATCHED.
+ */
 static int
-same_shape(const struct match *m, uint32_t k, uint32_t *at)
+same_shape(const struct match *m, uint32_t k, uint32_t *probed, uint32_t *planned)
 {
 	const struct plancmd_access *v = &m->sc->v[k];
-	uint64_t planned[REPLAY_MATCH_MAX];
+	uint64_t rec[REPLAY_MATCH_MAX], got[REPLAY_MATCH_MAX];
+	const unsigned all = (1u << IT_N) - 1;
 
-	if (m->state[k] != (M_PROBED | M_PLANNED) || v->n > REPLAY_MATCH_MAX)
+	if (m->state[k] != all || v->n > REPLAY_MATCH_MAX || sizes(m, IT_RECORDED, k, rec) != v->n)
 		return 0;
-	for (size_t j = 0; j < v->n; j++)
-		planned[j] = m->pref[v->first + j].size;
-	return replay_match_launch(planned, v->n, m->psize + m->pfirst[k], m->pn[k], at) >= 0;
+	size_t n = sizes(m, IT_PROBED, k, got);
+	if (replay_match_launch(rec, v->n, got, n, probed) < 0)
+		return 0;
+	n = sizes(m, IT_PLANNED, k, got);
+	return replay_match_launch(rec, v->n, got, n, planned) >= 0;
 }
 
 /* The measured positions' accesses into r (rec_access), the launches that
@@ -172,10 +194,12 @@ same_shape(const struct match *m, uint32_t k, uint32_t *at)
 static int
 apply(struct match *m, struct rec *r)
 {
+	uint64_t s0 = m->from[IT_PLANNED];
+
 	for (uint32_t pos = 0; pos < m->nops; pos++) {
 		uint32_t k = m->at[pos];
-		uint32_t at[REPLAY_MATCH_MAX];
-		int measured = k != UINT32_MAX && same_shape(m, k, at), pointers = 0;
+		uint32_t probed[REPLAY_MATCH_MAX], planned[REPLAY_MATCH_MAX];
+		int measured = k != UINT32_MAX && same_shape(m, k, probed, planned), pointers = 0;
 		if (measured) {
 			const struct plancmd_access *v = &m->sc->v[k];
 			for (size_t j = 0; j < v->n; j++)
@@ -189,15 +213,30 @@ apply(struct match *m, struct rec *r)
 		if (!measured)
 			continue;
 		const struct plancmd_access *v = &m->sc->v[k];
+		const struct side *pl = &m->side[IT_PLANNED];
+		const struct plancmd_ref *pref = pl->ref + pl->first[k];
+		uint8_t named[REPLAY_MATCH_MAX] = { 0 };
 		int all = !pointers;
 		m->matched++;
 		for (size_t j = 0; j < v->n; j++) {
-			const struct plancmd_ref *b = &m->pref[v->first + j];
+			if (planned[j] == REPLAY_UNMATCHED)
+				continue;	/* not a buffer of the planned launch */
+			const struct plancmd_ref *b = &pref[planned[j]];
+			named[planned[j]] = 1;
 			/* (a buffer the probed launch did not have: not measured, as the
 			 * library writes it) */
-			unsigned acc = at[j] == REPLAY_UNMATCHED ? PROF_ACC_UNKNOWN :
+			unsigned acc = probed[j] == REPLAY_UNMATCHED ? PROF_ACC_UNKNOWN :
 			    m->sc->acc[v->first + j] & ~(unsigned)EBB_TRACE_ACC_POINTERS;
-			int rc = b->own ? rec_access(r, m->s0 + pos, b->bid, acc) : 1;
+			int rc = b->own ? rec_access(r, s0 + pos, b->bid, acc) : 1;
+			if (rc < 0)
+				return -1;
+			all &= rc == 0;
+		}
+		/* the planned launch's buffers the recorded one did not have: unknown */
+		for (uint32_t x = 0; x < pl->n[k]; x++) {
+			if (named[x])
+				continue;
+			int rc = pref[x].own ? rec_access(r, s0 + pos, pref[x].bid, PROF_ACC_UNKNOWN) : 1;
 			if (rc < 0)
 				return -1;
 			all &= rc == 0;
@@ -218,10 +257,11 @@ match_free(struct match *m)
 	free(m->at);
 	free(m->launch);
 	free(m->state);
-	free(m->psize);
-	free(m->pfirst);
-	free(m->pn);
-	free(m->pref);
+	for (int it = 0; it < IT_N; it++) {
+		free(m->side[it].ref);
+		free(m->side[it].first);
+		free(m->side[it].n);
+	}
 	free(m->handle);
 }
 
@@ -235,30 +275,38 @@ match_probe(struct plancmd *g, const struct plancmd_mark *q, struct match *m)
 	const struct plancmd_scan *sc = &g->sc;
 
 	m->sc = sc;
-	m->q0 = q->seq;
-	m->s0 = g->s0;
 	m->nops = g->b.r.p.nops;
+	m->from[IT_PROBED] = q->seq;
+	/* (the library records an iteration, then probes the next) */
+	m->from[IT_RECORDED] = q->seq >= m->nops ? q->seq - m->nops : q->seq;
+	m->from[IT_PLANNED] = g->s0;
 	m->at = malloc((m->nops ? m->nops : 1) * sizeof *m->at);
 	m->launch = calloc(m->nops ? m->nops : 1, 1);
 	m->state = calloc(sc->nv, 1);
-	m->pfirst = calloc(sc->nv ? sc->nv : 1, sizeof *m->pfirst);
-	m->pn = calloc(sc->nv ? sc->nv : 1, sizeof *m->pn);
-	m->pref = calloc(sc->nacc ? sc->nacc : 1, sizeof *m->pref);
-	if (m->at == NULL || m->launch == NULL || m->state == NULL || m->pfirst == NULL ||
-	    m->pn == NULL || m->pref == NULL) {
+	int sides = 1;
+	for (int it = 0; it < IT_N; it++) {
+		m->side[it].first = calloc(sc->nv ? sc->nv : 1, sizeof *m->side[it].first);
+		m->side[it].n = calloc(sc->nv ? sc->nv : 1, sizeof *m->side[it].n);
+		sides &= m->side[it].first != NULL && m->side[it].n != NULL;
+	}
+	if (m->at == NULL || m->launch == NULL || m->state == NULL || !sides) {
 		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
 		return -1;
 	}
 	memset(m->at, 0xff, (m->nops ? m->nops : 1) * sizeof *m->at);
 	for (size_t k = 0; k < sc->nv; k++) {
 		uint64_t seq = sc->v[k].seq;
-		if (seq >= m->q0 && seq - m->q0 < m->nops) {
-			m->at[seq - m->q0] = (uint32_t)k;	/* a later record of a position wins */
+		uint64_t q0 = m->from[IT_PROBED];
+		if (seq >= q0 && seq - q0 < m->nops) {
+			m->at[seq - q0] = (uint32_t)k;	/* a later record of a position wins */
 			m->measured++;
 		}
 	}
-	uint64_t lo = m->q0 < m->s0 ? m->q0 : m->s0;
-	uint64_t hi = (m->q0 > m->s0 ? m->q0 : m->s0) + m->nops;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int it = 0; it < IT_N; it++) {
+		lo = m->from[it] < lo ? m->from[it] : lo;
+		hi = m->from[it] + m->nops > hi ? m->from[it] + m->nops : hi;
+	}
 	m->lo = lo;
 	if ((m->handle = calloc(hi - lo ? hi - lo : 1, sizeof *m->handle)) == NULL) {
 		fprintf(g->s.err, "ebb plan: %s: out of memory\n", g->s.path);
@@ -378,7 +426,7 @@ stream_ids(const struct match *m)
 		return NULL;
 	}
 	for (uint32_t pos = 0; pos < m->nops; pos++) {
-		uint64_t h = m->handle[m->s0 - m->lo + pos];
+		uint64_t h = m->handle[m->from[IT_PLANNED] - m->lo + pos];
 		uint32_t k = 0;
 		while (k < nseen && seen[k] != h)
 			k++;
