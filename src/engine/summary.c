@@ -184,6 +184,7 @@ summary_records(const struct engine_totals *t)
 		summary_record("replayable-launches", xs->replayable_launches);
 		summary_record("write-set-pointer-refs", xs->write_set_pointers);
 		summary_record("write-set-chance-refs", xs->write_set_chance);
+		summary_record("write-set-loose", xs->write_set_loose);
 		summary_record("wild-launches", xs->wild_launches);
 		summary_record("replay-gaps-considered", xs->replay_considered);
 		summary_record("replay-gaps", xs->replay_gaps);

@@ -536,6 +536,7 @@ exec_record_take(void)
 	    &exec.xs.wild_launches);
 	exec.xs.write_set_pointers = ps.pointers;
 	exec.xs.write_set_chance = ps.chance;
+	exec.xs.write_set_loose = ps.loose;
 	exec.xs.write_set_launches = ps.launches;
 	exec.xs.write_set_unmeasured = ps.unmeasured;
 	exec.xs.write_set_refs = ps.refs;

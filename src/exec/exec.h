@@ -193,6 +193,7 @@ struct exec_stats {
 	uint64_t write_set_pointers;	/* references to buffers holding pointers */
 	uint64_t write_set_chance;	/* references of measured launches the recorded
 					 * ones did not have, left unchanged */
+	uint64_t write_set_loose;	/* launches hashed for pointers only */
 	uint64_t wild_launches;		/* launches that may write what they do not
 					 * reference (not measured, or reading pointers) */
 	/* EBB_RECOMPUTE: the gaps of the last plan's iteration that a replay of

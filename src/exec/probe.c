@@ -38,8 +38,13 @@
 /* What has been hashed around a position's launch (probe.state). */
 enum {
 	P_BEFORE = 1,	/* every reference hashed before it */
-	P_AFTER = 2	/* and after it */
+	P_AFTER = 2,	/* and after it */
+	P_LOOSE = 4,	/* its buffers are not the recording's there, or it changed
+			 * one the recording's launch did not have: every one hashed
+			 * for pointers only, its accesses unknown */
+	P_XPTR = 8	/* one of its extra buffers held pointers */
 };
+
 
 /* The probe: one at a time. Guarded by ebb_state_lock, except what
  * probe_read touches (lock). */
@@ -392,6 +397,34 @@ match_launch(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at, 
 	return 1;
 }
 
+/* Whether the launch at pos was hashed before and after it. */
+static int
+hashed(uint32_t pos)
+{
+	return (probe.state[pos] & (P_BEFORE | P_AFTER)) == (P_BEFORE | P_AFTER);
+}
+
+/* The slots of the launch at pos, as match_launch gives them; where its
+ * buffers do not match the recording's, every one is extra (*loose): it is
+ * hashed for pointers only. Returns 0, or -1 when it has too many buffers. */
+static int
+slots_of(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at, uint32_t *extra,
+    int *loose)
+{
+	uint32_t m = shape.first[pos + 1] - shape.first[pos];
+
+	*loose = 0;
+	if (match_launch(pos, bufs, n, at, extra))
+		return 0;
+	if (n > REPLAY_MATCH_MAX || m > REPLAY_MATCH_MAX)
+		return -1;
+	for (uint32_t j = 0; j < m; j++)
+		at[j] = REPLAY_UNMATCHED;
+	*extra = (uint32_t)n;
+	*loose = 1;
+	return 0;
+}
+
 /* The device address of slot i (the shape's, then the extra ones). */
 static CUdeviceptr
 slot(uint32_t i)
@@ -437,7 +470,8 @@ probe_before(uint64_t seq, struct ebb_stream *st, CUstream handle, struct ebb_bu
 	CUcontext ctx = NULL;
 	uint32_t at[REPLAY_MATCH_MAX], extra;
 	uint32_t m = shape.first[pos + 1] - shape.first[pos];
-	if (st == NULL || streams_capturing(st) || !match_launch(pos, bufs, n, at, &extra))
+	int loose;
+	if (st == NULL || streams_capturing(st) || slots_of(pos, bufs, n, at, &extra, &loose) < 0)
 		return 0;
 	if (extra > probe.xmax - probe.xnext)
 		return 0;	/* no extra slots left */
@@ -463,7 +497,7 @@ probe_before(uint64_t seq, struct ebb_stream *st, CUstream handle, struct ebb_bu
 	ebb_inside = 0;
 	if (!ok)
 		return 0;
-	probe.state[pos] = P_BEFORE;
+	probe.state[pos] = P_BEFORE | (loose ? P_LOOSE : 0);
 	return 1;
 }
 
@@ -473,10 +507,12 @@ probe_after(uint64_t seq, CUstream handle, struct ebb_buf *const *bufs, size_t n
 	if (!probe.on || seq < probe.s0 || seq - probe.s0 >= probe.nops)
 		return;
 	uint32_t pos = (uint32_t)(seq - probe.s0);
-	if (probe.state[pos] != P_BEFORE)
+	if ((probe.state[pos] & (P_BEFORE | P_AFTER)) != P_BEFORE)
 		return;
 	uint32_t at[REPLAY_MATCH_MAX], extra;
-	int ok = match_launch(pos, bufs, n, at, &extra) && extra == probe.xn[pos];	/* as before */
+	int loose;	/* as before it */
+	int ok = slots_of(pos, bufs, n, at, &extra, &loose) == 0 && extra == probe.xn[pos] &&
+	    loose == ((probe.state[pos] & P_LOOSE) != 0);
 	ebb_inside = 1;
 	ok = ok && hash_all(pos, bufs, n, at, 1, handle) == 0;
 	ebb_inside = 0;
@@ -517,24 +553,31 @@ probe_pending(void)
 	return probe.pending && !__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE);
 }
 
-/* A launch whose extra buffers (none of the recording's) were changed by
- * it, or held pointers, is not measured: it may write what the recorded
- * launch does not reference. The others count theirs as chance ones. */
+/* A launch's extra buffers (none of the recording's there): where one
+ * held pointers, the launch may write what it does not reference (P_XPTR);
+ * where it changed one, it wrote a buffer the recorded launch did not
+ * reference, and its accesses count as unknown (P_LOOSE); else they count
+ * as chance references. */
 static void
 extras(void)
 {
 	for (uint32_t pos = 0; pos < probe.nops; pos++) {
-		if (probe.xn[pos] == 0 || probe.state[pos] != (P_BEFORE | P_AFTER))
+		if (probe.xn[pos] == 0 || !hashed(pos))
 			continue;
-		int clean = 1;
+		int same = 1, ptrs = 0;
 		for (uint32_t e = 0; e < probe.xn[pos]; e++) {
 			const uint64_t *d = probe.host + ((size_t)probe.nrefs + probe.xat[pos] + e) * 8;
-			clean &= d[0] == d[4] && d[1] == d[5] && d[2] == 0 && d[6] == 0;
+			same &= d[0] == d[4] && d[1] == d[5];
+			ptrs |= d[2] != 0 || d[6] != 0;
 		}
-		if (clean)
+		if (ptrs)
+			probe.state[pos] |= P_XPTR;
+		if (!same)
+			probe.state[pos] |= P_LOOSE;
+		if (!(probe.state[pos] & (P_LOOSE | P_XPTR)))
 			probe.st.chance += probe.xn[pos];
-		else
-			probe.state[pos] = 0;
+		if (probe.state[pos] & P_LOOSE)
+			probe.st.loose++;
 	}
 }
 
@@ -546,7 +589,7 @@ count(void)
 		uint32_t n = shape.first[pos + 1] - shape.first[pos];
 		if (n == 0 || !shape.launch[pos])
 			continue;
-		if (probe.state[pos] != (P_BEFORE | P_AFTER)) {
+		if (!hashed(pos) || (probe.state[pos] & P_LOOSE)) {
 			probe.st.unmeasured++;
 			continue;
 		}
@@ -571,7 +614,7 @@ trace_accesses(void)
 	uint64_t t = ebb_now_ns();
 	for (uint32_t pos = 0; pos < probe.nops; pos++) {
 		uint32_t n = shape.first[pos + 1] - shape.first[pos];
-		if (n == 0 || probe.state[pos] != (P_BEFORE | P_AFTER))
+		if (n == 0 || !hashed(pos))
 			continue;
 		if (!ebb_trace_begin_access(t, probe.s0 + pos, &l))
 			return;
@@ -616,8 +659,8 @@ probe_read(void)
 unsigned
 probe_access(uint32_t pos, uint32_t j)
 {
-	if (!__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE) || pos >= probe.nops ||
-	    probe.state[pos] != (P_BEFORE | P_AFTER) || j >= shape.first[pos + 1] - shape.first[pos])
+	if (!__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE) || pos >= probe.nops || !hashed(pos) ||
+	    (probe.state[pos] & P_LOOSE) || j >= shape.first[pos + 1] - shape.first[pos])
 		return PROF_ACC_UNKNOWN;
 	const uint64_t *d = probe.host + (size_t)(shape.first[pos] + j) * 8;
 	if (d[3] == UINT64_MAX && d[7] == UINT64_MAX)
@@ -628,9 +671,11 @@ probe_access(uint32_t pos, uint32_t j)
 int
 probe_pointers(uint32_t pos, uint32_t j)
 {
-	if (!__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE) || pos >= probe.nops ||
-	    probe.state[pos] != (P_BEFORE | P_AFTER) || j >= shape.first[pos + 1] - shape.first[pos])
+	if (!__atomic_load_n(&probe.read, __ATOMIC_ACQUIRE) || pos >= probe.nops || !hashed(pos) ||
+	    j >= shape.first[pos + 1] - shape.first[pos])
 		return 0;
+	if (probe.state[pos] & P_XPTR)
+		return 1;	/* one of its others held pointers: every one says so */
 	const uint64_t *d = probe.host + (size_t)(shape.first[pos] + j) * 8;
 	if (d[3] == UINT64_MAX && d[7] == UINT64_MAX)
 		return 0;	/* not measured */
@@ -662,7 +707,7 @@ probe_apply(struct rec *r, const struct lrec_set *ls, struct probe_stats *st, ui
 			if (rec_access(r, r->s0 + pos, id, probe_access(pos, j)) != 0)
 				all = 0;
 		}
-		int measured = probe.state[pos] == (P_BEFORE | P_AFTER);
+		int measured = hashed(pos);
 		if (shape.launch[pos] && (!measured || pointers)) {
 			*wild += prof_wild(p, pos) == 0;
 			continue;

@@ -45,6 +45,9 @@ struct probe_stats {
 				 * addresses of tracked buffers (tables of pointers) */
 	uint64_t chance;	/* buffers measured launches referenced that the recorded
 				 * launch did not, found unchanged */
+	uint64_t loose;		/* launches hashed for pointers only: their buffers are
+				 * not the recorded launch's, or they changed one that
+				 * launch did not have (their accesses unknown) */
 	uint64_t hashes;	/* hash kernels launched */
 	uint64_t bytes;		/* bytes hashed */
 };
@@ -135,8 +138,11 @@ void probe_stats(struct probe_stats *out);
  * (prof_replayable): a replayable record whose every reference was
  * measured, is in the profile (a buffer outside it, from a slab, has no uses
  * there to prove it unchanged) and holds no pointers; and which launches
- * may write buffers they do not reference (prof_wild): those not measured,
- * and those that reference a table of pointers. st gets the probe's
+ * may write buffers they do not reference (prof_wild): those not hashed,
+ * and those that reference a table of pointers. A launch whose buffers are
+ * not the recorded launch's is hashed for pointers only: its accesses are
+ * unknown (it may have read and written each), and it is not wild unless
+ * one of them held pointers. st gets the probe's
  * statistics. Returns how many launches can be launched again (0 when the
  * probe was not read); *wild: how many may write what they do not
  * reference.
