@@ -1614,6 +1614,10 @@ START_TEST(recompute_runs)
 	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
 	ck_assert_uint_eq(count_type_field(&t, 'O', 4, "drop"), summary(&t, "recompute-drops"));
 	ck_assert_uint_eq(count_type_field(&t, 'B', 4, "remake"), summary(&t, "recompute-remakes"));
+	/* every drop not made has its reason */
+	ck_assert_uint_eq(summary(&t, "recompute-kept"), summary(&t, "recompute-kept-busy") +
+	    summary(&t, "recompute-kept-args") + summary(&t, "recompute-kept-inputs") +
+	    summary(&t, "recompute-kept-mover"));
 	ck_assert_ptr_nonnull(note_value(&t, "plan-recompute-started"));
 	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 32u << 20);
 	ck_assert_ptr_nonnull(strstr(r.err, "plan: recomputes "));

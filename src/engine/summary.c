@@ -212,6 +212,10 @@ summary_records(const struct engine_totals *t)
 		summary_record("recompute-remakes", xs->recompute_remakes);
 		summary_record("recompute-early", xs->recompute_early);
 		summary_record("recompute-kept", xs->recompute_kept);
+		summary_record("recompute-kept-busy", xs->recompute_kept_busy);
+		summary_record("recompute-kept-args", xs->recompute_kept_args);
+		summary_record("recompute-kept-inputs", xs->recompute_kept_inputs);
+		summary_record("recompute-kept-mover", xs->recompute_kept_mover);
 		summary_record("recompute-failed", xs->recompute_failed);
 		summary_record("planned-offloads", ms->planned_offloads);
 		summary_record("prefetches", ms->prefetches);
@@ -349,13 +353,18 @@ summary_lines(const struct engine_totals *t)
 			ebb_log(EBB_LOG_NOTE, "recompute (EBB_RECOMPUTE): the plan recomputes %llu gaps "
 			    "(%s); %llu buffers dropped and %llu remade by their producers (%llu before "
 			    "their point: the job used an input otherwise, or the plan stopped), %llu "
-			    "drops not made, %llu remakes failed",
+			    "drops not made (%llu: the buffer away or busy, %llu: a producer's "
+			    "arguments, %llu: an input, %llu: the mover), %llu remakes failed",
 			    (unsigned long long)xs->recompute_gaps,
 			    human(xs->recompute_bytes, held_s, sizeof held_s),
 			    (unsigned long long)xs->recompute_drops,
 			    (unsigned long long)xs->recompute_remakes,
 			    (unsigned long long)xs->recompute_early,
 			    (unsigned long long)xs->recompute_kept,
+			    (unsigned long long)xs->recompute_kept_busy,
+			    (unsigned long long)xs->recompute_kept_args,
+			    (unsigned long long)xs->recompute_kept_inputs,
+			    (unsigned long long)xs->recompute_kept_mover,
 			    (unsigned long long)xs->recompute_failed);
 	}
 }

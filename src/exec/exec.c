@@ -577,5 +577,9 @@ exec_stats(struct exec_stats *out)
 	out->recompute_remakes = rs.remakes;
 	out->recompute_early = rs.early;
 	out->recompute_kept = rs.kept;
+	out->recompute_kept_busy = rs.kept_busy;
+	out->recompute_kept_args = rs.kept_args;
+	out->recompute_kept_inputs = rs.kept_inputs;
+	out->recompute_kept_mover = rs.kept_mover;
 	out->recompute_failed = rs.failed;
 }

@@ -204,21 +204,25 @@ try_drop(uint32_t g, uint64_t seq)
 	const struct remake_gap *gp = &rc.p->gap[g];
 	struct ebb_buf *x = rc.resolve(&rc.p->bufs[gp->x]);
 
+	uint64_t *why = &rc.st.kept_busy;
 	if (x == NULL || x->rc_gap != 0 || x->rc_inputs != 0 || x->mv.rsize != gp->size ||
 	    chain_stream(gp) == NULL)
 		goto kept;
+	why = &rc.st.kept_args;
 	for (uint32_t c = 0; c < gp->nchain; c++) {
 		uint32_t q = rc.p->chain[gp->chain_first + c];
 		const struct lrec *r = lrec_at(rc.p->ls, q);
 		if (r == NULL || q >= rc.p->nops || !args_match(r, q))
 			goto kept;
 	}
+	why = &rc.st.kept_inputs;
 	for (uint32_t k = 0; k < gp->nin; k++) {
 		struct ebb_buf *in = rc.resolve(&rc.p->bufs[rc.p->inputs[gp->in_first + k]]);
 		if (in == NULL || in->rc_gap != 0)
 			goto kept;
 		rc.inb[gp->in_first + k] = in;
 	}
+	why = &rc.st.kept_mover;
 	if (!mover_plan_drop(x, seq))
 		goto kept;
 	rc.xb[g] = x;
@@ -234,6 +238,7 @@ try_drop(uint32_t g, uint64_t seq)
 kept:
 	memset(rc.inb + gp->in_first, 0, gp->nin * sizeof *rc.inb);
 	rc.st.kept++;
+	(*why)++;
 }
 
 /* Whether the recorded iteration read profile buffer idx at position pos. */

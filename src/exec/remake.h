@@ -138,6 +138,13 @@ struct remake_stats {
 	uint64_t kept;		/* drops the plan wanted but that were not made: a
 				 * chain's arguments not taken, or other than recorded,
 				 * buffers not found, the mover unable */
+	uint64_t kept_busy;	/* of them: the buffer not found, of another range,
+				 * remade, or an input of a buffer away */
+	uint64_t kept_args;	/* a chain launch's arguments not taken in this
+				 * iteration, or naming other buffers */
+	uint64_t kept_inputs;	/* an input not found, or away itself */
+	uint64_t kept_mover;	/* the mover could not drop it (not resident,
+				 * pinned, a capture, a copy of it in flight) */
 	uint64_t failed;	/* remakes whose launches failed */
 };
 void remake_stats(struct remake_stats *out);
