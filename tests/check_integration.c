@@ -1534,11 +1534,11 @@ END_TEST
 /*
  * Data is not a table of pointers because its words lie between tracked
  * buffers (workload writesets, WORKLOAD_FARDATA=1): with the job's own
- * mapping at 16 TiB and the driver's allocations far above it, copy reads
- * words of 32 TiB and more, inside the span of every tracked buffer but in
- * no buffer's region. It is measured as a plain read and write, may be
- * launched again, and does not count as writing what it does not reference;
- * gather's table still does.
+ * mapping at 32 TiB (or 256 GiB) and the driver's allocations far above it,
+ * copy reads words of 64 TiB and more, inside the span of every tracked
+ * buffer but in no buffer's region. It is measured as a plain read and
+ * write, may be launched again, and does not count as writing what it does
+ * not reference; gather's table still does.
  */
 START_TEST(write_sets_data_between_buffers)
 {

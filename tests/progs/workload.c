@@ -1338,9 +1338,10 @@ scenario_plan(int iters)
  * of its own, which ebb takes for a reference (the checksum then leaves the
  * sum out: the address, and so the seed, changes from run to run); with
  * WORKLOAD_SEEDPTR2=1 too, in the others an address inside a second buffer,
- * of another size. With WORKLOAD_FARDATA=1, the job also maps memory of its own at 16 TiB, far below
- * the driver's allocations; fill writes e, then copy (writes e, reads d)
- * copies d's 64-bit words of 32 TiB + i * 8 over it: between the two, inside
+ * of another size. With WORKLOAD_FARDATA=1, the job also maps memory of its
+ * own at 32 TiB (or 256 GiB, where a sanitizer holds that), far below the
+ * driver's allocations; fill writes e, then copy (writes e, reads d) copies
+ * d's 64-bit words of 64 TiB + i * 8 over it: between the two, inside
  * [lowest, highest tracked address), and in no tracked buffer's region
  * (data, not pointers). With WORKLOAD_AUXPTR=k, fill_opt fills f and, in
  * the iterations of k's parity, writes its optional output too, a buffer
@@ -1379,7 +1380,8 @@ scenario_writesets(int iters)
 	CUdeviceptr far = 0, d = 0, e = 0;
 	CUmemGenericAllocationHandle farh = 0;
 	if (fardata) {
-		const CUdeviceptr at = (CUdeviceptr)16 << 40;
+		/* 32 TiB, else 256 GiB: free of the sanitizers' shadow memory */
+		const CUdeviceptr ats[] = { (CUdeviceptr)32 << 40, (CUdeviceptr)256 << 30 };
 		CUmemAllocationProp prop;
 		memset(&prop, 0, sizeof prop);
 		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -1388,10 +1390,17 @@ scenario_writesets(int iters)
 		memset(&acc, 0, sizeof acc);
 		acc.location = prop.location;
 		acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-		CK(cu.MemAddressReserve(&far, n, 0, at, 0));
-		if (far != at)
-			FAIL("cuMemAddressReserve gave %#llx, not the %#llx asked for",
-			    (unsigned long long)far, (unsigned long long)at);
+		for (size_t i = 0; i < sizeof ats / sizeof *ats; i++) {
+			CK(cu.MemAddressReserve(&far, n, 0, ats[i], 0));
+			if (far == ats[i])
+				break;
+			CK(cu.MemAddressFree(far, n));
+			far = 0;
+		}
+		if (far == 0)
+			FAIL("cuMemAddressReserve gave %#llx, not %#llx or %#llx as asked",
+			    (unsigned long long)far, (unsigned long long)ats[0],
+			    (unsigned long long)ats[1]);
 		CK(cu.MemCreate(&farh, n, &prop, 0));
 		CK(cu.MemMap(far, n, 0, farh, 0));
 		CK(cu.MemSetAccess(far, n, &acc, 1));
@@ -1401,7 +1410,7 @@ scenario_writesets(int iters)
 		if (words64 == NULL)
 			FAIL("out of host memory");
 		for (size_t i = 0; i < n / 8; i++)
-			words64[i] = ((uint64_t)32 << 40) + i * 8;
+			words64[i] = ((uint64_t)64 << 40) + i * 8;
 		CK(cu.MemcpyHtoD(d, words64, n));
 		free(words64);
 	}
