@@ -358,7 +358,6 @@ probe_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h)
  * words, which a hash leaves, then read all ones. */
 #define UNMEASURED 0xff
 
-
 /* The sizes of the recording's references at pos into out (at most
  * REPLAY_MATCH_MAX); returns how many, or -1 when more. */
 static int

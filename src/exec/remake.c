@@ -422,7 +422,10 @@ fill(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq, CUevent *done
 	ebb_inside = 1;
 	for (uint32_t c = 0; r == CUDA_SUCCESS && c < gp->nchain; c++) {
 		uint32_t q = rc.p->chain[gp->chain_first + c];
-		r = lrec_launch(lrec_at(rc.p->ls, q), lrec_argset_get(&rc.args, q));
+		/* this iteration's arguments, taken before the drop; never the
+		 * recording's (NULL to lrec_launch), which name its buffers */
+		const unsigned char *a = lrec_argset_get(&rc.args, q);
+		r = a == NULL ? CUDA_ERROR_INVALID_VALUE : lrec_launch(lrec_at(rc.p->ls, q), a);
 	}
 	/* (the restore worker that retires it gives it back as a copy's) */
 	if (r == CUDA_SUCCESS && (ev = streams_event_get(1)) == NULL)
