@@ -1233,6 +1233,23 @@ run_writesets(const char *recompute, const char *extra, const char *path, struct
 	trace_load(path, t);
 }
 
+/* run_writesets with EBB_RECOMPUTE=1 and extra (a workload variable, NULL:
+ * none), after the workload alone with extra: the job computes what it
+ * computes without ebb. */
+static void
+run_writesets_same(const char *extra, const char *path, struct run_result *r, struct trace *t)
+{
+	char *argv[] = { workload_path(0), "writesets", "16", NULL };
+	const char *env[] = { extra, NULL };
+	struct run_result alone;
+
+	run_ebb(argv, env, NULL, &alone);
+	expect_ok(&alone);
+	run_writesets("EBB_RECOMPUTE=1", extra, path, r, t);
+	ck_assert_str_eq(checksum_of(r->out), checksum_of(alone.out));
+	run_free(&alone);
+}
+
 /*
  * EBB_RECOMPUTE=1 probes the iteration after the recorded one: every
  * launch's buffers hashed before and after it, on the device, tell which it
@@ -1368,17 +1385,12 @@ access_of(const struct trace *t, uint64_t seq)
 START_TEST(write_sets_chance_pointer)
 {
 	const char *path = tmp_file("wsetseed");
-	char *argv[] = { workload_path(0), "writesets", "16", NULL };
 
 	for (int k = 0; k < 2; k++) {
 		const char *parity = k == 0 ? "WORKLOAD_SEEDPTR=0" : "WORKLOAD_SEEDPTR=1";
-		const char *env[] = { parity, NULL };
-		struct run_result alone, r;
+		struct run_result r;
 		struct trace t;
-		run_ebb(argv, env, NULL, &alone);
-		expect_ok(&alone);
-		run_writesets("EBB_RECOMPUTE=1", parity, path, &r, &t);
-		ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+		run_writesets_same(parity, path, &r, &t);
 		const char *rec = note_value(&t, "plan-recording");
 		ck_assert_ptr_nonnull(rec);
 		uint64_t s0 = strtoull(rec, NULL, 10), period = 11;
@@ -1410,7 +1422,6 @@ START_TEST(write_sets_chance_pointer)
 			ck_assert_uint_eq(summary(&t, "write-set-chance-refs"), 1);
 		}
 		trace_free(&t);
-		run_free(&alone);
 		run_free(&r);
 	}
 	remove(path);
@@ -1481,17 +1492,12 @@ END_TEST
 START_TEST(write_sets_optional_output)
 {
 	const char *path = tmp_file("wsetsaux");
-	char *argv[] = { workload_path(0), "writesets", "16", NULL };
 
 	for (int k = 0; k < 2; k++) {
 		const char *parity = k == 0 ? "WORKLOAD_AUXPTR=0" : "WORKLOAD_AUXPTR=1";
-		const char *env[] = { parity, NULL };
-		struct run_result alone, r;
+		struct run_result r;
 		struct trace t;
-		run_ebb(argv, env, NULL, &alone);
-		expect_ok(&alone);
-		run_writesets("EBB_RECOMPUTE=1", parity, path, &r, &t);
-		ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+		run_writesets_same(parity, path, &r, &t);
 		const char *rec = note_value(&t, "plan-recording");
 		ck_assert_ptr_nonnull(rec);
 		uint64_t s0 = strtoull(rec, NULL, 10), kid = kernel_id(&t, "fill_opt_u32");
@@ -1524,7 +1530,6 @@ START_TEST(write_sets_optional_output)
 			ck_assert_str_eq(v->f[4], "0");	/* aux: not measured */
 		}
 		trace_free(&t);
-		run_free(&alone);
 		run_free(&r);
 	}
 	remove(path);
@@ -1543,15 +1548,10 @@ END_TEST
 START_TEST(write_sets_data_between_buffers)
 {
 	const char *path = tmp_file("wsetsfar");
-	char *argv[] = { workload_path(0), "writesets", "16", NULL };
-	const char *env[] = { "WORKLOAD_FARDATA=1", NULL };
-	struct run_result alone, r;
+	struct run_result r;
 	struct trace t;
 
-	run_ebb(argv, env, NULL, &alone);
-	expect_ok(&alone);
-	run_writesets("EBB_RECOMPUTE=1", "WORKLOAD_FARDATA=1", path, &r, &t);
-	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	run_writesets_same("WORKLOAD_FARDATA=1", path, &r, &t);
 	ck_assert_uint_eq(summary(&t, "write-set-launches"), 9);
 	ck_assert_uint_eq(summary(&t, "write-set-unmeasured"), 0);
 	ck_assert_str_eq(accesses_of(&t, "copy_bytes"), "2,1");
@@ -1560,7 +1560,6 @@ START_TEST(write_sets_data_between_buffers)
 	ck_assert_uint_eq(summary(&t, "wild-launches"), 1);
 	ck_assert_uint_eq(summary(&t, "replayable-launches"), 8);
 	trace_free(&t);
-	run_free(&alone);
 	run_free(&r);
 	remove(path);
 }
