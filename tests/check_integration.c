@@ -1361,6 +1361,29 @@ START_TEST(replay_verify_refuses)
 }
 END_TEST
 
+/* The rand_state launches of the writesets scenario in t: how many buffers
+ * the recorded one (*nrec) and the probed one (*nprobed) list; returns the
+ * probed one's seq. rand_state is the iteration's fourth operation (of 11),
+ * and the probed iteration follows the recorded one. */
+static uint64_t
+rand_state_refs(const struct trace *t, size_t *nrec, size_t *nprobed)
+{
+	const char *rec = note_value(t, "plan-recording");
+	ck_assert_ptr_nonnull(rec);
+	uint64_t s0 = strtoull(rec, NULL, 10), period = 11;
+	uint64_t recorded = s0 + 3, probed = s0 + period + 3;
+
+	*nrec = *nprobed = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct rec *l = &t->r[i];
+		if (l->type == 'L' && l->n > 4 && num(l, 1) == recorded)
+			*nrec = (size_t)num(l, 4);
+		else if (l->type == 'L' && l->n > 4 && num(l, 1) == probed)
+			*nprobed = (size_t)num(l, 4);
+	}
+	return probed;
+}
+
 /* The V record of operation seq, or NULL. */
 static const struct rec *
 access_of(const struct trace *t, uint64_t seq)
@@ -1391,19 +1414,8 @@ START_TEST(write_sets_chance_pointer)
 		struct run_result r;
 		struct trace t;
 		run_writesets_same(parity, path, &r, &t);
-		const char *rec = note_value(&t, "plan-recording");
-		ck_assert_ptr_nonnull(rec);
-		uint64_t s0 = strtoull(rec, NULL, 10), period = 11;
-		/* rand_state is the iteration's fourth operation; the probed one
-		 * follows the recorded one */
-		uint64_t recorded = s0 + 3, probed = s0 + period + 3;
-		size_t nrec = 0, nprobed = 0;
-		for (size_t i = 0; i < t.n; i++)
-			if (t.r[i].type == 'L' && t.r[i].n > 4 && num(&t.r[i], 1) == recorded)
-				nrec = (size_t)num(&t.r[i], 4);
-			else if (t.r[i].type == 'L' && t.r[i].n > 4 && num(&t.r[i], 1) == probed)
-				nprobed = (size_t)num(&t.r[i], 4);
-		const struct rec *v = access_of(&t, probed);
+		size_t nrec, nprobed;
+		const struct rec *v = access_of(&t, rand_state_refs(&t, &nrec, &nprobed));
 		if (nrec == 3 && nprobed == 2) {
 			ck_assert_ptr_nonnull(v);
 			ck_assert_uint_eq(v->n, 6);	/* t, seq, the count, three accesses */
@@ -1453,19 +1465,10 @@ START_TEST(write_sets_chance_pointer_elsewhere)
 	expect_ok(&r);
 	trace_load(path, &t);
 	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
-	const char *rec = note_value(&t, "plan-recording");
-	ck_assert_ptr_nonnull(rec);
-	uint64_t s0 = strtoull(rec, NULL, 10), period = 11;
-	uint64_t recorded = s0 + 3, probed = s0 + period + 3;	/* rand_state */
-	size_t nrec = 0, nprobed = 0;
-	for (size_t i = 0; i < t.n; i++)
-		if (t.r[i].type == 'L' && t.r[i].n > 4 && num(&t.r[i], 1) == recorded)
-			nrec = (size_t)num(&t.r[i], 4);
-		else if (t.r[i].type == 'L' && t.r[i].n > 4 && num(&t.r[i], 1) == probed)
-			nprobed = (size_t)num(&t.r[i], 4);
+	size_t nrec, nprobed;
+	const struct rec *v = access_of(&t, rand_state_refs(&t, &nrec, &nprobed));
 	ck_assert_uint_eq(nrec, 3);
 	ck_assert_uint_eq(nprobed, 3);
-	const struct rec *v = access_of(&t, probed);
 	ck_assert_ptr_nonnull(v);
 	ck_assert_uint_eq(v->n, 6);
 	ck_assert_str_eq(v->f[3], "2");

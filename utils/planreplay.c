@@ -109,7 +109,7 @@ keep_launch(struct match *m, uint64_t seq, int it, const struct plancmd_ref *ref
 		return;
 	uint32_t k = m->at[seq - from];
 	struct side *sd = &m->side[it];
-	if (n > REPLAY_MATCH_MAX || (m->state[k] & (1u << it))) {
+	if (n > REPLAY_MATCH_MAX) {
 		m->state[k] |= M_OTHER;
 		return;
 	}

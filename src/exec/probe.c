@@ -358,44 +358,6 @@ probe_hash(CUdeviceptr p, uint64_t n, CUdeviceptr out, CUstream h)
  * words, which a hash leaves, then read all ones. */
 #define UNMEASURED 0xff
 
-/* The sizes of the recording's references at pos into out (at most
- * REPLAY_MATCH_MAX); returns how many, or -1 when more. */
-static int
-shape_sizes(uint32_t pos, uint64_t *out)
-{
-	uint32_t f = shape.first[pos], m = shape.first[pos + 1] - f;
-
-	if (m > REPLAY_MATCH_MAX)
-		return -1;
-	for (uint32_t j = 0; j < m; j++)
-		out[j] = shape.ref[f + j].size;
-	return (int)m;
-}
-
-/*
- * Which of the launch's n buffers each of the recording's references at
- * position pos is (at[j], or REPLAY_UNMATCHED: not measured), as
- * replay_match_launch matches them; *extra: how many of the launch's
- * buffers are none of them (measured to be left unchanged). Returns 1 when
- * matched, 0 when not.
- */
-static int
-match_launch(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at, uint32_t *extra)
-{
-	uint64_t rec[REPLAY_MATCH_MAX], got[REPLAY_MATCH_MAX];
-	int m = shape_sizes(pos, rec);
-
-	if (m < 0 || n > REPLAY_MATCH_MAX)
-		return 0;
-	for (size_t k = 0; k < n; k++)
-		got[k] = bufs[k]->size;
-	int matched = replay_match_launch(rec, (size_t)m, got, n, at);
-	if (matched < 0)
-		return 0;
-	*extra = (uint32_t)(n - (size_t)matched);
-	return 1;
-}
-
 /* Whether the launch at pos was hashed before and after it. */
 static int
 hashed(uint32_t pos)
@@ -403,24 +365,36 @@ hashed(uint32_t pos)
 	return (probe.state[pos] & (P_BEFORE | P_AFTER)) == (P_BEFORE | P_AFTER);
 }
 
-/* The slots of the launch at pos, as match_launch gives them; where its
- * buffers do not match the recording's, every one is extra (*loose): it is
- * hashed for pointers only. Returns 0, or -1 when it has too many buffers. */
+/*
+ * The slots of the launch at pos: which of its n buffers each of the
+ * recording's references there is (at[j], or REPLAY_UNMATCHED: not
+ * measured), as replay_match_launch matches them, and *extra, how many of
+ * its buffers are none of them (hashed into extra slots, to be found left
+ * unchanged). Where the buffers do not match the recording's, every one is
+ * extra (*loose): hashed for pointers only. Returns 0, or -1 when either
+ * side has more than REPLAY_MATCH_MAX buffers.
+ */
 static int
 slots_of(uint32_t pos, struct ebb_buf *const *bufs, size_t n, uint32_t *at, uint32_t *extra,
     int *loose)
 {
-	uint32_t m = shape.first[pos + 1] - shape.first[pos];
+	uint32_t f = shape.first[pos], m = shape.first[pos + 1] - f;
+	uint64_t rec[REPLAY_MATCH_MAX], got[REPLAY_MATCH_MAX];
 
-	*loose = 0;
-	if (match_launch(pos, bufs, n, at, extra))
-		return 0;
 	if (n > REPLAY_MATCH_MAX || m > REPLAY_MATCH_MAX)
 		return -1;
 	for (uint32_t j = 0; j < m; j++)
-		at[j] = REPLAY_UNMATCHED;
-	*extra = (uint32_t)n;
-	*loose = 1;
+		rec[j] = shape.ref[f + j].size;
+	for (size_t k = 0; k < n; k++)
+		got[k] = bufs[k]->size;
+	int matched = replay_match_launch(rec, m, got, n, at);
+	*loose = matched < 0;
+	if (*loose) {
+		for (uint32_t j = 0; j < m; j++)
+			at[j] = REPLAY_UNMATCHED;
+		matched = 0;
+	}
+	*extra = (uint32_t)(n - (size_t)matched);
 	return 0;
 }
 
@@ -433,7 +407,7 @@ slot(uint32_t i)
 
 /*
  * Hash bufs[0..n) of the launch at pos into their slots, before it (half 0)
- * or after it (half 1), at as match_launch gave it: the recording's
+ * or after it (half 1), at as slots_of gave it: the recording's
  * references into theirs, the launch's others into its extra slots, in
  * order. Returns 0 or -1.
  */
