@@ -31,7 +31,8 @@
 # env: STEPS (9), WARMUP (5), OUT, BUILD, PYTHON, BENCH_COMMIT, BENCH_COMMAND, RUN_TIMEOUT (400),
 # KEEP_TRACE (set: keep each ebb run's trace as OUT/*.trace.gz, tens of MB for W1),
 # ANALYSE (1; 0: skip ebb plan and gaps.py on each ebb run's trace, about a
-# minute of CPU a W1 run, for short GPU leases)
+# minute of CPU a W1 run, for short GPU leases), VERBOSE (1: the -v of each ebb run
+# under a limit; 3 adds the plan's per-buffer detail, such as each drop kept)
 # BENCH_COMMIT: give it from the checkout the build was made in (git rev-parse
 # --short HEAD there): on the GPU machine the copy's git metadata was found
 # to name an older commit.
@@ -203,7 +204,7 @@ for m in "$@"; do
 		[ -n "${margin:-}" ] && { label=$label-margin-$margin; env+=(EBB_PLAN_MARGIN=$margin); }
 		[ "$kind" = reactive ] && { label=reactive-limit-$limit; env+=(EBB_PLAN=0); }
 		trace=/tmp/ebb-$W-a$ACC-$label.trace
-		run "$label" "$OUT/$W-a$ACC-$label.log" env "${env[@]}" "$EBB" run --limit "$limit" -v 1 \
+		run "$label" "$OUT/$W-a$ACC-$label.log" env "${env[@]}" "$EBB" run --limit "$limit" -v "${VERBOSE:-1}" \
 			--trace "$trace" -- $train --label "$label" --json "$res"
 		grep -E "^Q [0-9]+ (plan-|d2h|h2d)|^[ZIDY] " "$trace" > "$OUT/$W-a$ACC-$label.notes"
 		plan_json "$label" "$trace"

@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,23 +177,30 @@ remake_now(uint32_t g, uint64_t seq, int early)
 }
 
 /* Whether the pointer words of this iteration's arguments of chain launch r
- * (at position q) name the buffers the recording's did, as found now. */
+ * (at position q) name the buffers the recording's did, as found now. When
+ * not, and why is not NULL, *why says which word did not (for the log). */
 static int
-args_match(const struct lrec *r, uint32_t q)
+args_match(const struct lrec *r, uint32_t q, char *why, size_t nwhy)
 {
 	const unsigned char *a = lrec_argset_get(&rc.args, q);
 
-	if (a == NULL || !r->relocated)
+	if (a == NULL || !r->relocated) {
+		snprintf(why, nwhy, "launch at %u: %s", q, a == NULL ?
+		    "no arguments taken this iteration" : "its words not all named");
 		return 0;
+	}
 	for (uint32_t k = 0; k < r->nrelocs; k++) {
 		const struct lrec_reloc *rl = &r->relocs[k];
-		if (rl->buf >= rc.p->nbufs)
-			return 0;
-		struct ebb_buf *b = rc.resolve(&rc.p->bufs[rl->buf]);
+		struct ebb_buf *b = rl->buf < rc.p->nbufs ? rc.resolve(&rc.p->bufs[rl->buf]) : NULL;
 		uint64_t w;
 		memcpy(&w, a + rl->off, sizeof w);
-		if (b == NULL || w != b->addr + rl->delta)
+		if (b == NULL || w != b->addr + rl->delta) {
+			snprintf(why, nwhy, "launch at %u: word at byte %u is %#llx, %s %#llx", q,
+			    rl->off, (unsigned long long)w, b == NULL ? "its buffer not found, was" :
+			    "the buffer's now", (unsigned long long)(b != NULL ? b->addr + rl->delta :
+			    rl->delta));
 			return 0;
+		}
 	}
 	return 1;
 }
@@ -203,28 +211,46 @@ try_drop(uint32_t g, uint64_t seq)
 {
 	const struct remake_gap *gp = &rc.p->gap[g];
 	struct ebb_buf *x = rc.resolve(&rc.p->bufs[gp->x]);
+	char detail[160] = "";
 
 	uint64_t *why = &rc.st.kept_busy;
 	if (x == NULL || x->rc_gap != 0 || x->rc_inputs != 0 || x->mv.rsize != gp->size ||
-	    chain_stream(gp) == NULL)
+	    chain_stream(gp) == NULL) {
+		if (x != NULL && x->mv.rsize != gp->size)
+			snprintf(detail, sizeof detail, "%llu bytes now",
+			    (unsigned long long)x->mv.rsize);
+		else
+			snprintf(detail, sizeof detail, "%s", x == NULL ? "not found" :
+			    x->rc_gap != 0 ? "dropped already" : x->rc_inputs != 0 ?
+			    "an input of a dropped buffer" : "its chain's stream not found");
 		goto kept;
+	}
 	why = &rc.st.kept_args;
 	for (uint32_t c = 0; c < gp->nchain; c++) {
 		uint32_t q = rc.p->chain[gp->chain_first + c];
 		const struct lrec *r = lrec_at(rc.p->ls, q);
-		if (r == NULL || q >= rc.p->nops || !args_match(r, q))
+		if (r == NULL || q >= rc.p->nops) {
+			snprintf(detail, sizeof detail, "launch at %u: no record", q);
+			goto kept;
+		}
+		if (!args_match(r, q, detail, sizeof detail))
 			goto kept;
 	}
 	why = &rc.st.kept_inputs;
 	for (uint32_t k = 0; k < gp->nin; k++) {
 		struct ebb_buf *in = rc.resolve(&rc.p->bufs[rc.p->inputs[gp->in_first + k]]);
-		if (in == NULL || in->rc_gap != 0)
+		if (in == NULL || in->rc_gap != 0) {
+			snprintf(detail, sizeof detail, "input %u %s", k, in == NULL ? "not found" :
+			    "dropped itself");
 			goto kept;
+		}
 		rc.inb[gp->in_first + k] = in;
 	}
 	why = &rc.st.kept_mover;
-	if (!mover_plan_drop(x, seq))
+	if (!mover_plan_drop(x, seq)) {
+		snprintf(detail, sizeof detail, "the mover cannot release it now");
 		goto kept;
+	}
 	rc.xb[g] = x;
 	x->rc_gap = g + 1;
 	for (uint32_t k = 0; k < gp->nin; k++) {
@@ -239,6 +265,8 @@ kept:
 	memset(rc.inb + gp->in_first, 0, gp->nin * sizeof *rc.inb);
 	rc.st.kept++;
 	(*why)++;
+	ebb_log(EBB_LOG_DEBUG, "recompute: gap %u (after operation %u, %llu bytes) kept: %s", g,
+	    gp->drop_at, (unsigned long long)gp->size, detail);
 }
 
 /* Whether the recorded iteration read profile buffer idx at position pos. */
