@@ -205,6 +205,28 @@ args_match(const struct lrec *r, uint32_t q, char *why, size_t nwhy)
 	return 1;
 }
 
+/* Whether b is some gap's buffer dropped now. A drop a use came to before it
+ * released the memory was undone by the mover (its contents never left):
+ * that gap is released here. */
+static int
+dropped(struct ebb_buf *b)
+{
+	if (b->rc_gap == 0)
+		return 0;
+	uint32_t g = b->rc_gap - 1;
+	if (b->mv.dropped && g < rc.p->ngap && rc.xb[g] == b)
+		return 1;
+	if (g < rc.p->ngap && rc.xb[g] == b) {
+		const struct remake_gap *gp = &rc.p->gap[g];
+		ebb_log(EBB_LOG_DEBUG, "recompute: gap %u (operations %u to %u, remade before %u) "
+		    "undone: used again before its drop released the memory", g, gp->drop_at,
+		    gp->next_use, gp->r);
+		release(g);
+	}
+	b->rc_gap = 0;
+	return 0;
+}
+
 /* Drop gap g's buffer after operation seq, if this iteration allows it. */
 static void
 try_drop(uint32_t g, uint64_t seq)
@@ -212,9 +234,10 @@ try_drop(uint32_t g, uint64_t seq)
 	const struct remake_gap *gp = &rc.p->gap[g];
 	struct ebb_buf *x = rc.resolve(&rc.p->bufs[gp->x]);
 	char detail[160] = "";
+	enum mover_drop mr;
 
 	uint64_t *why = &rc.st.kept_busy;
-	if (x == NULL || x->rc_gap != 0 || x->rc_inputs != 0 || x->mv.rsize != gp->size ||
+	if (x == NULL || dropped(x) || x->rc_inputs != 0 || x->mv.rsize != gp->size ||
 	    chain_stream(gp) == NULL) {
 		if (x != NULL && x->mv.rsize != gp->size)
 			snprintf(detail, sizeof detail, "%llu bytes now",
@@ -239,7 +262,7 @@ try_drop(uint32_t g, uint64_t seq)
 	why = &rc.st.kept_inputs;
 	for (uint32_t k = 0; k < gp->nin; k++) {
 		struct ebb_buf *in = rc.resolve(&rc.p->bufs[rc.p->inputs[gp->in_first + k]]);
-		if (in == NULL || in->rc_gap != 0) {
+		if (in == NULL || dropped(in)) {
 			snprintf(detail, sizeof detail, "input %u %s", k, in == NULL ? "not found" :
 			    "dropped itself");
 			goto kept;
@@ -247,8 +270,8 @@ try_drop(uint32_t g, uint64_t seq)
 		rc.inb[gp->in_first + k] = in;
 	}
 	why = &rc.st.kept_mover;
-	if (!mover_plan_drop(x, seq)) {
-		snprintf(detail, sizeof detail, "the mover cannot release it now");
+	if ((mr = mover_plan_drop(x, seq)) != MOVER_DROPPED) {
+		snprintf(detail, sizeof detail, "the mover: %s", mover_drop_why(mr));
 		goto kept;
 	}
 	rc.xb[g] = x;
@@ -265,8 +288,9 @@ kept:
 	memset(rc.inb + gp->in_first, 0, gp->nin * sizeof *rc.inb);
 	rc.st.kept++;
 	(*why)++;
-	ebb_log(EBB_LOG_DEBUG, "recompute: gap %u (after operation %u, %llu bytes) kept: %s", g,
-	    gp->drop_at, (unsigned long long)gp->size, detail);
+	ebb_log(EBB_LOG_DEBUG, "recompute: gap %u (operations %u to %u, remade before %u, %llu "
+	    "bytes) kept: %s", g, gp->drop_at, gp->next_use, gp->r, (unsigned long long)gp->size,
+	    detail);
 }
 
 /* Whether the recorded iteration read profile buffer idx at position pos. */

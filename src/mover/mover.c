@@ -835,13 +835,28 @@ mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq)
 }
 
 /* The plan's drop of b (mover.h). */
-int
+enum mover_drop
 mover_plan_drop(struct ebb_buf *b, uint64_t seq)
 {
 	uint64_t t0 = self_begin();
-	int r = mover_copy_plan_drop(b, seq);
+	enum mover_drop r = mover_copy_plan_drop(b, seq);
 	self_end(t0);
 	return r;
+}
+
+const char *
+mover_drop_why(enum mover_drop why)
+{
+	switch (why) {
+	case MOVER_DROPPED: return "dropped";
+	case MOVER_DROP_OFF: return "moving is off or a capture runs";
+	case MOVER_DROP_AWAY: return "not resident";
+	case MOVER_DROP_RETIRING: return "an earlier move of it, cancelled, has not landed";
+	case MOVER_DROP_PINNED: return "pinned";
+	case MOVER_DROP_IN_FLIGHT: return "a use of it is on its way to the driver";
+	case MOVER_DROP_FAILED: return "issuing the drop failed";
+	}
+	return "?";
 }
 
 void

@@ -53,6 +53,8 @@ struct mover_stats {
 	uint64_t offloads, restores, cancels, refusals;
 	uint64_t drops;			/* buffers whose contents the plan dropped (recompute) */
 	uint64_t remakes;		/* of them, remade by the remake function */
+	uint64_t drops_undone;		/* of them, used again before they released their
+					 * memory: kept, as a cancelled offload is */
 	uint64_t planned_offloads;	/* of offloads: issued by the plan */
 	uint64_t prefetches;		/* of restores: issued by the plan ahead of use */
 	uint64_t prefetches_skipped;	/* no room within the limit without evicting */
@@ -162,10 +164,8 @@ int mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq
  * instead of copied, and remade from other buffers by the one who dropped
  * them. mover_plan_drop(b, seq) releases b's memory once every use of it
  * queued so far is done (as an offload does, on ebb's drop stream, which
- * copies nothing) and copies nothing: returns 1 when issued, 0 when b cannot
- * be dropped now (not resident, pinned, in use on its way to the driver,
- * an earlier move of it not retired, a capture running, or no remake
- * function set). Whenever a dropped buffer must be resident again (an
+ * copies nothing) and copies nothing: returns MOVER_DROPPED when issued,
+ * else why b cannot be dropped now (enum mover_drop). Whenever a dropped buffer must be resident again (an
  * operation uses it, mover_ensure, mover_map), the mover maps memory at its
  * address within EBB_LIMIT and calls the remake function set by
  * mover_set_remake: fn(b, consumer, seq, &done) must fill b on the device
@@ -173,11 +173,23 @@ int mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq
  * which consumer (NULL: none) and later uses wait for on the device; it
  * returns CUDA_SUCCESS or the error the operation that needed b fails with.
  * Used before the drop has released the memory, the buffer is simply kept,
- * as a cancelled offload is.
+ * as a cancelled offload is (b->mv.dropped is then 0 again, and the stats
+ * count it in drops_undone).
  */
 typedef CUresult (*mover_remake_fn)(struct ebb_buf *b, struct ebb_stream *consumer,
     uint64_t seq, CUevent *done);
-int mover_plan_drop(struct ebb_buf *b, uint64_t seq);
+enum mover_drop {
+	MOVER_DROPPED = 0,	/* issued */
+	MOVER_DROP_OFF,		/* moving is off, a capture runs, or no remake function */
+	MOVER_DROP_AWAY,	/* not resident: on the host, or on its way there */
+	MOVER_DROP_RETIRING,	/* an earlier move of it, cancelled, has not landed */
+	MOVER_DROP_PINNED,	/* pinned where it is (a graph, a failure, a query) */
+	MOVER_DROP_IN_FLIGHT,	/* a use of it is on its way to the driver */
+	MOVER_DROP_FAILED	/* issuing it failed (b stays resident) */
+};
+enum mover_drop mover_plan_drop(struct ebb_buf *b, uint64_t seq);
+/* What a refusal of mover_plan_drop means, in words. */
+const char *mover_drop_why(enum mover_drop why);
 void mover_set_remake(mover_remake_fn fn);
 
 /*

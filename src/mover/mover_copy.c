@@ -654,16 +654,22 @@ mover_copy_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t se
 	return 1;
 }
 
-/* The plan's drop of b after its last use before a gap (mover_plan_drop).
- * Returns 1 when issued, 0 when b cannot be dropped now. */
-int
+/* The plan's drop of b after its last use before a gap (mover_plan_drop). */
+enum mover_drop
 mover_copy_plan_drop(struct ebb_buf *b, uint64_t seq)
 {
 	if (!mover.on || mover.capturing || mover.remake == NULL ||
-	    b->mv.managed != EBB_MANAGED_BIG || b->mv.state != EBB_RESIDENT || b->pinned ||
-	    b->mv.cancelled || b->mv.pending || mover_lru_in_flight(b))
-		return 0;
-	return drop(b, seq);
+	    b->mv.managed != EBB_MANAGED_BIG)
+		return MOVER_DROP_OFF;
+	if (b->mv.state != EBB_RESIDENT)
+		return MOVER_DROP_AWAY;
+	if (b->pinned)
+		return MOVER_DROP_PINNED;
+	if (b->mv.cancelled || b->mv.pending)
+		return MOVER_DROP_RETIRING;
+	if (mover_lru_in_flight(b))
+		return MOVER_DROP_IN_FLIGHT;
+	return drop(b, seq) ? MOVER_DROPPED : MOVER_DROP_FAILED;
 }
 
 /* The plan's restore of b ahead of its use (mover_prefetch). Returns 1 when
@@ -757,6 +763,8 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 			 * before the copy has landed (the victim choice passes over a
 			 * cancelled buffer; a free waits for its copy).
 			 */
+			if (b->mv.dropped)
+				mover.stats.drops_undone++;
 			b->mv.state = EBB_RESIDENT;
 			b->mv.cancelled = 1;
 			b->mv.dropped = 0;

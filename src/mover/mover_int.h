@@ -159,7 +159,7 @@ CUresult mover_copy_restore(struct ebb_buf *b, struct ebb_stream *consumer, uint
 
 /* mover_plan_offload, mover_prefetch and mover_ensure, untimed. */
 int mover_copy_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq);
-int mover_copy_plan_drop(struct ebb_buf *b, uint64_t seq);
+enum mover_drop mover_copy_plan_drop(struct ebb_buf *b, uint64_t seq);
 int mover_copy_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq,
     uint64_t gate);
 CUresult mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer,
