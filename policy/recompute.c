@@ -647,8 +647,16 @@ on_stream(const struct prof *p, const uint32_t *bstr, const uint8_t *mixed, uint
 	return p->buf[b].nuse == 0 || (!mixed[b] && bstr[b] == s);
 }
 
-/* Pass over the candidates that are never picked: not usable, or used on
- * another stream (counted in sk). Returns 0, or -1 when out of memory. */
+/* The first operation candidate c frees its buffer at (use[k] + 1). */
+static uint32_t
+away_from(const struct prof *p, const struct replay_cand *c)
+{
+	return p->buf[c->buf].use[c->gap] + 1;
+}
+
+/* Pass over the candidates that are never picked: not usable, away too
+ * briefly, or used on another stream (counted in sk). Returns 0, or -1 when
+ * out of memory. */
 static int
 chooser_static(struct chooser *ch, const uint8_t *usable, const uint32_t *stream,
     struct rc_skipped *sk)
@@ -656,6 +664,13 @@ chooser_static(struct chooser *ch, const uint8_t *usable, const uint32_t *stream
 	const struct prof *p = ch->p;
 	uint32_t *bstr = NULL;
 	uint8_t *mixed = NULL;
+	double *before = malloc(((size_t)p->nops + 1) * sizeof *before);	/* device time before each */
+
+	if (before == NULL)
+		return -1;
+	before[0] = 0;
+	for (uint32_t j = 0; j < p->nops; j++)
+		before[j + 1] = before[j] + p->dur[j];
 
 	if (stream != NULL) {
 		bstr = malloc((p->nbufs ? p->nbufs : 1) * sizeof *bstr);
@@ -663,6 +678,7 @@ chooser_static(struct chooser *ch, const uint8_t *usable, const uint32_t *stream
 		if (bstr == NULL || mixed == NULL) {
 			free(bstr);
 			free(mixed);
+			free(before);
 			return -1;
 		}
 		buffer_streams(p, stream, bstr, mixed);
@@ -672,6 +688,12 @@ chooser_static(struct chooser *ch, const uint8_t *usable, const uint32_t *stream
 		if (usable != NULL && !usable[i]) {
 			ch->state[i] = 2;
 			sk->unusable++;
+			continue;
+		}
+		uint32_t a = away_from(p, c), r = c->r_hi < p->nops ? c->r_hi : p->nops;
+		if (a >= r || before[r] - before[a] < RC_MIN_AWAY_S) {
+			ch->state[i] = 2;
+			sk->brief++;
 			continue;
 		}
 		if (stream == NULL || c->nchain == 0 || replay_chain(ch->rs, c)[0] >= p->nops)
@@ -687,14 +709,8 @@ chooser_static(struct chooser *ch, const uint8_t *usable, const uint32_t *stream
 	}
 	free(bstr);
 	free(mixed);
+	free(before);
 	return 0;
-}
-
-/* The first operation candidate c frees its buffer at (use[k] + 1). */
-static uint32_t
-away_from(const struct prof *p, const struct replay_cand *c)
-{
-	return p->buf[c->buf].use[c->gap] + 1;
 }
 
 /*

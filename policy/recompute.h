@@ -24,7 +24,8 @@
  * whose replay falls while X is away or being remade. A candidate is passed
  * over also where its buffer or an input is used on a stream other than
  * the chain's: the replay runs on the chain's stream and nothing orders it
- * against another.
+ * against another; and where its buffer would be away for less than
+ * RC_MIN_AWAY_S of the device's time.
  *
  * Pure C: no CUDA, no I/O, no globals, no threads, no clocks.
  */
@@ -38,6 +39,17 @@
 
 /* The host's seconds to issue one replayed launch, when rc_params gives 0. */
 #define RC_HOST_LAUNCH_S 5e-6
+
+/*
+ * The least device time a picked buffer is away (its operations use[k] + 1
+ * .. r - 1). The executor remakes a buffer only once its drop has released
+ * the memory, which happens as the device passes use[k]: a host that is
+ * ahead waits for that, and the device then has only the away operations
+ * queued while the host issues the replay and what follows. Shorter gaps
+ * would leave the device idle, or (remade without the wait) keep the memory
+ * the plan counts as free. As the executor's lead for a restore.
+ */
+#define RC_MIN_AWAY_S 1e-3
 
 /* One gap bridged by recompute. */
 struct rc_pick {
@@ -58,6 +70,7 @@ struct rc_skipped {
 				 * chain's first operation */
 	uint64_t conflict;	/* conflicts with a pick already made (recompute from a
 				 * recomputed input) */
+	uint64_t brief;		/* away for less than RC_MIN_AWAY_S */
 };
 
 /*

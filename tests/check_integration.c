@@ -1640,6 +1640,58 @@ START_TEST(recompute_runs)
 }
 END_TEST
 
+/* The sum of field what (a number) over the records of a type whose field
+ * kind is value. */
+static uint64_t
+sum_type_field(const struct trace *t, char type, size_t what, size_t kind, const char *value)
+{
+	uint64_t sum = 0;
+	for (size_t i = 0; i < t->n; i++)
+		if (t->r[i].type == type && t->r[i].n > what && t->r[i].n > kind &&
+		    strcmp(t->r[i].f[kind], value) == 0)
+			sum += num(&t->r[i], what);
+	return sum;
+}
+
+/*
+ * The host far ahead of the device (each iteration's forward begins with a
+ * 200 ms kernel; each launch takes the host 1.5 ms, so that the recorded
+ * gaps are long), with room under EBB_LIMIT for everything and a plan for
+ * 0.7 of the peak: buffers the plan dropped are needed again before the
+ * device passed their last use. The host waits for each drop to release
+ * its memory (H records of kind drop, their sum host-wait-drop-ns) and
+ * every drop is remade, none kept: the memory the plan counts as free is.
+ */
+START_TEST(recompute_host_ahead)
+{
+	const char *path = tmp_file("recomputeahead");
+	char *argv[] = { workload_path(0), "recompute", "12", NULL };
+	const char *env[] = { "WORKLOAD_LEAD_US=200000", "FAKECUDA_LAUNCH_QUEUE_DELAY_US=1500",
+		"EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_TARGET=0.7", "EBB_RECOMPUTE=1",
+		"EBB_D2H_GBPS=0.05", "EBB_H2D_GBPS=0.05", NULL };
+	struct run_result alone, r;
+	struct trace t;
+
+	run_ebb(argv, NULL, NULL, &alone);
+	expect_ok(&alone);
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	ck_assert_uint_gt(summary(&t, "recompute-drops"), 0);
+	ck_assert_uint_gt(summary(&t, "recompute-drop-waits"), 0);
+	ck_assert_uint_eq(summary(&t, "recompute-drops-undone"), 0);
+	ck_assert_uint_eq(summary(&t, "recompute-remakes"), summary(&t, "recompute-drops"));
+	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
+	ck_assert_uint_gt(count_type_field(&t, 'H', 3, "drop"), 0);
+	ck_assert_uint_eq(sum_type_field(&t, 'H', 2, 3, "drop"), summary(&t, "host-wait-drop-ns"));
+	trace_free(&t);
+	run_free(&alone);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /*
  * The job departs while buffers are dropped: in iteration 12 extra
  * launches change, in the middle of the forward, activations 1 and 2, from
@@ -2068,6 +2120,7 @@ main(void)
 	tcase_add_test(tc, write_sets_chance_pointer_elsewhere);
 	tcase_add_test(tc, recompute_runs);
 	tcase_add_test(tc, recompute_departure);
+	tcase_add_test(tc, recompute_host_ahead);
 	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);
 	tcase_add_test(tc, offload_host_exhausted);

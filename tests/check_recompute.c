@@ -19,7 +19,7 @@
 #include "replay.h"
 #include "testutil.h"
 
-#define OP (1.0 / 1024)
+#define OP (1.0 / 256)
 #define KIB ((uint64_t)1024)
 #define GIB ((uint64_t)1 << 30)
 #define RD PROF_ACC_READ
@@ -394,6 +394,29 @@ START_TEST(choose_honours_usable)
 	ck_assert_uint_eq(npk, 0);
 	ck_assert_uint_eq(sk.unusable, rs.n);
 	free(usable);
+}
+END_TEST
+
+/* A gap whose buffer would be away for less than RC_MIN_AWAY_S of device
+ * time is never picked (the executor could not free its memory in time);
+ * one just over it is. */
+START_TEST(choose_passes_over_brief_gaps)
+{
+	uint32_t x1, x2;
+	two_activations(1, 4 * KIB, 4 * KIB, &x1, &x2);
+	struct rc_skipped sk;
+	/* X1's first gap is away over operation 3 alone */
+	pr.dur[3] = 0.9 * RC_MIN_AWAY_S;
+	choose(NULL, NULL, 0, &sk);
+	ck_assert_uint_eq(sk.brief, 1);
+	ck_assert_uint_eq(npk, 3);
+	for (uint32_t j = 0; j < npk; j++)
+		ck_assert(rs.c[pk[j].cand].buf != x1 || rs.c[pk[j].cand].gap != 0);
+	pr.dur[3] = 1.1 * RC_MIN_AWAY_S;
+	choose(NULL, NULL, 0, &sk);
+	ck_assert_uint_eq(sk.brief, 0);
+	ck_assert_uint_eq(npk, 4);
+	(void)x2;
 }
 END_TEST
 
@@ -892,6 +915,7 @@ main(void)
 	tcase_add_test(tc, choose_meets_a_target_cheapest_first);
 	tcase_add_test(tc, choose_honours_usable);
 	tcase_add_test(tc, choose_honours_streams);
+	tcase_add_test(tc, choose_passes_over_brief_gaps);
 	tcase_add_test(tc, choose_refuses_an_input_away);
 	tcase_add_test(tc, choose_refuses_an_input_of_a_pick);
 	tcase_add_test(tc, choose_sorts_the_picks);

@@ -210,6 +210,7 @@ summary_records(const struct engine_totals *t)
 		summary_record("recompute-ns", xs->recompute_ns);
 		summary_record("recompute-drops", xs->recompute_drops);
 		summary_record("recompute-remakes", xs->recompute_remakes);
+		summary_record("recompute-drop-waits", ms->drop_waits);
 		summary_record("recompute-drops-undone", ms->drops_undone);
 		summary_record("recompute-early", xs->recompute_early);
 		summary_record("recompute-kept", xs->recompute_kept);
@@ -225,6 +226,7 @@ summary_records(const struct engine_totals *t)
 		summary_record("host-wait-room-ns", ms->wait_room_ns);
 		summary_record("host-wait-gate-ns", ms->wait_gate_ns);
 		summary_record("host-wait-landing-ns", ms->wait_landing_ns);
+		summary_record("host-wait-drop-ns", ms->wait_drop_ns);
 		static const char *const vmm_names[VMM_NCALLS] = {
 			[VMM_CREATE] = "create", [VMM_RELEASE] = "release",
 			[VMM_RESERVE] = "reserve", [VMM_MAP] = "map", [VMM_UNMAP] = "unmap",
@@ -352,15 +354,16 @@ summary_lines(const struct engine_totals *t)
 			    (unsigned long long)xs->replay_skipped);
 		if (engine.conf->recompute && xs->recompute_gaps > 0)
 			ebb_log(EBB_LOG_NOTE, "recompute (EBB_RECOMPUTE): the plan recomputes %llu gaps "
-			    "(%s); %llu buffers dropped (%llu of them used again before their memory was "
-			    "released, and kept) and %llu remade by their producers (%llu before "
+			    "(%s); %llu buffers dropped (%llu of them needed again before their memory was "
+			    "released: the host waited %.3f s for that) and %llu remade by their "
+			    "producers (%llu before "
 			    "their point: the job used an input otherwise, or the plan stopped), %llu "
 			    "drops not made (%llu: the buffer away or busy, %llu: a producer's "
 			    "arguments, %llu: an input, %llu: the mover), %llu remakes failed",
 			    (unsigned long long)xs->recompute_gaps,
 			    human(xs->recompute_bytes, held_s, sizeof held_s),
 			    (unsigned long long)xs->recompute_drops,
-			    (unsigned long long)ms->drops_undone,
+			    (unsigned long long)ms->drop_waits, (double)ms->wait_drop_ns / 1e9,
 			    (unsigned long long)xs->recompute_remakes,
 			    (unsigned long long)xs->recompute_early,
 			    (unsigned long long)xs->recompute_kept,

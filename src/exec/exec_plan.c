@@ -769,9 +769,10 @@ replan_logs(const struct exec_remade *r)
 	    gib(r->rc.bytes_recomputed), r->rc.recompute_s, r->verified, gib(pl->peak),
 	    gib(r->m->target), pl->step_s, gib(before->peak), before->step_s);
 	ebb_log(EBB_LOG_INFO, "plan: of the verified gaps, %llu not recomputed for a use on "
-	    "another stream, %llu for a conflict with another's inputs; made in %.3f s",
+	    "another stream, %llu for a conflict with another's inputs, %llu for an absence "
+	    "shorter than %.1f ms of the device's time; made in %.3f s",
 	    (unsigned long long)sk->streams, (unsigned long long)sk->conflict,
-	    (double)r->made_ns / 1e9);
+	    (unsigned long long)sk->brief, RC_MIN_AWAY_S * 1e3, (double)r->made_ns / 1e9);
 }
 
 int
@@ -783,9 +784,10 @@ exec_replan_install(struct exec_remade *r)
 			ebb_log(EBB_LOG_NOTE, "plan: recomputing some of the %u verified gaps is not "
 			    "better than moving alone; the plan stays (recompute alone would take %u "
 			    "of them to reach %.2f GiB against a target of %.2f; passed over: %llu "
-			    "for a use on another stream, %llu for conflicts)", r->verified,
-			    r->alone_picks, gib(r->alone_peak), gib(r->m->target),
-			    (unsigned long long)sk->streams, (unsigned long long)sk->conflict);
+			    "for a use on another stream, %llu for conflicts, %llu away too briefly)",
+			    r->verified, r->alone_picks, gib(r->alone_peak), gib(r->m->target),
+			    (unsigned long long)sk->streams, (unsigned long long)sk->conflict,
+			    (unsigned long long)sk->brief);
 		else if (r->have)
 			ebb_log(EBB_LOG_WARN, "no memory for the plan with recomputes; the plan "
 			    "stays");

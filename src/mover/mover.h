@@ -53,8 +53,9 @@ struct mover_stats {
 	uint64_t offloads, restores, cancels, refusals;
 	uint64_t drops;			/* buffers whose contents the plan dropped (recompute) */
 	uint64_t remakes;		/* of them, remade by the remake function */
-	uint64_t drops_undone;		/* of them, used again before they released their
-					 * memory: kept, as a cancelled offload is */
+	uint64_t drop_waits;		/* of them, used again before they released their
+					 * memory: the host waited for that, then remade them */
+	uint64_t drops_undone;		/* of them, kept instead (used as ebb stopped) */
 	uint64_t planned_offloads;	/* of offloads: issued by the plan */
 	uint64_t prefetches;		/* of restores: issued by the plan ahead of use */
 	uint64_t prefetches_skipped;	/* no room within the limit without evicting */
@@ -63,6 +64,7 @@ struct mover_stats {
 	uint64_t wait_room_ns;		/* the host waited for room (copies landing, frees passed) */
 	uint64_t wait_gate_ns;		/* a restore waited for the device to near it */
 	uint64_t wait_landing_ns;	/* a restore waited for its buffer's offload to land */
+	uint64_t wait_drop_ns;		/* a remake waited for its buffer's drop to release */
 	uint64_t copies_abandoned;	/* copies whose completion could not be known */
 	uint64_t unmaps_failed;		/* cuMemUnmap failed: that memory stays mapped, unused */
 	uint64_t over_limit;		/* the driver's allocations took the job over EBB_LIMIT */
@@ -172,9 +174,10 @@ int mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq
  * and set done to an event recorded after that work (NULL: none needed),
  * which consumer (NULL: none) and later uses wait for on the device; it
  * returns CUDA_SUCCESS or the error the operation that needed b fails with.
- * Used before the drop has released the memory, the buffer is simply kept,
- * as a cancelled offload is (b->mv.dropped is then 0 again, and the stats
- * count it in drops_undone).
+ * Used before the drop has released the memory, the host waits for the
+ * release (drop_waits, wait_drop_ns), so that the memory the plan counts as
+ * free is, and then remakes it; only as ebb stops is such a buffer kept, as
+ * a cancelled offload is (b->mv.dropped is then 0 again: drops_undone).
  */
 typedef CUresult (*mover_remake_fn)(struct ebb_buf *b, struct ebb_stream *consumer,
     uint64_t seq, CUevent *done);

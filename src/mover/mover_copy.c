@@ -753,6 +753,20 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 			}
 			continue;
 		}
+		if (b->mv.state == EBB_OFFLOADING && b->mv.dropped) {
+			/*
+			 * The plan's drop has not released the memory yet (the
+			 * host is ahead of the device): the host waits for it,
+			 * then the buffer is remade. Kept instead, the memory the
+			 * plan counts as free would stay held, and what the plan
+			 * puts there would find no room.
+			 */
+			b->mv.pending++;
+			mover.stats.drop_waits++;
+			while (b->mv.state == EBB_OFFLOADING && b->mv.dropped && !copies.stopping)
+				mover_copy_wait_room(&mover.stats.wait_drop_ns, "drop", seq);
+			b->mv.pending--;
+		}
 		if (b->mv.state == EBB_OFFLOADING) {
 			/*
 			 * Still mapped and intact: keep it, drop the copy when it
@@ -764,7 +778,7 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 			 * cancelled buffer; a free waits for its copy).
 			 */
 			if (b->mv.dropped)
-				mover.stats.drops_undone++;
+				mover.stats.drops_undone++;	/* only when stopping */
 			b->mv.state = EBB_RESIDENT;
 			b->mv.cancelled = 1;
 			b->mv.dropped = 0;
@@ -773,6 +787,8 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 			mover_trace_move('B', seq, b, 0, "cancel");
 			continue;
 		}
+		if (b->mv.state == EBB_RESIDENT)
+			continue;	/* the drop could not unmap it: intact */
 		CUresult r = mover_copy_restore(b, consumer, seq);
 		if (r != CUDA_SUCCESS)
 			return r;

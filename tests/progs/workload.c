@@ -1502,7 +1502,10 @@ scenario_writesets(int iters)
  * With WORKLOAD_LAYERS, that many layers (default 8); with WORKLOAD_DEPART=i,
  * iteration i departs from the others: in the middle of its forward, at
  * layer m = layers / 2, extra axpys change activations 1 .. m - 2 in place
- * (the inputs activations 2 .. m - 1 are made from).
+ * (the inputs activations 2 .. m - 1 are made from). With
+ * WORKLOAD_LEAD_US=us, each iteration's forward begins with a kernel that
+ * keeps the stream busy that long, so that the host issues the iteration
+ * well ahead of the device.
  */
 static int
 scenario_recompute(int iters)
@@ -1512,6 +1515,7 @@ scenario_recompute(int iters)
 	const size_t n = 3u << 20, words = n / 4;
 	int layers = getenv("WORKLOAD_LAYERS") != NULL ? atoi(getenv("WORKLOAD_LAYERS")) : 8;
 	int depart = getenv("WORKLOAD_DEPART") != NULL ? atoi(getenv("WORKLOAD_DEPART")) : -1;
+	int lead = getenv("WORKLOAD_LEAD_US") != NULL ? atoi(getenv("WORKLOAD_LEAD_US")) : 0;
 	CUdeviceptr a[65], g, acc;
 	CUstream s;
 	uint64_t check = 0xcbf29ce484222325ULL;
@@ -1525,6 +1529,8 @@ scenario_recompute(int iters)
 		CK(cu.MemAllocAsync(&a[0], n, s));
 		/* (floats near 1: the bits of 1.0f and a little) */
 		launch_fill(a[0], 0x3f800000u + (uint32_t)it + 1, words, s);
+		if (lead > 0)
+			launch_sleep((unsigned)lead, s);
 		for (int l = 1; l <= layers; l++) {
 			CK(cu.MemAllocAsync(&a[l], n, s));
 			launch_fill(a[l], 0x3f800000u + (uint32_t)(l * 3 + it), words, s);
