@@ -448,6 +448,9 @@ START_TEST(usage_errors)
 	static const char *const bad_fraction[] = { "-f", "1.5", NULL };
 	static const char *const bad_gbps[] = { "--d2h", "-3", NULL };
 	static const char *const no_waits_alone[] = { "--no-waits", NULL };
+	static const char *const bad_iter[] = { "--iteration", "0", NULL };
+	static const char *const recorded[] = { "--iteration", "recorded", NULL };
+	static const char *const absent[] = { "--iteration", "99", NULL };
 	struct run_result r;
 	const char *path = write_trace("", "");
 
@@ -464,6 +467,20 @@ START_TEST(usage_errors)
 	plan(&r, path, no_waits_alone);
 	ck_assert_int_eq(r.status, 2);
 	ck_assert_ptr_nonnull(strstr(r.err, "--no-waits is about stalls"));
+	run_free(&r);
+	plan(&r, path, bad_iter);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "--iteration '0' is not an iteration's number"));
+	run_free(&r);
+	/* a trace without a plan: no recording to plan; no iteration 99 */
+	plan(&r, path, recorded);
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_ptr_nonnull(strstr(r.err, "--iteration recorded: the trace has no plan-recording "
+	    "note"));
+	run_free(&r);
+	plan(&r, path, absent);
+	ck_assert_int_eq(r.status, 1);
+	ck_assert_ptr_nonnull(strstr(r.err, "--iteration 99: no such iteration"));
 	run_free(&r);
 	plan(&r, "/nonexistent/trace", bad_fraction + 2);
 	ck_assert_int_eq(r.status, 2);
@@ -546,6 +563,7 @@ START_TEST(replay_matches_the_library_by_chance)
 {
 	const char *path = tmp_file("planseed");
 	static const char *const args[] = { "--replay", NULL };
+	static const char *const recorded[] = { "--replay", "--iteration", "recorded", NULL };
 	/* 16 and 17 iterations: the last, which ebb plan plans, of the other
 	 * parity than the library's recording (the 7th) and of the same */
 	char *argv[] = { workload_path(0), "writesets", "16", NULL };
@@ -576,6 +594,20 @@ START_TEST(replay_matches_the_library_by_chance)
 		ck_assert_uint_eq(again + (k == 1), summary(&t, "replayable-launches") + (k == 0));
 		if (k >= 2)
 			ck_assert_uint_eq(count_after(r.out, "\ncandidates: "), summary(&t, "replay-gaps"));
+		run_free(&r);
+		/* planning the library's recording: its numbers, whatever the parity */
+		plan(&r, path, recorded);
+		ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+		ck_assert_ptr_nonnull(strstr(r.out, "iteration: 7, "));
+		ws = strstr(r.out, "write sets: iteration ");
+		ck_assert_ptr_nonnull(ws);
+		ck_assert_int_eq(sscanf(ws, "write sets: iteration %llu, from operation %llu: %llu "
+		    "launches measured, %llu of them matched to the planned iteration, %llu can be "
+		    "launched again, %llu may write", &it, &from, &measured, &matched, &again, &wild), 6);
+		ck_assert_uint_eq(matched, measured);
+		ck_assert_uint_eq(wild, summary(&t, "wild-launches"));
+		ck_assert_uint_eq(again, summary(&t, "replayable-launches"));
+		ck_assert_uint_eq(count_after(r.out, "\ncandidates: "), summary(&t, "replay-gaps"));
 		trace_free(&t);
 		run_free(&w);
 		run_free(&r);

@@ -41,7 +41,7 @@ usage(FILE *f)
 	    "       ebb report TRACE\n"
 	    "       ebb plan TRACE [--target SIZE]... [--fraction F]... [--d2h GBPS] [--h2d GBPS]\n"
 	    "                [--min-bytes SIZE] [--allow-stall [--no-waits]] [--moves]\n"
-	    "                [--move-cost US,US] [--time-limit S] [--replay]\n"
+	    "                [--move-cost US,US] [--time-limit S] [--replay] [--iteration N]\n"
 	    "       ebb --version | --help\n"
 	    "\n"
 	    "run      run CMD with libebb.so preloaded (see ebb(1); variables in ebb(7))\n"
@@ -81,7 +81,11 @@ usage(FILE *f)
 	    "                      restore (default: the trace's plan-host-offload-ns and\n"
 	    "                      plan-host-restore-ns notes, else 0)\n"
 	    "      --time-limit S  each target's search at most S seconds (default 60, as\n"
-	    "                      EBB_PLAN_SECONDS; 0: no limit)\n");
+	    "                      EBB_PLAN_SECONDS; 0: no limit)\n"
+	    "      --iteration N   plan iteration N (its I record's number) rather than the\n"
+	    "                      last whole timed one; 'recorded': the one the library\n"
+	    "                      recorded for its plan (the plan-recording note), which\n"
+	    "                      with --replay gives the library's candidates\n");
 }
 
 /* Whether path names a readable file. */
@@ -569,6 +573,7 @@ cmd_plan(int argc, char **argv)
 		{ "replay", no_argument, NULL, 'R' },
 		{ "move-cost", required_argument, NULL, 'C' },
 		{ "time-limit", required_argument, NULL, 'T' },
+		{ "iteration", required_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -632,6 +637,22 @@ cmd_plan(int argc, char **argv)
 		case 'R':
 			o.replay = 1;
 			break;
+		case 'I': {
+			char *end;
+			if (strcmp(optarg, "recorded") == 0) {
+				o.iteration = PLAN_ITER_RECORDED;
+				break;
+			}
+			errno = 0;
+			unsigned long long n = strtoull(optarg, &end, 10);
+			if (errno != 0 || end == optarg || *end != '\0' || n == 0 || optarg[0] == '-') {
+				fprintf(stderr, "%s plan: --iteration '%s' is not an iteration's number (1 "
+				    "or more, as its I record has it) nor 'recorded'\n", progname, optarg);
+				goto out;
+			}
+			o.iteration = n;
+			break;
+		}
 		case 'T':
 			if (ebb_conf_parse_real(optarg, &v) < 0 || v < 0 || v > 86400) {
 				fprintf(stderr, "%s plan: --time-limit '%s' is not a number of seconds from "

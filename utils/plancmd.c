@@ -324,6 +324,12 @@ scan_trace(struct plancmd_src *s, struct plancmd_scan *sc)
 			sc->offload = 1;
 			break;
 		case 'Q': {
+			if (strcmp(s->rd.rec.field[1], "plan-recording") == 0 && sc->recording == 0 &&
+			    ebb_trace_u64(&s->rd.rec, 2, &sc->recording) < 0) {
+				bad(s, "note plan-recording: '%s' is not an operation's number",
+				    s->rd.rec.field[2]);
+				return -1;
+			}
 			int c = strcmp(s->rd.rec.field[1], "plan-host-offload-ns") == 0 ? 0 :
 			    strcmp(s->rd.rec.field[1], "plan-host-restore-ns") == 0 ? 1 : -1;
 			if (c >= 0) {
@@ -428,12 +434,14 @@ lower_g(const struct plancmd_gtime *g, size_t n, uint64_t x)
 }
 
 /*
- * Choose the iteration: the last one wholly in the trace, without a
- * departure, that has GPU times for at least half its launches; else the
- * last whole one, on host times. Returns 0, or -1 when there is none.
+ * Choose the iteration: want (its I record's number; PLAN_ITER_RECORDED: the
+ * one that starts at the plan-recording note's operation) when not 0, else the
+ * last one wholly in the trace, without a departure, that has GPU times for
+ * at least half its launches; else the last whole one, on host times.
+ * Returns 0, or -1 when there is none.
  */
 static int
-choose(struct plancmd_scan *sc, struct plancmd_choice *ch)
+choose(struct plancmd_scan *sc, uint64_t want, struct plancmd_choice *ch)
 {
 	int found = 0;
 
@@ -443,6 +451,8 @@ choose(struct plancmd_scan *sc, struct plancmd_choice *ch)
 	memset(ch, 0, sizeof *ch);
 	for (size_t i = sc->nmark; i-- > 0;) {
 		const struct plancmd_mark *m = &sc->mark[i];
+		if (want == PLAN_ITER_RECORDED ? m->seq != sc->recording : want != 0 && m->iter != want)
+			continue;
 		if (m->period == 0 || m->period > UINT32_MAX || m->seq == 0 ||
 		    m->seq > sc->last_seq || m->period > sc->last_seq - m->seq + 1)
 			continue;
@@ -464,8 +474,8 @@ choose(struct plancmd_scan *sc, struct plancmd_choice *ch)
 			*ch = (struct plancmd_choice){ m, m, 0, hi - lo, timed };
 			found = 1;
 		}
-		if (cupti) {
-			*ch = (struct plancmd_choice){ m, ch->last, 1, hi - lo, timed };
+		if (cupti || want != 0) {
+			*ch = (struct plancmd_choice){ m, ch->last, cupti, hi - lo, timed };
 			break;
 		}
 	}
@@ -740,8 +750,17 @@ learn(struct plancmd *g, const struct ebb_plan_opts *o)
 
 	if (scan_trace(s, &g->sc) < 0)
 		return -1;
-	if (choose(&g->sc, &g->ch) < 0) {
-		if (g->sc.nmark == 0)
+	if (choose(&g->sc, o->iteration, &g->ch) < 0) {
+		if (o->iteration == PLAN_ITER_RECORDED)
+			fprintf(s->err, "ebb plan: %s: --iteration recorded: %s\n", s->path,
+			    g->sc.recording == 0 ? "the trace has no plan-recording note (the library "
+			    "made no plan in it)" : "the iteration the plan-recording note names does not "
+			    "lie wholly in the trace without a departure (D record)");
+		else if (o->iteration != 0)
+			fprintf(s->err, "ebb plan: %s: --iteration %llu: no such iteration (I record) "
+			    "lies wholly in the trace without a departure (D record)\n", s->path,
+			    (unsigned long long)o->iteration);
+		else if (g->sc.nmark == 0)
 			fprintf(s->err, "ebb plan: %s: the trace has no I records: ebb found no "
 			    "training iteration in it. Trace the job with EBB_MODE=observe and EBB_TRACE "
 			    "set for a few iterations (ebb run --mode observe --trace FILE -- CMD), then "

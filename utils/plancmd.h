@@ -14,6 +14,8 @@ struct ebb_plan_target {
 	double fraction;
 };
 
+#define PLAN_ITER_RECORDED UINT64_MAX
+
 struct ebb_plan_opts {
 	const struct ebb_plan_target *target;
 	size_t ntarget;		/* 0: the fractions 0.9 down to 0.4 */
@@ -27,6 +29,9 @@ struct ebb_plan_opts {
 				 * trace's write sets (V records) */
 	int move_given;		/* move_us given: else the trace's plan-host-* notes, else 0 */
 	double move_us[2];	/* the host's microseconds for an offload, a restore */
+	uint64_t iteration;	/* plan this iteration (its I record's number; 0: choose;
+				 * PLAN_ITER_RECORDED: the one the library recorded for
+				 * its first plan, as the plan-recording note says) */
 };
 
 /*

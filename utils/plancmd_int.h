@@ -64,6 +64,7 @@ struct plancmd_scan {
 				 * last plan-host-offload-ns, plan-host-restore-ns notes;
 				 * -1: none */
 	int offload;		/* the trace has offload mode's moves (O or B records) */
+	uint64_t recording;	/* the first plan-recording note's operation (0: none) */
 	struct plancmd_access *v;	/* V records, in the trace's order */
 	size_t nv, cv;
 	uint8_t *acc;		/* their accesses */

@@ -188,7 +188,7 @@ same_shape(const struct match *m, uint32_t k, uint32_t *probed, uint32_t *planne
 
 /* The measured positions' accesses into r (rec_access), the launches that
  * can be launched again (prof_replayable), and those that may write what
- * they do not reference (prof_wild: not measured, or referencing a buffer
+ * they do not reference (prof_wild: not hashed, or referencing a buffer
  * that held pointers, EBB_TRACE_ACC_POINTERS), as the library's probe_apply. Returns
  * 0, or -1 when out of memory. */
 static int
@@ -199,13 +199,18 @@ apply(struct match *m, struct rec *r)
 	for (uint32_t pos = 0; pos < m->nops; pos++) {
 		uint32_t k = m->at[pos];
 		uint32_t probed[REPLAY_MATCH_MAX], planned[REPLAY_MATCH_MAX];
-		int measured = k != UINT32_MAX && same_shape(m, k, probed, planned), pointers = 0;
-		if (measured) {
+		/* hashed: a V record; measured: its buffers matched to the planned
+		 * launch's. A launch hashed but not matched (chance words naming
+		 * other buffers) keeps unknown accesses and is wild only where a
+		 * buffer held pointers, as in the library */
+		int hashed = k != UINT32_MAX, pointers = 0;
+		int measured = hashed && same_shape(m, k, probed, planned);
+		if (hashed) {
 			const struct plancmd_access *v = &m->sc->v[k];
 			for (size_t j = 0; j < v->n; j++)
 				pointers |= (m->sc->acc[v->first + j] & EBB_TRACE_ACC_POINTERS) != 0;
 		}
-		if (m->launch[pos] && (!measured || pointers)) {
+		if (m->launch[pos] && (!hashed || pointers)) {
 			if (prof_wild(&r->p, pos) < 0)
 				return -1;
 			m->wild++;
