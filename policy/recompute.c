@@ -108,8 +108,23 @@ chain_uses(const struct prof *p, const struct rc_index *ix, const struct replay_
 	return n;
 }
 
+/* Whether candidate c's chain writes buffer b (into scratch, when b is not
+ * c's own). */
+static int
+chain_writes(const struct prof *p, const struct replay_set *rs, const struct replay_cand *c,
+    uint32_t b)
+{
+	const uint32_t *ops = replay_chain(rs, c);
+
+	for (uint32_t j = 0; c->scratch > 0 && j < c->nchain; j++)
+		if (ops[j] < p->nops && prof_access_of(p, b, ops[j]) == PROF_ACC_WRITE)
+			return 1;
+	return 0;
+}
+
 /* Candidate c's inputs into dst (room for chain_uses), increasing, each
- * once. Returns how many. */
+ * once: the other buffers its chain uses, but for those it writes (which a
+ * replay writes into scratch). Returns how many. */
 static uint32_t
 inputs_into(const struct prof *p, const struct rc_index *ix, const struct replay_set *rs,
     const struct replay_cand *c, uint32_t *dst)
@@ -121,7 +136,7 @@ inputs_into(const struct prof *p, const struct rc_index *ix, const struct replay
 		if (ops[j] >= p->nops)
 			continue;
 		for (uint32_t k = ix->start[ops[j]]; k < ix->start[ops[j] + 1]; k++)
-			if (ix->buf[k] != c->buf)
+			if (ix->buf[k] != c->buf && !chain_writes(p, rs, c, ix->buf[k]))
 				dst[n++] = ix->buf[k];
 	}
 	if (c->nchain > 1 && n > 1)

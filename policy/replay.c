@@ -35,6 +35,7 @@ enum refusal {
 /* What a chain needs of one operation. */
 struct op_info {
 	uint32_t nwrite;	/* buffers it writes */
+	uint64_t wbytes;	/* their bytes */
 	uint32_t nread;		/* buffers it reads */
 	uint32_t nunk;		/* buffers whose use there is not measured */
 	uint32_t wbound;	/* a replay of it goes before this operation at the
@@ -55,6 +56,8 @@ struct walk {
 	uint8_t state;		/* enum refusal: the least of its chain's operations' */
 	uint32_t wbound, fbound;	/* the least of its chain's operations' */
 	double cost_s;		/* its chain's durations, up to max_chain */
+	uint64_t scratch;	/* the other buffers its chain writes, their bytes */
+	uint64_t max_scratch;	/* at most that (0: no other buffer) */
 };
 
 /* Use i of buffer b as PROF_ACC_*: what is neither a measured read nor a
@@ -90,8 +93,10 @@ op_infos_buf(const struct prof *p, const struct prof_buf *b, struct op_info *oi)
 		if (relaunchable(p, c)) {
 			struct op_info *o = &oi[c];
 			uint32_t f = b->alloc != PROF_NONE && b->alloc > c ? 0 : fb;
-			if (a == PROF_ACC_WRITE)
+			if (a == PROF_ACC_WRITE) {
 				o->nwrite++;
+				o->wbytes += b->size;
+			}
 			else if (a == PROF_ACC_UNKNOWN)
 				o->nunk++;
 			else {
@@ -116,6 +121,7 @@ op_infos(const struct prof *p)
 		return NULL;
 	for (uint32_t c = 0; c < p->nops; c++) {
 		oi[c].nwrite = oi[c].nunk = oi[c].nread = 0;
+		oi[c].wbytes = 0;
 		oi[c].wbound = oi[c].fbound = UINT32_MAX;
 	}
 	for (uint32_t bi = 0; bi < p->nbufs; bi++)
@@ -131,16 +137,22 @@ op_infos(const struct prof *p)
 	return oi;
 }
 
-/* Operation c's state as a chain operation of a buffer it writes. */
+/* Operation c's state as a chain operation of buffer b, which it writes;
+ * the other buffers it writes go into w's scratch. */
 static enum refusal
-op_state(const struct prof *p, const struct op_info *oi, uint32_t c)
+op_state(const struct prof *p, const struct op_info *oi, uint32_t c, const struct prof_buf *b,
+    struct walk *w)
 {
 	if (oi == NULL || !relaunchable(p, c))
 		return R_NOT_REPLAYABLE;
 	if (oi[c].nunk > 0)
 		return R_UNKNOWN_OTHER;
-	if (oi[c].nwrite > 1)
-		return R_WRITES_OTHER;
+	if (oi[c].nwrite > 1) {
+		uint64_t other = oi[c].wbytes - b->size;
+		if (other > w->max_scratch - w->scratch)
+			return R_WRITES_OTHER;
+		w->scratch += other;
+	}
 	return R_OK;
 }
 
@@ -206,7 +218,7 @@ walk_use(const struct prof *p, const struct op_info *oi, uint32_t max, const str
 		w->first_read = 1;
 	if (a != PROF_ACC_WRITE || ++w->nchain > max)
 		return 0;
-	enum refusal st = op_state(p, oi, c);
+	enum refusal st = op_state(p, oi, c, b, w);
 	w->state = st < w->state ? (uint8_t)st : w->state;
 	if (oi != NULL && c < p->nops) {
 		w->wbound = oi[c].wbound < w->wbound ? oi[c].wbound : w->wbound;
@@ -246,11 +258,11 @@ gap_refusal(const struct prof_buf *b, uint32_t k, uint32_t max, const struct wal
  * 0, or -1 when out of memory. */
 static int
 walk_buffer(const struct prof *p, const struct op_info *oi, const uint32_t *wilds, uint32_t max,
-    uint32_t bi, struct replay_set *out)
+    uint64_t max_scratch, uint32_t bi, struct replay_set *out)
 {
 	const struct prof_buf *b = &p->buf[bi];
 	struct walk w = { .run = out->nops_used, .state = R_OK, .wbound = UINT32_MAX,
-		.fbound = UINT32_MAX };
+		.fbound = UINT32_MAX, .max_scratch = max_scratch };
 
 	if (wilds != NULL && b->nuse > 0)
 		w.wild0 = wilds[b->use[0] + 1];
@@ -269,7 +281,7 @@ walk_buffer(const struct prof *p, const struct op_info *oi, const uint32_t *wild
 		hi = w.fbound < hi ? w.fbound : hi;
 		struct replay_cand cand = { .buf = bi, .gap = k, .r_lo = b->use[k] + 1, .r_hi = hi,
 			.nchain = w.nchain, .chain_first = w.run, .cost_s = w.cost_s,
-			.bytes = b->size };
+			.bytes = b->size, .scratch = w.scratch };
 		if (push_cand(out, &cand) < 0)
 			return -1;
 		w.used = w.nchain;
@@ -291,6 +303,8 @@ int
 replay_find(const struct prof *p, const struct replay_params *rp, struct replay_set *out)
 {
 	uint32_t max = rp->max_chain ? rp->max_chain : REPLAY_MAX_CHAIN;
+	uint64_t max_scratch = rp->no_scratch ? 0 : rp->max_scratch ? rp->max_scratch :
+	    REPLAY_MAX_SCRATCH;
 	struct op_info *oi = NULL;
 	uint32_t *wilds = NULL;
 
@@ -307,12 +321,36 @@ replay_find(const struct prof *p, const struct replay_params *rp, struct replay_
 	int r = 0;
 	for (uint32_t bi = 0; bi < p->nbufs && r == 0; bi++)
 		if (candidate(&p->buf[bi], rp->min_bytes))
-			r = walk_buffer(p, oi, wilds, max, bi, out);
+			r = walk_buffer(p, oi, wilds, max, max_scratch, bi, out);
 	free(oi);
 	free(wilds);
 	if (r < 0)
 		replay_set_fini(out);
 	return r;
+}
+
+uint32_t
+replay_scratch(const struct prof *p, const struct replay_set *rs, const struct replay_cand *c,
+    uint32_t *out, uint32_t max, uint64_t *bytes)
+{
+	const uint32_t *ops = replay_chain(rs, c);
+	uint32_t n = 0;
+
+	*bytes = 0;
+	for (uint32_t bi = 0; bi < p->nbufs; bi++) {
+		if (bi == c->buf)
+			continue;
+		int writes = 0;
+		for (uint32_t j = 0; j < c->nchain && !writes; j++)
+			writes = ops[j] < p->nops && prof_access_of(p, bi, ops[j]) == PROF_ACC_WRITE;
+		if (!writes)
+			continue;
+		if (n < max)
+			out[n] = bi;
+		n++;
+		*bytes += p->buf[bi].size;
+	}
+	return n;
 }
 
 /* Free what a set holds, and empty it. */

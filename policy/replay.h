@@ -30,14 +30,17 @@
  *    the job's between host and device (prof.xfer: its host memory is not in
  *    the profile), or may write what it does not reference (prof.wild);
  *  - a chain operation uses another buffer as PROF_ACC_UNKNOWN;
- *  - a chain operation writes a buffer other than X (a workspace, a second
- *    output). Scratch that a poisoned verification replay proves dead is
- *    later work;
+ *  - a chain operation writes buffers other than X (a workspace, a second
+ *    output) of more than max_scratch bytes in all. Up to that, the replay
+ *    writes them into scratch of its own instead (the candidate's scratch,
+ *    their bytes summed over the chain): the job's copies are left as they
+ *    are, and what the chain makes of X must not depend on what they held,
+ *    which the verification replay proves with its scratch poisoned;
  *  - the window below is empty: an input is written, or freed, before
  *    use[k] + 1.
  *
- * Inputs: every other buffer B a chain operation c uses, which c reads
- * (PROF_ACC_READ), must hold at the replay what it held at c. So B exists
+ * Inputs: every other buffer B a chain operation c reads (PROF_ACC_READ;
+ * what c writes goes to scratch) must hold at the replay what it held at c. So B exists
  * from c (alloc at or before c) through the operation before the replay,
  * and no operation after c and before the replay writes it (a use of B
  * there that is PROF_ACC_WRITE or PROF_ACC_UNKNOWN is a write). B may be
@@ -75,9 +78,16 @@
 /* The default of replay_params' max_chain. */
 #define REPLAY_MAX_CHAIN 4
 
+/* The default of replay_params' max_scratch: a cuBLAS workspace (32 MiB on
+ * Hopper) and a second output of a few MiB (attention's log-sum-exp). */
+#define REPLAY_MAX_SCRATCH ((uint64_t)64 << 20)
+
 struct replay_params {
 	uint32_t max_chain;	/* operations a chain has at most (0: REPLAY_MAX_CHAIN) */
 	uint64_t min_bytes;	/* smallest buffer worth recomputing */
+	uint64_t max_scratch;	/* bytes of other buffers a chain may write, into
+				 * scratch (0: REPLAY_MAX_SCRATCH) */
+	int no_scratch;		/* a chain may write no other buffer */
 };
 
 /* One gap a replay can bridge. */
@@ -90,6 +100,8 @@ struct replay_cand {
 				 * candidates share its chain's entries */
 	double cost_s;		/* the chain's durations */
 	uint64_t bytes;		/* the buffer's size */
+	uint64_t scratch;	/* bytes of the other buffers its chain writes, which
+				 * a replay writes into scratch (replay_scratch) */
 };
 
 /* Why gaps were refused (replay.h above), in the order they are tested. */
@@ -155,5 +167,14 @@ replay_chain(const struct replay_set *s, const struct replay_cand *c)
 {
 	return s->ops + c->chain_first;
 }
+
+/*
+ * The other buffers candidate c's chain writes (replay.h above: the replay
+ * writes them into scratch), each once, by profile index, increasing, into
+ * out (room for max) and their bytes summed into *bytes. Returns how many,
+ * or more than max when out had no room for them all.
+ */
+uint32_t replay_scratch(const struct prof *p, const struct replay_set *rs,
+    const struct replay_cand *c, uint32_t *out, uint32_t max, uint64_t *bytes);
 
 #endif

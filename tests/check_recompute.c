@@ -761,16 +761,23 @@ slow_off_stream(const uint32_t *stream, uint32_t i)
 	return off != 0;
 }
 
-/* Whether buffer b is an input of candidate i, the slow way. */
+/* Whether buffer b is an input of candidate i, the slow way: used by a
+ * chain operation, written by none (those go into scratch). */
 static int
 slow_input(uint32_t i, uint32_t b)
 {
 	const struct replay_cand *c = &rs.c[i];
+	int used = 0;
 
-	for (uint32_t j = 0; j < c->nchain; j++)
-		if (b != c->buf && has_use(&pr, b, replay_chain(&rs, c)[j]))
-			return 1;
-	return 0;
+	for (uint32_t j = 0; j < c->nchain; j++) {
+		uint32_t op = replay_chain(&rs, c)[j];
+		if (b == c->buf)
+			return 0;
+		if (prof_access_of(&pr, b, op) == WR && has_use(&pr, b, op))
+			return 0;
+		used |= has_use(&pr, b, op);
+	}
+	return used;
 }
 
 /* Candidate i conflicts with the picks pk (recompute.h's rules), the slow

@@ -73,7 +73,8 @@ replayable(const int *ops)
 static void
 find(uint32_t max_chain, uint64_t min_bytes)
 {
-	struct replay_params rp = { .max_chain = max_chain, .min_bytes = min_bytes };
+	struct replay_params rp = { .max_chain = max_chain, .min_bytes = min_bytes,
+		.no_scratch = 1 };
 
 	replay_set_fini(&rs);
 	ck_assert_int_eq(replay_find(&pr, &rp, &rs), 0);
@@ -198,8 +199,19 @@ START_TEST(in_place_chain_of_two)
 }
 END_TEST
 
+/* Find the candidates again with scratch of up to max bytes (0: the default). */
+static void
+find_scratch(uint64_t max)
+{
+	struct replay_params rp = { .min_bytes = 1, .max_scratch = max };
+
+	replay_set_fini(&rs);
+	ck_assert_int_eq(replay_find(&pr, &rp, &rs), 0);
+}
+
 /* An operation that writes a second buffer (a workspace) makes neither
- * output recomputable. */
+ * output recomputable without scratch; with scratch for the other's bytes,
+ * each is, the other named by replay_scratch; with less, neither. */
 START_TEST(second_output_refused)
 {
 	buf(64, 0, 19, 1, (int[]){ 0, WR, 1, RD, -1 });
@@ -212,6 +224,21 @@ START_TEST(second_output_refused)
 	ck_assert_uint_eq(rs.refused.not_replayable, 1);
 	ck_assert_uint_eq(rs.considered, 4);
 	ck_assert_uint_eq(rs.nops_used, 0);
+	find_scratch(0);
+	ck_assert_uint_eq(rs.n, 3);
+	ck_assert_uint_eq(rs.refused.writes_other, 0);
+	for (uint32_t i = 0; i < rs.n; i++) {
+		uint32_t other[4], n;
+		uint64_t bytes;
+		ck_assert_uint_eq(rs.c[i].scratch, 4 * KIB);
+		n = replay_scratch(&pr, &rs, &rs.c[i], other, 4, &bytes);
+		ck_assert_uint_eq(n, 1);
+		ck_assert_uint_eq(other[0], rs.c[i].buf == 1 ? 2 : 1);
+		ck_assert_uint_eq(bytes, 4 * KIB);
+	}
+	find_scratch(4 * KIB - 1);
+	ck_assert_uint_eq(rs.n, 0);
+	ck_assert_uint_eq(rs.refused.writes_other, 3);
 }
 END_TEST
 
@@ -511,20 +538,23 @@ uses(const struct prof_buf *b, uint32_t op)
  * the slow way: the index of its refusal in struct replay_refused's order
  * (9: none), and the bounds its inputs set on the window. */
 static int
-slow_op(uint32_t x, uint32_t c, uint32_t *whi, uint32_t *fhi)
+slow_op(uint32_t x, uint32_t c, uint32_t *whi, uint32_t *fhi, uint64_t *other)
 {
 	if (pr.replay == NULL || !pr.replay[c] || pr.xfer[c])
 		return 4;
 	int st = 9;
+	uint64_t wrote = 0;
 	for (uint32_t bi = 0; bi < pr.nbufs; bi++) {
 		const struct prof_buf *b = &pr.buf[bi];
 		if (bi == x || !uses(b, c))
 			continue;
 		unsigned a = prof_access_of(&pr, bi, c);
-		if (a != RD) {
-			st = a == UN ? (st < 5 ? st : 5) : (st < 6 ? st : 6);
+		if (a == UN)
+			st = st < 5 ? st : 5;
+		if (a == WR)
+			wrote += b->size;	/* into scratch */
+		if (a != RD)
 			continue;
-		}
 		for (uint32_t j = 0; j < b->nuse; j++)
 			if (b->use[j] > c && prof_access_of(&pr, bi, b->use[j]) != RD) {
 				*whi = b->use[j] < *whi ? b->use[j] : *whi;
@@ -533,16 +563,20 @@ slow_op(uint32_t x, uint32_t c, uint32_t *whi, uint32_t *fhi)
 		if (b->free != PROF_NONE && b->free + 1 < *fhi)
 			*fhi = b->free + 1;
 	}
+	if (st == 9)
+		*other += wrote;
 	return st;
 }
 
 /* Gap k of buffer x by the definitions, the slow way: the index of its
  * refusal (-1: a candidate, into *c, its chain into chain). */
 static int
-slow_gap(uint32_t max, uint32_t x, uint32_t k, struct replay_cand *c, uint32_t *chain)
+slow_gap(uint32_t max, uint64_t max_scratch, uint32_t x, uint32_t k, struct replay_cand *c,
+    uint32_t *chain)
 {
 	const struct prof_buf *b = &pr.buf[x];
 	uint32_t n = 0, whi = UINT32_MAX, fhi = UINT32_MAX;
+	uint64_t other = 0;
 	int st = 9;
 
 	for (uint32_t i = 0; i <= k; i++)
@@ -561,13 +595,16 @@ slow_gap(uint32_t max, uint32_t x, uint32_t k, struct replay_cand *c, uint32_t *
 		uint32_t op = b->use[i];
 		if (prof_access_of(&pr, x, op) != WR)
 			continue;
-		int s = slow_op(x, op, &whi, &fhi);
+		int s = slow_op(x, op, &whi, &fhi, &other);
 		st = s < st ? s : st;
 		chain[c->nchain++] = op;
 		c->cost_s += pr.dur[op];
 	}
+	if (other > max_scratch)
+		st = st < 6 ? st : 6;
 	if (st < 9)
 		return st;
+	c->scratch = other;
 	if (whi <= b->use[k])
 		return 7;
 	if (fhi <= b->use[k])
@@ -621,7 +658,15 @@ START_TEST(random_profiles_match_the_definitions)
 		random_profile(&seed);
 		uint32_t max = (uint32_t)(rand_r(&seed) % 5), m = max ? max : REPLAY_MAX_CHAIN;
 		uint64_t min_bytes = (uint64_t)(rand_r(&seed) % 4) * KIB, want[9] = { 0 };
-		find(max, min_bytes);
+		/* without scratch, or up to 0 to 15 KiB of it */
+		int no_scratch = round % 3 == 0;
+		uint64_t max_scratch = no_scratch ? 0 : (uint64_t)(rand_r(&seed) % 16) * KIB;
+		struct replay_params rp = { .max_chain = max, .min_bytes = min_bytes,
+			.no_scratch = no_scratch, .max_scratch = max_scratch };
+		if (!no_scratch && max_scratch == 0)
+			max_scratch = REPLAY_MAX_SCRATCH;
+		replay_set_fini(&rs);
+		ck_assert_int_eq(replay_find(&pr, &rp, &rs), 0);
 		uint32_t at = 0;
 		for (uint32_t x = 0; x < pr.nbufs; x++) {
 			const struct prof_buf *b = &pr.buf[x];
@@ -630,7 +675,7 @@ START_TEST(random_profiles_match_the_definitions)
 			for (uint32_t k = 0; k + 1 < b->nuse; k++) {
 				struct replay_cand c;
 				uint32_t chain[16];
-				int r = slow_gap(m, x, k, &c, chain);
+				int r = slow_gap(m, max_scratch, x, k, &c, chain);
 				if (r >= 0) {
 					want[r]++;
 					continue;
@@ -643,6 +688,7 @@ START_TEST(random_profiles_match_the_definitions)
 				ck_assert_uint_eq(got->r_hi, c.r_hi);
 				ck_assert_uint_eq(got->nchain, c.nchain);
 				ck_assert(got->cost_s == c.cost_s);
+				ck_assert_uint_eq(got->scratch, c.scratch);
 				for (uint32_t i = 0; i < c.nchain; i++)
 					ck_assert_uint_eq(replay_chain(&rs, got)[i], chain[i]);
 			}

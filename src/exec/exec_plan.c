@@ -632,7 +632,7 @@ remake_build(struct exec_made *m, const struct plan_rc *rc)
 	const struct prof *p = &m->rec->r.p;
 	const struct replay_set *rs = &m->replay;
 	struct remake_plan *x = calloc(1, sizeof *x);
-	uint32_t nchain = 0, nin = 0, nreads = 0;
+	uint32_t nchain = 0, nin = 0, nreads = 0, nsc = 0;
 	uint32_t **in = calloc(rc->npick ? rc->npick : 1, sizeof *in);
 	uint32_t *nins = calloc(rc->npick ? rc->npick : 1, sizeof *nins);
 
@@ -644,6 +644,9 @@ remake_build(struct exec_made *m, const struct plan_rc *rc)
 			goto fail;
 		nchain += c->nchain;
 		nin += nins[k];
+		uint64_t bytes;
+		if (c->scratch > 0)
+			nsc += replay_scratch(p, rs, c, NULL, 0, &bytes);
 		for (uint32_t j = 0; j < nins[k]; j++)
 			nreads += p->buf[in[k][j]].nuse;
 	}
@@ -654,16 +657,19 @@ remake_build(struct exec_made *m, const struct plan_rc *rc)
 	x->gap = calloc(rc->npick ? rc->npick : 1, sizeof *x->gap);
 	x->chain = malloc((nchain ? nchain : 1) * sizeof *x->chain);
 	x->inputs = malloc((nin ? nin : 1) * sizeof *x->inputs);
+	x->scratch = malloc((nsc ? nsc : 1) * sizeof *x->scratch);
+	x->scratch_off = malloc((nsc ? nsc : 1) * sizeof *x->scratch_off);
 	x->reads = malloc((nreads ? nreads : 1) * sizeof *x->reads);
 	x->pos_st = calloc(p->nops ? p->nops : 1, sizeof *x->pos_st);
 	x->ls = calloc(1, sizeof *x->ls);
 	if (x->bufs == NULL || x->gap == NULL || x->chain == NULL || x->inputs == NULL ||
+	    x->scratch == NULL || x->scratch_off == NULL ||
 	    x->reads == NULL || x->pos_st == NULL || x->ls == NULL)
 		goto fail;
 	for (uint32_t i = 0; i < p->nbufs; i++)
 		if (name_xbuf(p, i, m->rec->addr, m->rec->naddr, &x->bufs[i]) < 0)
 			x->bufs[i] = (struct xbuf){ .persistent = 1 };	/* found nowhere */
-	uint32_t ci = 0, ii = 0;
+	uint32_t ci = 0, ii = 0, si = 0;
 	for (uint32_t k = 0; k < rc->npick; k++) {
 		const struct replay_cand *c = &rs->c[rc->pick[k].cand];
 		const struct prof_buf *b = &p->buf[c->buf];
@@ -673,6 +679,16 @@ remake_build(struct exec_made *m, const struct plan_rc *rc)
 			.in_first = ii, .nin = nins[k], .size = c->bytes };
 		memcpy(x->chain + ci, replay_chain(rs, c), c->nchain * sizeof *x->chain);
 		ci += c->nchain;
+		g->sc_first = si;
+		if (c->scratch > 0) {
+			uint64_t bytes;
+			g->nsc = replay_scratch(p, rs, c, x->scratch + si, nsc - si, &bytes);
+			for (uint32_t j = 0; j < g->nsc; j++) {
+				x->scratch_off[si + j] = g->sc_bytes;
+				g->sc_bytes += (p->buf[x->scratch[si + j]].size + 255) / 256 * 256;
+			}
+			si += g->nsc;
+		}
 		/* an input the job frees right before the point: the replay goes
 		 * before the operation it is freed after, while it exists */
 		for (uint32_t j = 0; j < nins[k]; j++) {

@@ -20,6 +20,10 @@
 /* The most buffers one remake makes resident (its inputs). */
 #define MAX_INPUTS 64
 
+/* A chain launch's parameter bytes are remade on the stack up to this size
+ * (a launch writing into scratch). */
+#define PARAMS_MAX 4096
+
 /* The state of the running plan's recomputes. Guarded by ebb_state_lock. */
 static struct remake {
 	const struct remake_plan *p;	/* the running plan's; NULL: none */
@@ -47,6 +51,8 @@ remake_plan_free(struct remake_plan *p)
 	free(p->gap);
 	free(p->chain);
 	free(p->inputs);
+	free(p->scratch);
+	free(p->scratch_off);
 	free(p->reads);
 	free(p->pos_st);
 	free(p);
@@ -443,6 +449,25 @@ remake_capture(uint64_t seq)
 		remake_all(seq, 1);
 }
 
+/* lrec_params's context for a remake that writes into scratch. */
+struct into {
+	const struct remake_gap *g;
+	CUdeviceptr scratch;
+};
+
+/* lrec_params's address of buffer buf: the scratch's part for the other
+ * buffers the chain writes, every other word as this iteration passed it. */
+static uint64_t
+into_scratch(uint32_t buf, void *ctx)
+{
+	const struct into *in = ctx;
+
+	for (uint32_t k = 0; k < in->g->nsc; k++)
+		if (rc.p->scratch[in->g->sc_first + k] == buf)
+			return in->scratch + rc.p->scratch_off[in->g->sc_first + k];
+	return LREC_KEEP;
+}
+
 /*
  * Fill b, mapped again by the mover, by launching its gap's chain on the
  * chain's stream with this iteration's arguments, after its inputs are made
@@ -470,15 +495,30 @@ fill(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq, CUevent *done
 	}
 	CUresult r = gp->nin > MAX_INPUTS ? CUDA_ERROR_INVALID_VALUE :
 	    mover_ensure(in, nin, cs, seq);
+	/* the other buffers the chain writes go into scratch of its own, within
+	 * EBB_LIMIT, freed once the chain's stream has passed operation seq */
+	struct ebb_buf *sb = NULL;
+	if (r == CUDA_SUCCESS && gp->nsc > 0)
+		r = mover_own_alloc(gp->sc_bytes, &sb);
+	struct into ctx = { gp, sb != NULL ? sb->addr : 0 };
 	CUevent ev = NULL;
 	ebb_inside = 1;
 	for (uint32_t c = 0; r == CUDA_SUCCESS && c < gp->nchain; c++) {
 		uint32_t q = rc.p->chain[gp->chain_first + c];
+		const struct lrec *lr = lrec_at(rc.p->ls, q);
 		/* this iteration's arguments, taken before the drop; never the
 		 * recording's (NULL to lrec_launch), which name its buffers */
 		const unsigned char *a = lrec_argset_get(&rc.args, q);
-		r = a == NULL ? CUDA_ERROR_INVALID_VALUE : lrec_launch(lrec_at(rc.p->ls, q), a);
+		unsigned char params[PARAMS_MAX];
+		if (a != NULL && sb != NULL) {
+			if (lr->nbytes > PARAMS_MAX || lrec_params(lr, a, params, into_scratch, &ctx) < 0)
+				a = NULL;
+			else
+				a = params;
+		}
+		r = a == NULL ? CUDA_ERROR_INVALID_VALUE : lrec_launch(lr, a);
 	}
+	mover_own_free(sb, cs, seq);
 	/* (the restore worker that retires it gives it back as a copy's) */
 	if (r == CUDA_SUCCESS && (ev = streams_event_get(1)) == NULL)
 		r = CUDA_ERROR_OUT_OF_MEMORY;

@@ -57,6 +57,11 @@ struct remake_gap {
 	uint32_t next_use;	/* its use after the gap (r <= next_use) */
 	uint32_t chain_first, nchain;	/* positions chain[chain_first ..] */
 	uint32_t in_first, nin;		/* inputs inputs[in_first ..] */
+	uint32_t sc_first, nsc;		/* the other buffers the chain writes,
+					 * scratch[sc_first ..]: a remake writes them
+					 * into scratch of its own, of sc_bytes, each at
+					 * its scratch_off */
+	uint64_t sc_bytes;
 	uint64_t size;		/* its bytes (its range's, as the profile has them) */
 };
 
@@ -77,6 +82,8 @@ struct remake_plan {
 	uint32_t *chain;		/* chain positions */
 	uint32_t *inputs;		/* input profile indices */
 	uint32_t ninputs;
+	uint32_t *scratch;		/* profile indices of buffers written into scratch */
+	uint64_t *scratch_off;		/* where each lies in its remake's scratch */
 	uint64_t *reads;
 	uint32_t nreads;
 	struct ebb_stream **pos_st;	/* by position */

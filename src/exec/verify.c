@@ -33,6 +33,12 @@
 /* The parameter bytes of a launch are remade on the stack up to this size. */
 #define PARAMS_MAX 4096
 
+/* The most other buffers a chain writes into scratch (replay_scratch). */
+#define SCRATCH_BUFS 8
+
+/* Where each buffer lies in the scratch: 256-byte aligned. */
+#define SCRATCH_ALIGN 256
+
 /* One candidate: replay its chain before the operation at position at. */
 struct job {
 	uint32_t at;		/* the candidate's r_hi */
@@ -40,6 +46,11 @@ struct job {
 	uint32_t x;		/* the buffer's index in the profile */
 	uint64_t size;		/* its bytes */
 	uint32_t first, n;	/* its chain: v.chain[first .. first + n) */
+	uint32_t sc[SCRATCH_BUFS];	/* the other buffers its chain writes, by profile
+					 * index: into the scratch after its own */
+	uint64_t sc_off[SCRATCH_BUFS];	/* where, from the scratch's start */
+	uint32_t nsc;
+	uint64_t span;		/* the scratch it takes: its own and the others' */
 	uint8_t state;		/* J_* */
 };
 
@@ -144,15 +155,34 @@ verify_prepare(const struct prof *p, const struct replay_set *rs, const struct l
 		v.chain[i] = lrec_at(v.ls, rs->ops[i]);
 		v.chain_pos[i] = rs->ops[i];
 	}
+	uint32_t nj = 0;
+	uint64_t unfit = 0;	/* writing too many other buffers: never tried */
 	for (uint32_t i = 0; i < rs->n; i++) {
 		const struct replay_cand *c = &rs->c[i];
-		v.job[i] = (struct job){ .at = c->r_hi, .cand = i, .x = c->buf, .size = c->bytes,
+		struct job *j = &v.job[nj];
+		*j = (struct job){ .at = c->r_hi, .cand = i, .x = c->buf, .size = c->bytes,
 			.first = c->chain_first, .n = c->nchain };
+		j->span = (c->bytes + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+		if (c->scratch > 0) {
+			uint64_t bytes;
+			j->nsc = replay_scratch(p, rs, c, j->sc, SCRATCH_BUFS, &bytes);
+			if (j->nsc > SCRATCH_BUFS) {
+				unfit++;
+				continue;
+			}
+			for (uint32_t k = 0; k < j->nsc; k++) {
+				j->sc_off[k] = j->span;
+				j->span += (p->buf[j->sc[k]].size + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN *
+				    SCRATCH_ALIGN;
+			}
+		}
+		nj++;
 	}
-	v.njobs = rs->n;
+	v.njobs = nj;
 	qsort(v.job, v.njobs, sizeof *v.job, by_at);
 	memset(&v.st, 0, sizeof v.st);	/* the counts are the last plan's */
 	v.st.candidates = rs->n;
+	v.st.skipped = unfit;
 	v.state = v.njobs > 0 ? V_PREPARED : V_OFF;
 	return 0;
 }
@@ -165,7 +195,7 @@ setup_memory(void)
 	uint64_t most = 0;
 
 	for (uint32_t i = 0; i < v.njobs; i++)
-		most = v.job[i].size > most ? v.job[i].size : most;
+		most = v.job[i].span > most ? v.job[i].span : most;
 	v.scratch_bytes = most;
 	v.host = malloc((size_t)v.njobs * SLOT_BYTES);
 	if (v.host == NULL)
@@ -307,13 +337,29 @@ verify_boundary(void)
 }
 
 /* lrec_params's address of buffer buf: the scratch for the job's own
- * (ctx), every other word as this iteration passed it. */
+ * (ctx) and for the other buffers its chain writes, every other word as
+ * this iteration passed it. */
 static uint64_t
 into_scratch(uint32_t buf, void *ctx)
 {
 	const struct job *j = ctx;
 
-	return buf == j->x ? v.scratch : LREC_KEEP;
+	if (buf == j->x)
+		return v.scratch;
+	for (uint32_t k = 0; k < j->nsc; k++)
+		if (j->sc[k] == buf)
+			return v.scratch + j->sc_off[k];
+	return LREC_KEEP;
+}
+
+/* Whether buf is one that job j's chain writes into scratch. */
+static int
+scratch_of(const struct job *j, uint32_t buf)
+{
+	for (uint32_t k = 0; k < j->nsc; k++)
+		if (j->sc[k] == buf)
+			return 1;
+	return 0;
 }
 
 /*
@@ -350,6 +396,8 @@ job_buffers(const struct job *j, verify_resolve_fn resolve, void *ctx, struct eb
 			uint32_t bi = r->relocs[k].buf;
 			if (bi >= v.nbufs)
 				return 0;
+			if (scratch_of(j, bi))
+				continue;	/* written into the scratch instead */
 			struct ebb_buf *b = resolve(&v.bufs[bi], ctx);
 			if (b == NULL || n == JOB_BUFS)
 				return 0;
@@ -390,7 +438,10 @@ run_job(uint32_t i, uint64_t seq, struct ebb_stream *st, verify_resolve_fn resol
 	CUstream h = streams_handle(st);
 	CUdeviceptr slot = v.dig + (CUdeviceptr)i * SLOT_BYTES;
 	ebb_inside = 1;
-	int ok = ebb_real.cuMemsetD8Async(v.scratch, POISON, bytes, h) == CUDA_SUCCESS &&
+	/* the poison covers the others' scratch too: what the chain makes of the
+	 * buffer must not depend on what they held */
+	int ok = ebb_real.cuMemsetD8Async(v.scratch, POISON, j->nsc > 0 ? j->span : bytes, h) ==
+	    CUDA_SUCCESS &&
 	    ebb_real.cuMemsetD8Async(slot, 0, SLOT_BYTES, h) == CUDA_SUCCESS;
 	for (uint32_t c = 0; ok && c < j->n; c++) {
 		const struct lrec *r = v.chain[j->first + c];
