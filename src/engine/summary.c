@@ -330,8 +330,8 @@ summary_lines(const struct engine_totals *t)
 			ebb_log(EBB_LOG_NOTE, "recompute candidates (EBB_RECOMPUTE): %llu of %llu gaps "
 			    "between uses could be bridged by launching their buffer's producers again, "
 			    "of %llu buffers (%s); refused: %llu unmeasured, %llu not written first, "
-			    "%llu chains too long, %llu not replayable, %llu writing another buffer, "
-			    "%llu inputs changed or freed",
+			    "%llu chains too long, %llu not replayable, %llu writing more than 64 MiB of "
+			    "other buffers, %llu inputs changed or freed",
 			    (unsigned long long)xs->replay_gaps,
 			    (unsigned long long)xs->replay_considered,
 			    (unsigned long long)xs->replay_buffers,
