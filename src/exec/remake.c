@@ -36,6 +36,14 @@ static struct remake {
 	uint32_t *active;		/* gaps dropped now, in no order */
 	uint32_t nactive;
 	struct lrec_argset args;	/* this iteration's arguments of every chain launch */
+	/* the scratch the chains that write other buffers write them into: one,
+	 * as large as the largest gap's, held while the plan runs (mover_own_alloc)
+	 * and used by one remake at a time: each waits on the device for the
+	 * last one's chain (done) */
+	struct ebb_buf *scratch;
+	CUevent scratch_done;
+	struct ebb_stream *scratch_st;	/* the stream of its last user, */
+	uint64_t scratch_seq;		/* and the operation that went after it */
 	struct remake_stats st;
 } rc;
 
@@ -62,6 +70,13 @@ remake_plan_free(struct remake_plan *p)
 static void
 clear(void)
 {
+	mover_own_free(rc.scratch, rc.scratch_st, rc.scratch_seq);
+	if (rc.scratch_done != NULL)
+		streams_event_put(rc.scratch_done, 0);
+	rc.scratch = NULL;
+	rc.scratch_done = NULL;
+	rc.scratch_st = NULL;
+	rc.scratch_seq = 0;
 	free(rc.xb);
 	free(rc.inb);
 	free(rc.by_r);
@@ -125,6 +140,20 @@ remake_start(const struct remake_plan *p)
 	sort_plan = p;
 	qsort(rc.by_r, rc.nby_r, sizeof *rc.by_r, by_r);
 	rc.p = p;
+	/* the scratch, within EBB_LIMIT; without it the gaps that need it are
+	 * never dropped */
+	uint64_t most = 0;
+	for (uint32_t g = 0; g < p->ngap; g++)
+		most = p->gap[g].sc_bytes > most ? p->gap[g].sc_bytes : most;
+	if (most > 0) {
+		CUresult r = mover_own_alloc(most, &rc.scratch);
+		if (r != CUDA_SUCCESS) {
+			rc.scratch = NULL;
+			ebb_log(EBB_LOG_WARN, "no room within EBB_LIMIT for the %llu bytes of scratch "
+			    "that the plan's recomputes of producers writing other buffers take (error "
+			    "%d): those buffers stay on the device", (unsigned long long)most, (int)r);
+		}
+	}
 	return 0;
 }
 
@@ -244,14 +273,15 @@ try_drop(uint32_t g, uint64_t seq)
 
 	uint64_t *why = &rc.st.kept_busy;
 	if (x == NULL || dropped(x) || x->rc_inputs != 0 || x->mv.rsize != gp->size ||
-	    chain_stream(gp) == NULL) {
+	    chain_stream(gp) == NULL || (gp->nsc > 0 && rc.scratch == NULL)) {
 		if (x != NULL && x->mv.rsize != gp->size)
 			snprintf(detail, sizeof detail, "%llu bytes now",
 			    (unsigned long long)x->mv.rsize);
 		else
 			snprintf(detail, sizeof detail, "%s", x == NULL ? "not found" :
 			    x->rc_gap != 0 ? "dropped already" : x->rc_inputs != 0 ?
-			    "an input of a dropped buffer" : "its chain's stream not found");
+			    "an input of a dropped buffer" : chain_stream(gp) == NULL ?
+			    "its chain's stream not found" : "no scratch for its chain");
 		goto kept;
 	}
 	why = &rc.st.kept_args;
@@ -495,14 +525,16 @@ fill(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq, CUevent *done
 	}
 	CUresult r = gp->nin > MAX_INPUTS ? CUDA_ERROR_INVALID_VALUE :
 	    mover_ensure(in, nin, cs, seq);
-	/* the other buffers the chain writes go into scratch of its own, within
-	 * EBB_LIMIT, freed once the chain's stream has passed operation seq */
-	struct ebb_buf *sb = NULL;
-	if (r == CUDA_SUCCESS && gp->nsc > 0)
-		r = mover_own_alloc(gp->sc_bytes, &sb);
+	/* the other buffers the chain writes go into the scratch, once the last
+	 * chain that used it is done */
+	struct ebb_buf *sb = gp->nsc > 0 ? rc.scratch : NULL;
+	if (r == CUDA_SUCCESS && gp->nsc > 0 && sb == NULL)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
 	struct into ctx = { gp, sb != NULL ? sb->addr : 0 };
 	CUevent ev = NULL;
 	ebb_inside = 1;
+	if (r == CUDA_SUCCESS && sb != NULL && rc.scratch_done != NULL)
+		r = ebb_real.cuStreamWaitEvent(streams_handle(cs), rc.scratch_done, 0);
 	for (uint32_t c = 0; r == CUDA_SUCCESS && c < gp->nchain; c++) {
 		uint32_t q = rc.p->chain[gp->chain_first + c];
 		const struct lrec *lr = lrec_at(rc.p->ls, q);
@@ -518,7 +550,18 @@ fill(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq, CUevent *done
 		}
 		r = a == NULL ? CUDA_ERROR_INVALID_VALUE : lrec_launch(lr, a);
 	}
-	mover_own_free(sb, cs, seq);
+	if (sb != NULL) {
+		/* (the next user waits for this chain; the plan's end frees it after) */
+		if (rc.scratch_done == NULL)
+			rc.scratch_done = streams_event_get(0);
+		CUresult er = rc.scratch_done != NULL ?
+		    ebb_real.cuEventRecord(rc.scratch_done, streams_handle(cs)) :
+		    CUDA_ERROR_OUT_OF_MEMORY;
+		if (r == CUDA_SUCCESS)
+			r = er;
+		rc.scratch_st = cs;
+		rc.scratch_seq = seq;
+	}
 	/* (the restore worker that retires it gives it back as a copy's) */
 	if (r == CUDA_SUCCESS && (ev = streams_event_get(1)) == NULL)
 		r = CUDA_ERROR_OUT_OF_MEMORY;

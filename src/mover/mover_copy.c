@@ -743,6 +743,21 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 		struct ebb_buf *b = bufs[i];
 		if (b->mv.managed != EBB_MANAGED_BIG)
 			continue;
+		if (b->mv.state == EBB_OFFLOADING && b->mv.dropped) {
+			/*
+			 * The plan's drop has not released the memory yet (the
+			 * host is ahead of the device): the host waits for it,
+			 * then the buffer is remade. Kept instead, the memory the
+			 * plan counts as free would stay held, and what the plan
+			 * puts there would find no room. (Another thread may
+			 * remake it meanwhile: then it is resident, below.)
+			 */
+			b->mv.pending++;
+			mover.stats.drop_waits++;
+			while (b->mv.state == EBB_OFFLOADING && b->mv.dropped && !copies.stopping)
+				mover_copy_wait_room(&mover.stats.wait_drop_ns, "drop", seq);
+			b->mv.pending--;
+		}
 		if (b->mv.state == EBB_RESIDENT) {
 			/* restored ahead of this use: the device waits for the copy */
 			if (b->mv.arrive != NULL) {
@@ -752,20 +767,6 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 					return r;
 			}
 			continue;
-		}
-		if (b->mv.state == EBB_OFFLOADING && b->mv.dropped) {
-			/*
-			 * The plan's drop has not released the memory yet (the
-			 * host is ahead of the device): the host waits for it,
-			 * then the buffer is remade. Kept instead, the memory the
-			 * plan counts as free would stay held, and what the plan
-			 * puts there would find no room.
-			 */
-			b->mv.pending++;
-			mover.stats.drop_waits++;
-			while (b->mv.state == EBB_OFFLOADING && b->mv.dropped && !copies.stopping)
-				mover_copy_wait_room(&mover.stats.wait_drop_ns, "drop", seq);
-			b->mv.pending--;
 		}
 		if (b->mv.state == EBB_OFFLOADING) {
 			/*
@@ -787,8 +788,6 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 			mover_trace_move('B', seq, b, 0, "cancel");
 			continue;
 		}
-		if (b->mv.state == EBB_RESIDENT)
-			continue;	/* the drop could not unmap it: intact */
 		CUresult r = mover_copy_restore(b, consumer, seq);
 		if (r != CUDA_SUCCESS)
 			return r;
