@@ -1697,6 +1697,47 @@ START_TEST(recompute_host_ahead)
 END_TEST
 
 /*
+ * Activations made through a workspace the job keeps (WORKLOAD_WORKSPACE=1:
+ * scaled_ws writes the workspace, then its output from it, as a GEMM
+ * does): each producer writes another buffer, so its candidates replay it
+ * into scratch. They are verified with that scratch poisoned, the plan
+ * recomputes some, and every drop is remade. The job's workspace is never
+ * written by a replay: its last word, in the checksum each iteration, is
+ * what the job left there.
+ */
+START_TEST(recompute_workspace)
+{
+	const char *path = tmp_file("recomputews");
+	char *argv[] = { workload_path(0), "recompute", "12", NULL };
+	const char *alone_env[] = { "WORKLOAD_WORKSPACE=1", NULL };
+	const char *env[] = { "WORKLOAD_WORKSPACE=1", "WORKLOAD_LEAD_US=200000",
+		"FAKECUDA_LAUNCH_QUEUE_DELAY_US=1500", "EBB_MODE=offload", "EBB_LIMIT=64M",
+		"EBB_TARGET=0.7", "EBB_RECOMPUTE=1", "EBB_D2H_GBPS=0.05", "EBB_H2D_GBPS=0.05", NULL };
+	struct run_result alone, r;
+	struct trace t;
+
+	run_ebb(argv, alone_env, NULL, &alone);
+	expect_ok(&alone);
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_str_ne(checksum_of(alone.out), "");
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	ck_assert_uint_eq(summary(&t, "replay-refused-writes-other"), 0);
+	ck_assert_uint_gt(summary(&t, "replay-verified"), 0);
+	ck_assert_uint_eq(summary(&t, "replay-failed"), 0);
+	ck_assert_uint_gt(summary(&t, "recompute-gaps"), 0);
+	ck_assert_uint_gt(summary(&t, "recompute-drops"), 0);
+	ck_assert_uint_eq(summary(&t, "recompute-remakes"), summary(&t, "recompute-drops"));
+	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
+	trace_free(&t);
+	run_free(&r);
+	run_free(&alone);
+	remove(path);
+}
+END_TEST
+
+/*
  * The job departs while buffers are dropped: in iteration 12 extra
  * launches change, in the middle of the forward, activations 1 and 2, from
  * which activations 2 and 3 are remade. Whichever of those is dropped is
@@ -2125,6 +2166,7 @@ main(void)
 	tcase_add_test(tc, recompute_runs);
 	tcase_add_test(tc, recompute_departure);
 	tcase_add_test(tc, recompute_host_ahead);
+	tcase_add_test(tc, recompute_workspace);
 	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);
 	tcase_add_test(tc, offload_host_exhausted);

@@ -148,6 +148,17 @@ struct fakecuda_square_sum_f32_params {
     uint64_t n;
 };
 
+/* scaled_ws_f32: scratch[i] = a * src[i], then dst[i] = scratch[i] + 1 for i < n: as a
+ * GEMM that stages through a workspace, dst depends on src alone, and scratch holds
+ * the scaled values after. */
+struct fakecuda_scaled_ws_f32_params {
+    float *dst;
+    const float *src;
+    float *scratch;
+    float a;
+    uint64_t n;
+};
+
 /* fill_opt_u32: dst[i] = value for i < n, and *aux = value where aux is not NULL (an
  * optional output, as kernels that report a flag or an index have). */
 struct fakecuda_fill_opt_u32_params {

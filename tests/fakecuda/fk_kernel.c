@@ -145,6 +145,18 @@ static void k_square_sum_f32(const void *params)
     *a.dst = sum;
 }
 
+/* scratch[i] = a * src[i], then dst[i] = scratch[i] + 1. */
+static void k_scaled_ws_f32(const void *params)
+{
+    struct fakecuda_scaled_ws_f32_params a;
+
+    memcpy(&a, params, sizeof a);
+    for (uint64_t i = 0; i < a.n; i++)
+        a.scratch[i] = a.a * a.src[i];
+    for (uint64_t i = 0; i < a.n; i++)
+        a.dst[i] = a.scratch[i] + 1.0f;
+}
+
 /* dst[i] = value, and *aux = value where aux is given. */
 static void k_fill_opt_u32(const void *params)
 {
@@ -263,6 +275,11 @@ static const struct param p_square_sum_f32[] = { PARAM(square_sum_f32, dst),
                                                  PARAM(square_sum_f32, src),
                                                  PARAM(square_sum_f32, scratch),
                                                  PARAM(square_sum_f32, n) };
+static const struct param p_scaled_ws_f32[] = { PARAM(scaled_ws_f32, dst),
+                                                PARAM(scaled_ws_f32, src),
+                                                PARAM(scaled_ws_f32, scratch),
+                                                PARAM(scaled_ws_f32, a),
+                                                PARAM(scaled_ws_f32, n) };
 static const struct param p_strided_add_f32[] = { PARAM(strided_add_f32, n),
                                                   PARAM(strided_add_f32, it) };
 
@@ -276,7 +293,7 @@ static const struct kdesc kernels[] = {
     KERNEL(fill_u32), KERNEL(copy_bytes), KERNEL(axpy_f32), KERNEL(sum_u32),
     KERNEL(struct_ptrs), KERNEL(sleep_us), KERNEL(gather_ptrs), KERNEL(rand_f32),
     KERNEL(rand_state_f32), KERNEL(square_sum_f32), KERNEL(ebb_hash), KERNEL(stamp_u32), KERNEL(fill_opt_u32),
-    KERNEL(strided_add_f32),
+    KERNEL(strided_add_f32), KERNEL(scaled_ws_f32),
 };
 
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };

@@ -93,6 +93,7 @@ static struct {
 
 static CUcontext ctx;
 static void *driver_lib;	/* the libcuda.so.1 handle, when dlopened */
+static CUfunction k_scaled_ws;
 static CUfunction k_fill, k_copy, k_axpy, k_pair, k_sleep, k_rand_state, k_square_sum, k_gather,
     k_stamp, k_sum, k_fill_opt;
 
@@ -194,6 +195,8 @@ setup(void)
 	k_sum = (CUfunction)k;
 	CK(cu.LibraryGetKernel(&k, lib, "fill_opt_u32"));
 	k_fill_opt = (CUfunction)k;
+	CK(cu.LibraryGetKernel(&k, lib, "scaled_ws_f32"));
+	k_scaled_ws = (CUfunction)k;
 }
 
 static void
@@ -1505,7 +1508,10 @@ scenario_writesets(int iters)
  * (the inputs activations 2 .. m - 1 are made from). With
  * WORKLOAD_LEAD_US=us, each iteration's forward begins with a kernel that
  * keeps the stream busy that long, so that the host issues the iteration
- * well ahead of the device.
+ * well ahead of the device. With WORKLOAD_WORKSPACE=1, activation l is
+ * made by one scaled_ws launch from activation l - 1 through a workspace
+ * the job allocates once (as cuBLAS does), whose last word each iteration
+ * also goes into the checksum: a replay that wrote it would show.
  */
 static int
 scenario_recompute(int iters)
@@ -1516,7 +1522,8 @@ scenario_recompute(int iters)
 	int layers = getenv("WORKLOAD_LAYERS") != NULL ? atoi(getenv("WORKLOAD_LAYERS")) : 8;
 	int depart = getenv("WORKLOAD_DEPART") != NULL ? atoi(getenv("WORKLOAD_DEPART")) : -1;
 	int lead = getenv("WORKLOAD_LEAD_US") != NULL ? atoi(getenv("WORKLOAD_LEAD_US")) : 0;
-	CUdeviceptr a[65], g, acc;
+	int wsp = getenv("WORKLOAD_WORKSPACE") != NULL && atoi(getenv("WORKLOAD_WORKSPACE")) != 0;
+	CUdeviceptr a[65], g, acc, ws = 0;
 	CUstream s;
 	uint64_t check = 0xcbf29ce484222325ULL;
 
@@ -1525,6 +1532,10 @@ scenario_recompute(int iters)
 	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CK(cu.MemAlloc(&acc, n));
 	launch_fill(acc, 0, words, s);
+	if (wsp) {
+		CK(cu.MemAlloc(&ws, n));
+		launch_fill(ws, 0, words, s);
+	}
 	for (int it = 0; it < iters; it++) {
 		CK(cu.MemAllocAsync(&a[0], n, s));
 		/* (floats near 1: the bits of 1.0f and a little) */
@@ -1533,6 +1544,12 @@ scenario_recompute(int iters)
 			launch_sleep((unsigned)lead, s);
 		for (int l = 1; l <= layers; l++) {
 			CK(cu.MemAllocAsync(&a[l], n, s));
+			if (wsp) {
+				struct fakecuda_scaled_ws_f32_params p = { 0, 0, 0, 0.5f, words };
+				void *args[] = { &a[l], &a[l - 1], &ws, &p.a, &p.n };
+				CK(cu.LaunchKernel(k_scaled_ws, 1, 1, 1, 128, 1, 1, 0, s, args, NULL));
+				continue;
+			}
 			launch_fill(a[l], 0x3f800000u + (uint32_t)(l * 3 + it), words, s);
 			launch_axpy(a[l], a[l - 1], 0.5f, words, s);
 			for (int j = 1; it == depart && l == layers / 2 && j < l - 1; j++)
@@ -1548,13 +1565,20 @@ scenario_recompute(int iters)
 			CK(cu.MemFreeAsync(a[l], s));
 		}
 		CK(cu.MemFreeAsync(a[0], s));
-		float got;
+		float got, wlast = 0;
 		CK(cu.MemcpyDtoHAsync(&got, acc + n - 4, sizeof got, s));
+		if (wsp)
+			CK(cu.MemcpyDtoHAsync(&wlast, ws + n - 4, sizeof wlast, s));
 		CK(cu.StreamSynchronize(s));
-		uint32_t bits;
+		uint32_t bits, wbits;
 		memcpy(&bits, &got, sizeof bits);
+		memcpy(&wbits, &wlast, sizeof wbits);
 		check = (check ^ bits) * 0x100000001b3ULL;
+		if (wsp)
+			check = (check ^ wbits) * 0x100000001b3ULL;
 	}
+	if (wsp)
+		CK(cu.MemFree(ws));
 	CK(cu.MemFree(acc));
 	printf("checksum %016llx\n", (unsigned long long)check);
 	return 0;
