@@ -253,41 +253,276 @@ gap_refusal(const struct prof_buf *b, uint32_t k, uint32_t max, const struct wal
 	return R_OK;
 }
 
+/* The buffers each operation uses: buf[start[c] .. start[c + 1]). */
+struct opbufs {
+	uint32_t *start, *buf;
+};
+
+/* Build ob for p. Returns 0, or -1 when out of memory. */
+static int
+opbufs_build(const struct prof *p, struct opbufs *ob)
+{
+	size_t total = 0;
+
+	ob->start = calloc((size_t)p->nops + 2, sizeof *ob->start);
+	for (uint32_t bi = 0; bi < p->nbufs; bi++)
+		total += p->buf[bi].nuse;
+	ob->buf = malloc((total ? total : 1) * sizeof *ob->buf);
+	if (ob->start == NULL || ob->buf == NULL) {
+		free(ob->start);
+		free(ob->buf);
+		return -1;
+	}
+	for (uint32_t bi = 0; bi < p->nbufs; bi++)
+		for (uint32_t u = 0; u < p->buf[bi].nuse; u++)
+			if (p->buf[bi].use[u] < p->nops)
+				ob->start[p->buf[bi].use[u] + 2]++;
+	for (uint32_t c = 0; c < p->nops; c++)
+		ob->start[c + 2] += ob->start[c + 1];
+	for (uint32_t bi = 0; bi < p->nbufs; bi++)
+		for (uint32_t u = 0; u < p->buf[bi].nuse; u++)
+			if (p->buf[bi].use[u] < p->nops)
+				ob->buf[ob->start[p->buf[bi].use[u] + 1]++] = bi;
+	return 0;
+}
+
+/* The index of operation c among buffer b's uses, or b->nuse when it has none there. */
+static uint32_t
+use_at(const struct prof_buf *b, uint32_t c)
+{
+	uint32_t lo = 0, hi = b->nuse;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (b->use[mid] < c)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < b->nuse && b->use[lo] == c ? lo : b->nuse;
+}
+
+/* A chain widened by its freed inputs' producers (extend). */
+struct ext {
+	uint32_t ops[REPLAY_MAX_EXTENDED];	/* increasing */
+	uint32_t n;
+	uint32_t done[REPLAY_MAX_EXTENDED];	/* buffers written into scratch (and X) */
+	uint32_t ndone;
+};
+
+static int
+ext_written(const struct ext *e, uint32_t b)
+{
+	for (uint32_t i = 0; i < e->ndone; i++)
+		if (e->done[i] == b)
+			return 1;
+	return 0;
+}
+
+/* Add operation c to e, in order. Returns 0, or -1 when e is full. */
+static int
+ext_add(struct ext *e, uint32_t c)
+{
+	uint32_t i = 0;
+
+	while (i < e->n && e->ops[i] < c)
+		i++;
+	if (i < e->n && e->ops[i] == c)
+		return 0;
+	if (e->n == REPLAY_MAX_EXTENDED)
+		return -1;
+	memmove(e->ops + i + 1, e->ops + i, (e->n - i) * sizeof *e->ops);
+	e->ops[i] = c;
+	e->n++;
+	return 0;
+}
+
+/* Note every buffer operation c writes as written by e's chain. Returns 0,
+ * or -1 when e is full. */
+static int
+ext_writes(const struct prof *p, const struct opbufs *ob, uint32_t c, struct ext *e)
+{
+	for (uint32_t k = ob->start[c]; k < ob->start[c + 1]; k++) {
+		uint32_t bi = ob->buf[k];
+		if (prof_access_of(p, bi, c) != PROF_ACC_WRITE || ext_written(e, bi))
+			continue;
+		if (e->ndone == REPLAY_MAX_EXTENDED)
+			return -1;
+		e->done[e->ndone++] = bi;
+	}
+	return 0;
+}
+
+/*
+ * Gap k of buffer x, whose chain (ops, n) reads an input freed before the
+ * gap ends: the chain widened by the producers of each such input (its
+ * writes before the chain's read, replayed into scratch), again for theirs,
+ * while the chain stays within REPLAY_MAX_EXTENDED operations and scratch
+ * of max_scratch bytes. Fills *c (but its chain_first) and the ops into e.
+ * Returns 1 when the widened chain's window goes further than r_hi, else 0.
+ */
+static int
+extend(const struct prof *p, const struct op_info *oi, const uint32_t *wilds,
+    const struct opbufs *ob, uint64_t max_scratch, uint32_t x, uint32_t k, const uint32_t *ops,
+    uint32_t n, uint32_t r_hi, struct replay_cand *c, struct ext *e)
+{
+	const struct prof_buf *b = &p->buf[x];
+	uint32_t next = b->use[k + 1];
+
+	e->n = e->ndone = 0;
+	if (n > REPLAY_MAX_EXTENDED)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (ext_add(e, ops[i]) < 0 || ext_writes(p, ob, ops[i], e) < 0)
+			return 0;
+	/* widen while an input is freed before the gap ends */
+	for (int grew = 1; grew;) {
+		grew = 0;
+		for (uint32_t i = 0; i < e->n && !grew; i++) {
+			uint32_t c0 = e->ops[i];
+			for (uint32_t q = ob->start[c0]; q < ob->start[c0 + 1] && !grew; q++) {
+				uint32_t y = ob->buf[q];
+				const struct prof_buf *yb = &p->buf[y];
+				if (ext_written(e, y) || prof_access_of(p, y, c0) != PROF_ACC_READ)
+					continue;
+				if (yb->free == PROF_NONE || yb->free + 1 >= next)
+					continue;	/* it lasts: an input */
+				/* y, made in the iteration, every use measured up to c0 and
+				 * its first a write, nothing wild after it: its writers join */
+				uint32_t at = use_at(yb, c0);
+				if (yb->alloc == PROF_NONE || at == yb->nuse ||
+				    acc_at(yb, 0) != PROF_ACC_WRITE ||
+				    (wilds != NULL && wilds[c0 + 1] > wilds[yb->use[0] + 1]))
+					return 0;
+				for (uint32_t u = 0; u < at; u++) {
+					unsigned a = acc_at(yb, u);
+					if (a == PROF_ACC_UNKNOWN)
+						return 0;
+					uint32_t wop = yb->use[u];
+					if (a != PROF_ACC_WRITE)
+						continue;
+					if (!relaunchable(p, wop) || oi[wop].nunk > 0 ||
+					    ext_add(e, wop) < 0 || ext_writes(p, ob, wop, e) < 0)
+						return 0;
+				}
+				grew = 1;
+			}
+		}
+	}
+	/* the window: every input unchanged and alive up to the replay, nothing
+	 * that may write what it does not reference after a read */
+	uint32_t hi = next;
+	uint64_t scratch = 0;
+	double cost = 0;
+	for (uint32_t i = 0; i < e->ndone; i++)
+		if (e->done[i] != x)
+			scratch += p->buf[e->done[i]].size;
+	if (scratch > max_scratch)
+		return 0;
+	for (uint32_t i = 0; i < e->n; i++) {
+		uint32_t c0 = e->ops[i];
+		cost += p->dur[c0];
+		int reads = 0;
+		for (uint32_t q = ob->start[c0]; q < ob->start[c0 + 1]; q++) {
+			uint32_t y = ob->buf[q];
+			const struct prof_buf *yb = &p->buf[y];
+			if (ext_written(e, y))
+				continue;
+			reads = 1;
+			if (yb->alloc != PROF_NONE && yb->alloc > c0)
+				return 0;
+			if (yb->free != PROF_NONE && yb->free + 1 < hi)
+				hi = yb->free + 1;
+			for (uint32_t u = use_at(yb, c0) + 1; u < yb->nuse; u++)
+				if (acc_at(yb, u) != PROF_ACC_READ) {
+					hi = yb->use[u] < hi ? yb->use[u] : hi;
+					break;
+				}
+		}
+		for (uint32_t j = c0 + 1; reads && p->wild != NULL && j < hi; j++)
+			if (p->wild[j]) {
+				hi = j;
+				break;
+			}
+	}
+	if (hi <= b->use[k] || hi <= r_hi)
+		return 0;
+	*c = (struct replay_cand){ .buf = x, .gap = k, .r_lo = b->use[k] + 1, .r_hi = hi,
+		.nchain = e->n, .cost_s = cost, .bytes = b->size, .scratch = scratch };
+	return 1;
+}
+
 /* Every gap of buffer bi, a candidate or a refusal each; the chain's
  * operations no candidate names are taken off the set's ops again. Returns
  * 0, or -1 when out of memory. */
 static int
 walk_buffer(const struct prof *p, const struct op_info *oi, const uint32_t *wilds, uint32_t max,
-    uint64_t max_scratch, uint32_t bi, struct replay_set *out)
+    uint64_t max_scratch, const struct opbufs *ob, uint32_t bi, struct replay_set *out)
 {
 	const struct prof_buf *b = &p->buf[bi];
 	struct walk w = { .run = out->nops_used, .state = R_OK, .wbound = UINT32_MAX,
 		.fbound = UINT32_MAX, .max_scratch = max_scratch };
+	/* its candidates, in gap order: a widened one's chain is stored after the
+	 * walk's (wide[i] set, its ops in ext[i]) */
+	struct replay_cand *cs = b->nuse > 1 ? malloc((b->nuse - 1) * sizeof *cs) : NULL;
+	struct ext *ext = NULL;
+	uint8_t *wide = b->nuse > 1 && ob != NULL ? calloc(b->nuse - 1, 1) : NULL;
+	uint32_t ncs = 0;
+	int rc = -1;
 
+	if (b->nuse > 1 && (cs == NULL || (ob != NULL && wide == NULL)))
+		goto out;
 	if (wilds != NULL && b->nuse > 0)
 		w.wild0 = wilds[b->use[0] + 1];
 
 	for (uint32_t k = 0; k + 1 < b->nuse; k++) {
 		if (walk_use(p, oi, max, b, k, &w, out) < 0)
-			return -1;
+			goto out;
 		out->considered++;
 		enum refusal why = gap_refusal(b, k, max, &w, wilds);
+		uint32_t hi = b->use[k + 1];
+		hi = w.wbound < hi ? w.wbound : hi;
+		hi = w.fbound < hi ? w.fbound : hi;
+		/* an input freed before the gap ends: its producers may join */
+		int freed = why == R_FREED || (why == R_OK && w.fbound < b->use[k + 1] && hi == w.fbound);
+		if (freed && ob != NULL && w.nchain <= max) {
+			struct ext *e2 = realloc(ext, (ncs + 1) * sizeof *ext);
+			if (e2 == NULL)
+				goto out;
+			ext = e2;
+			if (extend(p, oi, wilds, ob, max_scratch, bi, k, out->ops + w.run, w.nchain,
+			    why == R_OK ? hi : b->use[k], &cs[ncs], &ext[ncs])) {
+				wide[ncs++] = 1;
+				out->extended++;
+				continue;
+			}
+		}
 		if (why != R_OK) {
 			refuse(&out->refused, why);
 			continue;
 		}
-		uint32_t hi = b->use[k + 1];
-		hi = w.wbound < hi ? w.wbound : hi;
-		hi = w.fbound < hi ? w.fbound : hi;
-		struct replay_cand cand = { .buf = bi, .gap = k, .r_lo = b->use[k] + 1, .r_hi = hi,
-			.nchain = w.nchain, .chain_first = w.run, .cost_s = w.cost_s,
+		cs[ncs++] = (struct replay_cand){ .buf = bi, .gap = k, .r_lo = b->use[k] + 1,
+			.r_hi = hi, .nchain = w.nchain, .chain_first = w.run, .cost_s = w.cost_s,
 			.bytes = b->size, .scratch = w.scratch };
-		if (push_cand(out, &cand) < 0)
-			return -1;
 		w.used = w.nchain;
 	}
 	out->nops_used = w.run + w.used;
-	return 0;
+	for (uint32_t i = 0; i < ncs; i++) {
+		if (wide != NULL && wide[i]) {
+			cs[i].chain_first = out->nops_used;
+			for (uint32_t j = 0; j < ext[i].n; j++)
+				if (push_op(out, ext[i].ops[j]) < 0)
+					goto out;
+		}
+		if (push_cand(out, &cs[i]) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(cs);
+	free(ext);
+	free(wide);
+	return rc;
 }
 
 /* Whether buffer b is a candidate at all (replay.h). */
@@ -318,10 +553,19 @@ replay_find(const struct prof *p, const struct replay_params *rp, struct replay_
 	}
 	for (uint32_t i = 0; wilds != NULL && i <= p->nops; i++)
 		wilds[i] = i == 0 ? 0 : wilds[i - 1] + (p->wild[i - 1] != 0);
+	struct opbufs ob = { NULL, NULL };
+	int wide = oi != NULL && !rp->no_extend;
+	if (wide && opbufs_build(p, &ob) < 0) {
+		free(oi);
+		free(wilds);
+		return -1;
+	}
 	int r = 0;
 	for (uint32_t bi = 0; bi < p->nbufs && r == 0; bi++)
 		if (candidate(&p->buf[bi], rp->min_bytes))
-			r = walk_buffer(p, oi, wilds, max, max_scratch, bi, out);
+			r = walk_buffer(p, oi, wilds, max, max_scratch, wide ? &ob : NULL, bi, out);
+	free(ob.start);
+	free(ob.buf);
 	free(oi);
 	free(wilds);
 	if (r < 0)

@@ -56,6 +56,18 @@
  * replay is a use of every input at r (the planner must have them on the
  * device there) and costs the chain's durations on the device.
  *
+ * Widening (unless no_extend): where a chain operation reads an input Y
+ * that the job frees before X's next use (a temporary: an fp32 output cast
+ * to bf16 for a matmul), Y cuts the window short. The chain then takes Y's
+ * producers too (every write of Y before that read, Y's first use a write,
+ * every use of Y up to the read measured, no wild operation between), and
+ * again for the inputs they read that are freed early, up to
+ * REPLAY_MAX_EXTENDED operations in position order. Y is then written into
+ * scratch like any other buffer the chain writes (within max_scratch), the
+ * inputs are what the widened chain reads and does not write, and the
+ * window is theirs. The candidate replaces the gap's own where its window
+ * goes further (struct replay_set's extended counts them).
+ *
  * Why the chain is short (max_chain, REPLAY_MAX_CHAIN unless set): each
  * launch replayed costs the host its launch latency and the device its
  * time, and a buffer made by many operations is where moving it wins.
@@ -82,7 +94,11 @@
  * Hopper) and a second output of a few MiB (attention's log-sum-exp). */
 #define REPLAY_MAX_SCRATCH ((uint64_t)64 << 20)
 
+/* The most operations of a chain widened by its freed inputs' producers. */
+#define REPLAY_MAX_EXTENDED 16
+
 struct replay_params {
+	int no_extend;		/* no chain is widened by its freed inputs' producers */
 	uint32_t max_chain;	/* operations a chain has at most (0: REPLAY_MAX_CHAIN) */
 	uint64_t min_bytes;	/* smallest buffer worth recomputing */
 	uint64_t max_scratch;	/* bytes of other buffers a chain may write, into
@@ -127,6 +143,7 @@ struct replay_set {
 	uint32_t *ops;		/* the chains' operations (replay_chain) */
 	uint32_t nops_used, ops_cap;
 	uint64_t considered;	/* gaps looked at: n plus every refusal */
+	uint64_t extended;	/* of the candidates, those whose chain was widened */
 	struct replay_refused refused;
 };
 

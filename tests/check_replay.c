@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "recompute.h"
 #include "record.h"
 #include "replay.h"
 #include "testutil.h"
@@ -208,6 +209,69 @@ find_scratch(uint64_t max)
 	replay_set_fini(&rs);
 	ck_assert_int_eq(replay_find(&pr, &rp, &rs), 0);
 }
+
+/*
+ * X is made from a temporary Y that the job frees right after X's first
+ * read (an fp32 norm output cast to bf16 for a matmul), Y from a weight W
+ * that lasts. Without widening, X's long gap ends where Y is freed; widened,
+ * the chain is Y's producer and X's, Y goes into scratch, W is the one
+ * input, and the window reaches X's next use. With less scratch than Y, or
+ * Y's producer not measured, it is not widened.
+ */
+START_TEST(freed_input_widens_the_chain)
+{
+	uint32_t w = buf(KIB, PROF_NONE, PROF_NONE, 0, (int[]){ 1, RD, -1 });
+	uint32_t y = buf(4 * KIB, 1, 3, 1, (int[]){ 1, WR, 2, RD, -1 });
+	uint32_t x = buf(8 * KIB, 2, 19, 1, (int[]){ 2, WR, 3, RD, 15, RD, -1 });
+	replayable((int[]){ 1, 2, -1 });
+	find_scratch(0);
+	ck_assert_uint_eq(rs.extended, 1);
+	/* y's gap, and x's two: the first as it was, the second widened */
+	uint32_t i = 0;
+	while (i < rs.n && rs.c[i].buf != x)
+		i++;
+	ck_assert_uint_eq(rs.n - i, 2);
+	/* (operation j lasts j + 1 operations' time) */
+	cand_is(i, x, 0, 3, 3, (int[]){ 2, -1 }, 3);
+	cand_is(i + 1, x, 1, 4, 15, (int[]){ 1, 2, -1 }, 2 + 3);
+	ck_assert_uint_eq(rs.c[i + 1].scratch, 4 * KIB);
+	uint32_t other[2];
+	uint64_t bytes;
+	ck_assert_uint_eq(replay_scratch(&pr, &rs, &rs.c[i + 1], other, 2, &bytes), 1);
+	ck_assert_uint_eq(other[0], y);
+	uint32_t *in, nin;
+	ck_assert_int_eq(rc_inputs(&pr, &rs, &rs.c[i + 1], &in, &nin), 0);
+	ck_assert_uint_eq(nin, 1);
+	ck_assert_uint_eq(in[0], w);
+	free(in);
+	/* less scratch than y: the window ends where y is freed */
+	find_scratch(4 * KIB - 1);
+	ck_assert_uint_eq(rs.extended, 0);
+	while (i < rs.n && rs.c[i].buf != x)
+		i++;
+	cand_is(rs.n - 1, x, 1, 4, 4, (int[]){ 2, -1 }, 3);
+	/* without widening, the same */
+	struct replay_params rp = { .min_bytes = 1, .no_extend = 1 };
+	replay_set_fini(&rs);
+	ck_assert_int_eq(replay_find(&pr, &rp, &rs), 0);
+	ck_assert_uint_eq(rs.extended, 0);
+	ck_assert_uint_eq(rs.c[rs.n - 1].r_hi, 4);
+}
+END_TEST
+
+/* Y's producer uses W unmeasured: the chain is not widened. */
+START_TEST(freed_input_unmeasured_is_not_widened)
+{
+	buf(KIB, PROF_NONE, PROF_NONE, 0, (int[]){ 1, UN, -1 });
+	buf(4 * KIB, 1, 3, 1, (int[]){ 1, WR, 2, RD, -1 });
+	uint32_t x = buf(8 * KIB, 2, 19, 1, (int[]){ 2, WR, 3, RD, 15, RD, -1 });
+	replayable((int[]){ 1, 2, -1 });
+	find_scratch(0);
+	ck_assert_uint_eq(rs.extended, 0);
+	ck_assert_uint_eq(rs.c[rs.n - 1].buf, x);
+	ck_assert_uint_eq(rs.c[rs.n - 1].r_hi, 4);
+}
+END_TEST
 
 /* An operation that writes a second buffer (a workspace) makes neither
  * output recomputable without scratch; with scratch for the other's bytes,
@@ -661,8 +725,9 @@ START_TEST(random_profiles_match_the_definitions)
 		/* without scratch, or up to 0 to 15 KiB of it */
 		int no_scratch = round % 3 == 0;
 		uint64_t max_scratch = no_scratch ? 0 : (uint64_t)(rand_r(&seed) % 16) * KIB;
+		/* (chains as replay.h defines them, not widened) */
 		struct replay_params rp = { .max_chain = max, .min_bytes = min_bytes,
-			.no_scratch = no_scratch, .max_scratch = max_scratch };
+			.no_scratch = no_scratch, .max_scratch = max_scratch, .no_extend = 1 };
 		if (!no_scratch && max_scratch == 0)
 			max_scratch = REPLAY_MAX_SCRATCH;
 		replay_set_fini(&rs);
@@ -760,6 +825,8 @@ main(void)
 	tcase_add_test(tc, in_place_chain_of_two);
 	tcase_add_test(tc, wild_operations);
 	tcase_add_test(tc, second_output_refused);
+	tcase_add_test(tc, freed_input_widens_the_chain);
+	tcase_add_test(tc, freed_input_unmeasured_is_not_widened);
 	tcase_add_test(tc, input_overwritten_bounds_the_window);
 	tcase_add_test(tc, unknown_use_of_an_input_is_a_write);
 	tcase_add_test(tc, input_freed_bounds_the_window);

@@ -211,11 +211,22 @@ remake_now(uint32_t g, uint64_t seq, int early)
 	return r;
 }
 
-/* Whether the pointer words of this iteration's arguments of chain launch r
- * (at position q) name the buffers the recording's did, as found now. When
- * not, and why is not NULL, *why says which word did not (for the log). */
+/* Whether gap gp's chain writes profile buffer buf into scratch. */
 static int
-args_match(const struct lrec *r, uint32_t q, char *why, size_t nwhy)
+written_to_scratch(const struct remake_gap *gp, uint32_t buf)
+{
+	for (uint32_t k = 0; k < gp->nsc; k++)
+		if (rc.p->scratch[gp->sc_first + k] == buf)
+			return 1;
+	return 0;
+}
+
+/* Whether the pointer words of this iteration's arguments of gap gp's chain
+ * launch r (at position q) name the buffers the recording's did, as found
+ * now (but those the chain writes into scratch: a remake does not use
+ * them, and they may be gone). When not, *why says which word did not. */
+static int
+args_match(const struct remake_gap *gp, const struct lrec *r, uint32_t q, char *why, size_t nwhy)
 {
 	const unsigned char *a = lrec_argset_get(&rc.args, q);
 
@@ -226,6 +237,8 @@ args_match(const struct lrec *r, uint32_t q, char *why, size_t nwhy)
 	}
 	for (uint32_t k = 0; k < r->nrelocs; k++) {
 		const struct lrec_reloc *rl = &r->relocs[k];
+		if (written_to_scratch(gp, rl->buf))
+			continue;
 		struct ebb_buf *b = rl->buf < rc.p->nbufs ? rc.resolve(&rc.p->bufs[rl->buf]) : NULL;
 		uint64_t w;
 		memcpy(&w, a + rl->off, sizeof w);
@@ -292,7 +305,7 @@ try_drop(uint32_t g, uint64_t seq)
 			snprintf(detail, sizeof detail, "launch at %u: no record", q);
 			goto kept;
 		}
-		if (!args_match(r, q, detail, sizeof detail))
+		if (!args_match(gp, r, q, detail, sizeof detail))
 			goto kept;
 	}
 	why = &rc.st.kept_inputs;
