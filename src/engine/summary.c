@@ -188,6 +188,7 @@ summary_records(const struct engine_totals *t)
 		summary_record("wild-launches", xs->wild_launches);
 		summary_record("replay-gaps-considered", xs->replay_considered);
 		summary_record("replay-gaps", xs->replay_gaps);
+		summary_record("replay-gaps-widened", xs->replay_extended);
 		summary_record("replay-buffers", xs->replay_buffers);
 		summary_record("replay-bytes", xs->replay_bytes);
 		const struct replay_refused *rf = &xs->replay_refused;
@@ -328,12 +329,14 @@ summary_lines(const struct engine_totals *t)
 			    human(xs->probe_bytes, host_s, sizeof host_s));
 		if (engine.conf->recompute)
 			ebb_log(EBB_LOG_NOTE, "recompute candidates (EBB_RECOMPUTE): %llu of %llu gaps "
-			    "between uses could be bridged by launching their buffer's producers again, "
-			    "of %llu buffers (%s); refused: %llu unmeasured, %llu not written first, "
+			    "between uses could be bridged by launching their buffer's producers again "
+			    "(%llu of them with a freed input's producers too), of %llu buffers (%s); "
+			    "refused: %llu unmeasured, %llu not written first, "
 			    "%llu chains too long, %llu not replayable, %llu writing more than 64 MiB of "
 			    "other buffers, %llu inputs changed or freed",
 			    (unsigned long long)xs->replay_gaps,
 			    (unsigned long long)xs->replay_considered,
+			    (unsigned long long)xs->replay_extended,
 			    (unsigned long long)xs->replay_buffers,
 			    human(xs->replay_bytes, held_s, sizeof held_s),
 			    (unsigned long long)(xs->replay_refused.unknown + xs->replay_refused.wild +

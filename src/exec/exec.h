@@ -200,6 +200,8 @@ struct exec_stats {
 	 * their buffer's producers could bridge (replay.h) */
 	uint64_t replay_considered;	/* gaps looked at */
 	uint64_t replay_gaps;		/* of them, candidates */
+	uint64_t replay_extended;	/* of those, with a chain widened by the
+					 * producers of freed inputs */
 	uint64_t replay_buffers;	/* buffers with a candidate gap */
 	uint64_t replay_bytes;		/* their bytes */
 	struct replay_refused replay_refused;	/* why the other gaps are not */

@@ -447,6 +447,7 @@ replay_counts(const struct exec_made *m)
 	replay_totals(rs, &buffers, &bytes);
 	exec.xs.replay_considered = rs->considered;
 	exec.xs.replay_gaps = rs->n;
+	exec.xs.replay_extended = rs->extended;
 	exec.xs.replay_buffers = buffers;
 	exec.xs.replay_bytes = bytes;
 	exec.xs.replay_refused = rs->refused;
