@@ -30,6 +30,9 @@ struct ebb_buf_mover {
 	uint8_t cancelled;	/* used again before its offload finished */
 	uint8_t dropped;	/* its contents are dropped, not copied (being released,
 				 * or released): it is remade, not restored */
+	uint8_t remaking;	/* mapped again, its producers not yet launched (the
+				 * remake may wait for room for its inputs, the lock
+				 * released): other uses wait until it is cleared */
 	uint16_t pending;	/* worker items that refer to it */
 	uint64_t rsize;		/* bytes of its range and physical handle */
 	struct vmm_handle *handle;	/* its physical memory while mapped */

@@ -554,6 +554,9 @@ copy_back(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *after, uin
 	return CUDA_SUCCESS;
 }
 
+/* Remakes this thread is inside (remake below). */
+static __thread int remaking_here;
+
 /*
  * Map h at b's address and have mover.remake fill it (b's contents were
  * dropped): later uses, and consumer when not NULL, wait on the device for
@@ -576,7 +579,12 @@ remake(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *consumer, uin
 	b->mv.dropped = 0;
 	mover_lru_append(b);
 	CUevent ev = NULL;
+	b->mv.remaking = 1;
+	remaking_here++;
 	r = mover.remake != NULL ? mover.remake(b, consumer, seq, &ev) : CUDA_ERROR_NOT_SUPPORTED;
+	remaking_here--;
+	b->mv.remaking = 0;
+	pthread_cond_broadcast(&copies.room_cond);
 	struct work *w = r == CUDA_SUCCESS && ev != NULL ? malloc(sizeof *w) : NULL;
 	if (w != NULL) {
 		*w = (struct work){ .kind = W_RESTORED, .ev = ev, .b = b, .seq = seq,
@@ -758,6 +766,12 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 				mover_copy_wait_room(&mover.stats.wait_drop_ns, "drop", seq);
 			b->mv.pending--;
 		}
+		/* being remade by another thread (which waits for room for its
+		 * inputs): its event comes once its producers are launched (this
+		 * thread, inside a remake, never waits for one) */
+		while (b->mv.state == EBB_RESIDENT && b->mv.remaking && remaking_here == 0 &&
+		    !copies.stopping)
+			mover_copy_wait_room(&mover.stats.wait_drop_ns, "remake", seq);
 		if (b->mv.state == EBB_RESIDENT) {
 			/* restored ahead of this use: the device waits for the copy */
 			if (b->mv.arrive != NULL) {
