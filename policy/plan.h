@@ -112,6 +112,9 @@ int prof_use(struct prof *p, uint32_t b, uint32_t op);
  * memory. */
 int prof_access(struct prof *p, uint32_t b, uint32_t op, unsigned acc);
 
+/* The index of buffer b's use at operation op, or -1 when it has none. */
+int64_t prof_use_index(const struct prof_buf *b, uint32_t op);
+
 /* How operation op accesses buffer b: PROF_ACC_*, PROF_ACC_UNKNOWN where
  * not measured or not used there. */
 unsigned prof_access_of(const struct prof *p, uint32_t b, uint32_t op);

@@ -183,9 +183,9 @@ prof_use(struct prof *p, uint32_t bi, uint32_t op)
 	return 0;
 }
 
-/* The index of buffer b's use at operation op, or -1 when it has none. */
-static int64_t
-use_index(const struct prof_buf *b, uint32_t op)
+/* The index of buffer b's use at operation op, or -1 when it has none (plan.h). */
+int64_t
+prof_use_index(const struct prof_buf *b, uint32_t op)
 {
 	uint32_t lo = 0, hi = b->nuse;
 
@@ -205,7 +205,7 @@ int
 prof_access(struct prof *p, uint32_t bi, uint32_t op, unsigned acc)
 {
 	struct prof_buf *b = &p->buf[bi];
-	int64_t u = use_index(b, op);
+	int64_t u = prof_use_index(b, op);
 
 	if (u < 0)
 		return 1;
@@ -224,7 +224,7 @@ unsigned
 prof_access_of(const struct prof *p, uint32_t bi, uint32_t op)
 {
 	const struct prof_buf *b = &p->buf[bi];
-	int64_t u = b->acc != NULL ? use_index(b, op) : -1;
+	int64_t u = b->acc != NULL ? prof_use_index(b, op) : -1;
 
 	return u < 0 ? PROF_ACC_UNKNOWN : b->acc[u];
 }

@@ -290,16 +290,9 @@ opbufs_build(const struct prof *p, struct opbufs *ob)
 static uint32_t
 use_at(const struct prof_buf *b, uint32_t c)
 {
-	uint32_t lo = 0, hi = b->nuse;
+	int64_t u = prof_use_index(b, c);
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (b->use[mid] < c)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < b->nuse && b->use[lo] == c ? lo : b->nuse;
+	return u < 0 ? b->nuse : (uint32_t)u;
 }
 
 /* A chain widened by its freed inputs' producers (extend). */
