@@ -568,7 +568,7 @@ replay_find(const struct prof *p, const struct replay_params *rp, struct replay_
 
 uint32_t
 replay_scratch(const struct prof *p, const struct replay_set *rs, const struct replay_cand *c,
-    uint32_t *out, uint32_t max, uint64_t *bytes)
+    uint32_t *out, uint64_t *off, uint32_t max, uint64_t *bytes)
 {
 	const uint32_t *ops = replay_chain(rs, c);
 	uint32_t n = 0;
@@ -582,10 +582,14 @@ replay_scratch(const struct prof *p, const struct replay_set *rs, const struct r
 			writes = ops[j] < p->nops && prof_access_of(p, bi, ops[j]) == PROF_ACC_WRITE;
 		if (!writes)
 			continue;
-		if (n < max)
+		if (n < max) {
 			out[n] = bi;
+			if (off != NULL)
+				off[n] = *bytes;
+			*bytes += (p->buf[bi].size + REPLAY_SCRATCH_ALIGN - 1) / REPLAY_SCRATCH_ALIGN *
+			    REPLAY_SCRATCH_ALIGN;
+		}
 		n++;
-		*bytes += p->buf[bi].size;
 	}
 	return n;
 }

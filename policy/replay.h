@@ -185,13 +185,18 @@ replay_chain(const struct replay_set *s, const struct replay_cand *c)
 	return s->ops + c->chain_first;
 }
 
+/* Where each buffer lies in a replay's scratch: at this alignment. */
+#define REPLAY_SCRATCH_ALIGN 256
+
 /*
  * The other buffers candidate c's chain writes (replay.h above: the replay
  * writes them into scratch), each once, by profile index, increasing, into
- * out (room for max) and their bytes summed into *bytes. Returns how many,
- * or more than max when out had no room for them all.
+ * out (room for max), where each lies in the scratch into off (room for
+ * max; NULL: not wanted), one after the other at REPLAY_SCRATCH_ALIGN, and
+ * the scratch's bytes into *bytes. Returns how many, or more than max when
+ * out had no room for them all (off and *bytes are then of those it had).
  */
 uint32_t replay_scratch(const struct prof *p, const struct replay_set *rs,
-    const struct replay_cand *c, uint32_t *out, uint32_t max, uint64_t *bytes);
+    const struct replay_cand *c, uint32_t *out, uint64_t *off, uint32_t max, uint64_t *bytes);
 
 #endif

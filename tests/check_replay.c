@@ -237,7 +237,7 @@ START_TEST(freed_input_widens_the_chain)
 	ck_assert_uint_eq(rs.c[i + 1].scratch, 4 * KIB);
 	uint32_t other[2];
 	uint64_t bytes;
-	ck_assert_uint_eq(replay_scratch(&pr, &rs, &rs.c[i + 1], other, 2, &bytes), 1);
+	ck_assert_uint_eq(replay_scratch(&pr, &rs, &rs.c[i + 1], other, NULL, 2, &bytes), 1);
 	ck_assert_uint_eq(other[0], y);
 	uint32_t *in, nin;
 	ck_assert_int_eq(rc_inputs(&pr, &rs, &rs.c[i + 1], &in, &nin), 0);
@@ -295,7 +295,7 @@ START_TEST(second_output_refused)
 		uint32_t other[4], n;
 		uint64_t bytes;
 		ck_assert_uint_eq(rs.c[i].scratch, 4 * KIB);
-		n = replay_scratch(&pr, &rs, &rs.c[i], other, 4, &bytes);
+		n = replay_scratch(&pr, &rs, &rs.c[i], other, NULL, 4, &bytes);
 		ck_assert_uint_eq(n, 1);
 		ck_assert_uint_eq(other[0], rs.c[i].buf == 1 ? 2 : 1);
 		ck_assert_uint_eq(bytes, 4 * KIB);

@@ -647,7 +647,7 @@ remake_build(struct exec_made *m, const struct plan_rc *rc)
 		nin += nins[k];
 		uint64_t bytes;
 		if (c->scratch > 0)
-			nsc += replay_scratch(p, rs, c, NULL, 0, &bytes);
+			nsc += replay_scratch(p, rs, c, NULL, NULL, 0, &bytes);
 		for (uint32_t j = 0; j < nins[k]; j++)
 			nreads += p->buf[in[k][j]].nuse;
 	}
@@ -682,12 +682,8 @@ remake_build(struct exec_made *m, const struct plan_rc *rc)
 		ci += c->nchain;
 		g->sc_first = si;
 		if (c->scratch > 0) {
-			uint64_t bytes;
-			g->nsc = replay_scratch(p, rs, c, x->scratch + si, nsc - si, &bytes);
-			for (uint32_t j = 0; j < g->nsc; j++) {
-				x->scratch_off[si + j] = g->sc_bytes;
-				g->sc_bytes += (p->buf[x->scratch[si + j]].size + 255) / 256 * 256;
-			}
+			g->nsc = replay_scratch(p, rs, c, x->scratch + si, x->scratch_off + si, nsc - si,
+			    &g->sc_bytes);
 			si += g->nsc;
 		}
 		/* an input the job frees right before the point: the replay goes

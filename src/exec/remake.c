@@ -211,14 +211,16 @@ remake_now(uint32_t g, uint64_t seq, int early)
 	return r;
 }
 
-/* Whether gap gp's chain writes profile buffer buf into scratch. */
-static int
-written_to_scratch(const struct remake_gap *gp, uint32_t buf)
+/* The index of profile buffer buf among those gap gp's chain writes into
+ * scratch, or gp->nsc when it is none of them. */
+static uint32_t
+scratch_of(const struct remake_gap *gp, uint32_t buf)
 {
-	for (uint32_t k = 0; k < gp->nsc; k++)
-		if (rc.p->scratch[gp->sc_first + k] == buf)
-			return 1;
-	return 0;
+	uint32_t k = 0;
+
+	while (k < gp->nsc && rc.p->scratch[gp->sc_first + k] != buf)
+		k++;
+	return k;
 }
 
 /* Whether the pointer words of this iteration's arguments of gap gp's chain
@@ -237,7 +239,7 @@ args_match(const struct remake_gap *gp, const struct lrec *r, uint32_t q, char *
 	}
 	for (uint32_t k = 0; k < r->nrelocs; k++) {
 		const struct lrec_reloc *rl = &r->relocs[k];
-		if (written_to_scratch(gp, rl->buf))
+		if (scratch_of(gp, rl->buf) < gp->nsc)
 			continue;
 		struct ebb_buf *b = rl->buf < rc.p->nbufs ? rc.resolve(&rc.p->bufs[rl->buf]) : NULL;
 		uint64_t w;
@@ -504,11 +506,9 @@ static uint64_t
 into_scratch(uint32_t buf, void *ctx)
 {
 	const struct into *in = ctx;
+	uint32_t k = scratch_of(in->g, buf);
 
-	for (uint32_t k = 0; k < in->g->nsc; k++)
-		if (rc.p->scratch[in->g->sc_first + k] == buf)
-			return in->scratch + rc.p->scratch_off[in->g->sc_first + k];
-	return LREC_KEEP;
+	return k < in->g->nsc ? in->scratch + rc.p->scratch_off[in->g->sc_first + k] : LREC_KEEP;
 }
 
 /*

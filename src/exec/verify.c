@@ -36,9 +36,6 @@
 /* The most other buffers a chain writes into scratch (replay_scratch). */
 #define SCRATCH_BUFS 8
 
-/* Where each buffer lies in the scratch: 256-byte aligned. */
-#define SCRATCH_ALIGN 256
-
 /* One candidate: replay its chain before the operation at position at. */
 struct job {
 	uint32_t at;		/* the candidate's r_hi */
@@ -162,20 +159,19 @@ verify_prepare(const struct prof *p, const struct replay_set *rs, const struct l
 		struct job *j = &v.job[nj];
 		*j = (struct job){ .at = c->r_hi, .cand = i, .x = c->buf, .size = c->bytes,
 			.first = c->chain_first, .n = c->nchain };
-		j->span = (c->bytes + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+		/* its own first, then the others' */
+		uint64_t own = (c->bytes + REPLAY_SCRATCH_ALIGN - 1) / REPLAY_SCRATCH_ALIGN *
+		    REPLAY_SCRATCH_ALIGN, others = 0;
 		if (c->scratch > 0) {
-			uint64_t bytes;
-			j->nsc = replay_scratch(p, rs, c, j->sc, SCRATCH_BUFS, &bytes);
+			j->nsc = replay_scratch(p, rs, c, j->sc, j->sc_off, SCRATCH_BUFS, &others);
 			if (j->nsc > SCRATCH_BUFS) {
 				unfit++;
 				continue;
 			}
-			for (uint32_t k = 0; k < j->nsc; k++) {
-				j->sc_off[k] = j->span;
-				j->span += (p->buf[j->sc[k]].size + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN *
-				    SCRATCH_ALIGN;
-			}
+			for (uint32_t k = 0; k < j->nsc; k++)
+				j->sc_off[k] += own;
 		}
+		j->span = own + others;
 		nj++;
 	}
 	v.njobs = nj;
@@ -339,27 +335,27 @@ verify_boundary(void)
 /* lrec_params's address of buffer buf: the scratch for the job's own
  * (ctx) and for the other buffers its chain writes, every other word as
  * this iteration passed it. */
+/* The index of buf among the buffers job j's chain writes into scratch, or
+ * j->nsc when it is none of them. */
+static uint32_t
+scratch_of(const struct job *j, uint32_t buf)
+{
+	uint32_t k = 0;
+
+	while (k < j->nsc && j->sc[k] != buf)
+		k++;
+	return k;
+}
+
 static uint64_t
 into_scratch(uint32_t buf, void *ctx)
 {
 	const struct job *j = ctx;
+	uint32_t k = scratch_of(j, buf);
 
 	if (buf == j->x)
 		return v.scratch;
-	for (uint32_t k = 0; k < j->nsc; k++)
-		if (j->sc[k] == buf)
-			return v.scratch + j->sc_off[k];
-	return LREC_KEEP;
-}
-
-/* Whether buf is one that job j's chain writes into scratch. */
-static int
-scratch_of(const struct job *j, uint32_t buf)
-{
-	for (uint32_t k = 0; k < j->nsc; k++)
-		if (j->sc[k] == buf)
-			return 1;
-	return 0;
+	return k < j->nsc ? v.scratch + j->sc_off[k] : LREC_KEEP;
 }
 
 /*
@@ -396,7 +392,7 @@ job_buffers(const struct job *j, verify_resolve_fn resolve, void *ctx, struct eb
 			uint32_t bi = r->relocs[k].buf;
 			if (bi >= v.nbufs)
 				return 0;
-			if (scratch_of(j, bi))
+			if (scratch_of(j, bi) < j->nsc)
 				continue;	/* written into the scratch instead */
 			struct ebb_buf *b = resolve(&v.bufs[bi], ctx);
 			if (b == NULL || n == JOB_BUFS)
