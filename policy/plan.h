@@ -112,6 +112,19 @@ int prof_use(struct prof *p, uint32_t b, uint32_t op);
  * memory. */
 int prof_access(struct prof *p, uint32_t b, uint32_t op, unsigned acc);
 
+/* The buffers each operation uses: those of operation i are
+ * buf[start[i] .. start[i + 1]), increasing. */
+struct prof_opindex {
+	uint32_t *start;	/* nops + 1 */
+	uint32_t *buf;
+};
+
+/* Build ix for p. Returns 0, or -1 when out of memory (ix empty). */
+int prof_opindex_build(const struct prof *p, struct prof_opindex *ix);
+
+/* Free what ix holds, and empty it. */
+void prof_opindex_free(struct prof_opindex *ix);
+
 /* The index of buffer b's use at operation op, or -1 when it has none. */
 int64_t prof_use_index(const struct prof_buf *b, uint32_t op);
 

@@ -350,3 +350,45 @@ prof_timeline(const struct prof *p, const double *pad, double *T, double *E)
 	}
 	return t;
 }
+
+/* Free what an index holds. */
+void
+prof_opindex_free(struct prof_opindex *ix)
+{
+	free(ix->start);
+	free(ix->buf);
+	memset(ix, 0, sizeof *ix);
+}
+
+/* The buffers each operation of p uses (plan.h). Returns 0, or -1 when out
+ * of memory (ix empty). */
+int
+prof_opindex_build(const struct prof *p, struct prof_opindex *ix)
+{
+	size_t total = 0;
+
+	memset(ix, 0, sizeof *ix);
+	ix->start = calloc((size_t)p->nops + 1, sizeof *ix->start);
+	for (uint32_t b = 0; ix->start != NULL && b < p->nbufs; b++)
+		for (uint32_t u = 0; u < p->buf[b].nuse; u++)
+			if (p->buf[b].use[u] < p->nops) {
+				ix->start[p->buf[b].use[u] + 1]++;
+				total++;
+			}
+	if (ix->start == NULL || (ix->buf = malloc((total ? total : 1) * sizeof *ix->buf)) == NULL) {
+		prof_opindex_free(ix);
+		return -1;
+	}
+	for (uint32_t i = 0; i < p->nops; i++)
+		ix->start[i + 1] += ix->start[i];
+	/* filled in buffer order, so each operation's list increases; start[i]
+	 * ends as the end of i's list, which is where i + 1's begins */
+	for (uint32_t b = 0; b < p->nbufs; b++)
+		for (uint32_t u = 0; u < p->buf[b].nuse; u++)
+			if (p->buf[b].use[u] < p->nops)
+				ix->buf[ix->start[p->buf[b].use[u]]++] = b;
+	for (uint32_t i = p->nops; i > 0; i--)
+		ix->start[i] = ix->start[i - 1];
+	ix->start[0] = 0;
+	return 0;
+}

@@ -17,13 +17,6 @@
 #include "plan_internal.h"
 #include "recompute.h"
 
-/* The buffers each operation uses: those of operation i are
- * buf[start[i] .. start[i + 1]), increasing. */
-struct rc_index {
-	uint32_t *start;	/* nops + 1 */
-	uint32_t *buf;
-};
-
 /* A pick, with what rc_derive sorts and looks up by. */
 struct dpick {
 	uint32_t buf, gap, r, cand;
@@ -42,48 +35,6 @@ struct rc_tree {
 	int64_t *mx, *lz;
 };
 
-/* Free what an index holds. */
-static void
-index_free(struct rc_index *ix)
-{
-	free(ix->start);
-	free(ix->buf);
-	memset(ix, 0, sizeof *ix);
-}
-
-/* The buffers each operation of p uses (struct rc_index). Returns 0, or -1
- * when out of memory (ix empty). */
-static int
-index_build(const struct prof *p, struct rc_index *ix)
-{
-	size_t total = 0;
-
-	memset(ix, 0, sizeof *ix);
-	ix->start = calloc((size_t)p->nops + 1, sizeof *ix->start);
-	for (uint32_t b = 0; ix->start != NULL && b < p->nbufs; b++)
-		for (uint32_t u = 0; u < p->buf[b].nuse; u++)
-			if (p->buf[b].use[u] < p->nops) {
-				ix->start[p->buf[b].use[u] + 1]++;
-				total++;
-			}
-	if (ix->start == NULL || (ix->buf = malloc((total ? total : 1) * sizeof *ix->buf)) == NULL) {
-		index_free(ix);
-		return -1;
-	}
-	for (uint32_t i = 0; i < p->nops; i++)
-		ix->start[i + 1] += ix->start[i];
-	/* filled in buffer order, so each operation's list increases; start[i]
-	 * ends as the end of i's list, which is where i + 1's begins */
-	for (uint32_t b = 0; b < p->nbufs; b++)
-		for (uint32_t u = 0; u < p->buf[b].nuse; u++)
-			if (p->buf[b].use[u] < p->nops)
-				ix->buf[ix->start[p->buf[b].use[u]]++] = b;
-	for (uint32_t i = p->nops; i > 0; i--)
-		ix->start[i] = ix->start[i - 1];
-	ix->start[0] = 0;
-	return 0;
-}
-
 /* qsort order of buffer indices. */
 static int
 cmp_u32(const void *a, const void *b)
@@ -96,7 +47,7 @@ cmp_u32(const void *a, const void *b)
 /* How many buffer uses candidate c's chain operations have in all: room
  * for its inputs. */
 static size_t
-chain_uses(const struct prof *p, const struct rc_index *ix, const struct replay_set *rs,
+chain_uses(const struct prof *p, const struct prof_opindex *ix, const struct replay_set *rs,
     const struct replay_cand *c)
 {
 	const uint32_t *ops = replay_chain(rs, c);
@@ -126,7 +77,7 @@ chain_writes(const struct prof *p, const struct replay_set *rs, const struct rep
  * once: the other buffers its chain uses, but for those it writes (which a
  * replay writes into scratch). Returns how many. */
 static uint32_t
-inputs_into(const struct prof *p, const struct rc_index *ix, const struct replay_set *rs,
+inputs_into(const struct prof *p, const struct prof_opindex *ix, const struct replay_set *rs,
     const struct replay_cand *c, uint32_t *dst)
 {
 	const uint32_t *ops = replay_chain(rs, c);
@@ -154,20 +105,20 @@ int
 rc_inputs(const struct prof *p, const struct replay_set *rs, const struct replay_cand *c,
     uint32_t **out, uint32_t *n)
 {
-	struct rc_index ix;
+	struct prof_opindex ix;
 
 	*out = NULL;
 	*n = 0;
-	if (index_build(p, &ix) < 0)
+	if (prof_opindex_build(p, &ix) < 0)
 		return -1;
 	size_t room = chain_uses(p, &ix, rs, c);
 	uint32_t *v = room ? malloc(room * sizeof *v) : NULL;
 	if (room > 0 && v == NULL) {
-		index_free(&ix);
+		prof_opindex_free(&ix);
 		return -1;
 	}
 	*n = v != NULL ? inputs_into(p, &ix, rs, c, v) : 0;
-	index_free(&ix);
+	prof_opindex_free(&ix);
 	if (*n == 0) {
 		free(v);
 		v = NULL;
@@ -266,7 +217,7 @@ static int
 extra_uses(const struct prof *p, const struct replay_set *rs, const struct dpick *sp,
     uint32_t n, const uint32_t *bstart, struct extra **out, size_t *nx)
 {
-	struct rc_index ix;
+	struct prof_opindex ix;
 	size_t room = 0, cap = 0;
 	uint32_t *in = NULL;
 	struct extra *ex = NULL;
@@ -274,7 +225,7 @@ extra_uses(const struct prof *p, const struct replay_set *rs, const struct dpick
 
 	*out = NULL;
 	*nx = 0;
-	if (index_build(p, &ix) < 0)
+	if (prof_opindex_build(p, &ix) < 0)
 		return -1;
 	for (uint32_t j = 0; j < n; j++) {
 		size_t k = chain_uses(p, &ix, rs, &rs->c[sp[j].cand]);
@@ -308,7 +259,7 @@ extra_uses(const struct prof *p, const struct replay_set *rs, const struct dpick
 out:
 	free(in);
 	free(ex);
-	index_free(&ix);
+	prof_opindex_free(&ix);
 	return rc;
 }
 
@@ -571,24 +522,24 @@ static int
 chooser_inputs(struct chooser *ch)
 {
 	const struct replay_set *rs = ch->rs;
-	struct rc_index ix;
+	struct prof_opindex ix;
 	size_t total = 0;
 
-	if (index_build(ch->p, &ix) < 0)
+	if (prof_opindex_build(ch->p, &ix) < 0)
 		return -1;
 	for (uint32_t i = 0; i < rs->n; i++)
 		total += chain_uses(ch->p, &ix, rs, &rs->c[i]);
 	ch->istart = malloc(((size_t)rs->n + 1) * sizeof *ch->istart);
 	ch->inp = malloc((total ? total : 1) * sizeof *ch->inp);
 	if (ch->istart == NULL || ch->inp == NULL) {
-		index_free(&ix);
+		prof_opindex_free(&ix);
 		return -1;
 	}
 	ch->istart[0] = 0;
 	for (uint32_t i = 0; i < rs->n; i++)
 		ch->istart[i + 1] = ch->istart[i] +
 		    inputs_into(ch->p, &ix, rs, &rs->c[i], ch->inp + ch->istart[i]);
-	index_free(&ix);
+	prof_opindex_free(&ix);
 	return 0;
 }
 

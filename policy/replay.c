@@ -253,39 +253,6 @@ gap_refusal(const struct prof_buf *b, uint32_t k, uint32_t max, const struct wal
 	return R_OK;
 }
 
-/* The buffers each operation uses: buf[start[c] .. start[c + 1]). */
-struct opbufs {
-	uint32_t *start, *buf;
-};
-
-/* Build ob for p. Returns 0, or -1 when out of memory. */
-static int
-opbufs_build(const struct prof *p, struct opbufs *ob)
-{
-	size_t total = 0;
-
-	ob->start = calloc((size_t)p->nops + 2, sizeof *ob->start);
-	for (uint32_t bi = 0; bi < p->nbufs; bi++)
-		total += p->buf[bi].nuse;
-	ob->buf = malloc((total ? total : 1) * sizeof *ob->buf);
-	if (ob->start == NULL || ob->buf == NULL) {
-		free(ob->start);
-		free(ob->buf);
-		return -1;
-	}
-	for (uint32_t bi = 0; bi < p->nbufs; bi++)
-		for (uint32_t u = 0; u < p->buf[bi].nuse; u++)
-			if (p->buf[bi].use[u] < p->nops)
-				ob->start[p->buf[bi].use[u] + 2]++;
-	for (uint32_t c = 0; c < p->nops; c++)
-		ob->start[c + 2] += ob->start[c + 1];
-	for (uint32_t bi = 0; bi < p->nbufs; bi++)
-		for (uint32_t u = 0; u < p->buf[bi].nuse; u++)
-			if (p->buf[bi].use[u] < p->nops)
-				ob->buf[ob->start[p->buf[bi].use[u] + 1]++] = bi;
-	return 0;
-}
-
 /* The index of operation c among buffer b's uses, or b->nuse when it has none there. */
 static uint32_t
 use_at(const struct prof_buf *b, uint32_t c)
@@ -333,7 +300,7 @@ ext_add(struct ext *e, uint32_t c)
 /* Note every buffer operation c writes as written by e's chain. Returns 0,
  * or -1 when e is full. */
 static int
-ext_writes(const struct prof *p, const struct opbufs *ob, uint32_t c, struct ext *e)
+ext_writes(const struct prof *p, const struct prof_opindex *ob, uint32_t c, struct ext *e)
 {
 	for (uint32_t k = ob->start[c]; k < ob->start[c + 1]; k++) {
 		uint32_t bi = ob->buf[k];
@@ -356,7 +323,7 @@ ext_writes(const struct prof *p, const struct opbufs *ob, uint32_t c, struct ext
  */
 static int
 extend(const struct prof *p, const struct op_info *oi, const uint32_t *wilds,
-    const struct opbufs *ob, uint64_t max_scratch, uint32_t x, uint32_t k, const uint32_t *ops,
+    const struct prof_opindex *ob, uint64_t max_scratch, uint32_t x, uint32_t k, const uint32_t *ops,
     uint32_t n, uint32_t r_hi, struct replay_cand *c, struct ext *e)
 {
 	const struct prof_buf *b = &p->buf[x];
@@ -450,7 +417,7 @@ extend(const struct prof *p, const struct op_info *oi, const uint32_t *wilds,
  * 0, or -1 when out of memory. */
 static int
 walk_buffer(const struct prof *p, const struct op_info *oi, const uint32_t *wilds, uint32_t max,
-    uint64_t max_scratch, const struct opbufs *ob, uint32_t bi, struct replay_set *out)
+    uint64_t max_scratch, const struct prof_opindex *ob, uint32_t bi, struct replay_set *out)
 {
 	const struct prof_buf *b = &p->buf[bi];
 	struct walk w = { .run = out->nops_used, .state = R_OK, .wbound = UINT32_MAX,
@@ -546,9 +513,9 @@ replay_find(const struct prof *p, const struct replay_params *rp, struct replay_
 	}
 	for (uint32_t i = 0; wilds != NULL && i <= p->nops; i++)
 		wilds[i] = i == 0 ? 0 : wilds[i - 1] + (p->wild[i - 1] != 0);
-	struct opbufs ob = { NULL, NULL };
+	struct prof_opindex ob = { NULL, NULL };
 	int wide = oi != NULL && !rp->no_extend;
-	if (wide && opbufs_build(p, &ob) < 0) {
+	if (wide && prof_opindex_build(p, &ob) < 0) {
 		free(oi);
 		free(wilds);
 		return -1;
@@ -557,8 +524,7 @@ replay_find(const struct prof *p, const struct replay_params *rp, struct replay_
 	for (uint32_t bi = 0; bi < p->nbufs && r == 0; bi++)
 		if (candidate(&p->buf[bi], rp->min_bytes))
 			r = walk_buffer(p, oi, wilds, max, max_scratch, wide ? &ob : NULL, bi, out);
-	free(ob.start);
-	free(ob.buf);
+	prof_opindex_free(&ob);
 	free(oi);
 	free(wilds);
 	if (r < 0)
