@@ -473,6 +473,20 @@ tree_add(struct rc_tree *t, uint32_t v, uint32_t vl, uint32_t vr, uint32_t lo, u
 	t->mx[v] = m + t->lz[v];
 }
 
+/* The most memory at the operations [lo, hi] under node v, whose range is
+ * [vl, vr] (INT64_MIN / 4 when they do not meet). */
+static int64_t
+tree_max(const struct rc_tree *t, uint32_t v, uint32_t vl, uint32_t vr, uint32_t lo, uint32_t hi)
+{
+	if (hi < vl || vr < lo)
+		return INT64_MIN / 4;
+	if (lo <= vl && vr <= hi)
+		return t->mx[v];
+	uint32_t mid = vl + (vr - vl) / 2;
+	int64_t a = tree_max(t, 2 * v, vl, mid, lo, hi), b = tree_max(t, 2 * v + 1, mid + 1, vr, lo, hi);
+	return (a > b ? a : b) + t->lz[v];
+}
+
 /* The first operation where the memory is at its most. */
 static uint32_t
 tree_argmax(const struct rc_tree *t)
@@ -483,6 +497,11 @@ tree_argmax(const struct rc_tree *t)
 		v = t->mx[2 * v] >= t->mx[2 * v + 1] ? 2 * v : 2 * v + 1;
 	return v - t->size;
 }
+
+/* Pick j's replay moved earlier, to right before operation r (evaluate). */
+struct hoist {
+	uint32_t j, r;
+};
 
 /* The state of one choice: the candidates' inputs, order and states, the
  * picks made so far by buffer, and the memory. */
@@ -497,6 +516,13 @@ struct chooser {
 	uint32_t *in_head;	/* per buffer: its latest use as a pick's input (a node) */
 	uint32_t *in_next, *in_r;	/* per node: the one before, and the pick's r */
 	uint32_t nnodes;
+	uint32_t *pr;		/* per candidate picked: its replay's operation */
+	uint32_t *node0;	/* per candidate picked: its inputs' first node */
+	double *before;		/* the device's time before each operation */
+	struct hoist h[RC_MAX_HOISTS];	/* the hoists a candidate needs (evaluate) */
+	uint32_t nh;
+	uint32_t *blocked;	/* the operations no candidate lowers, set aside */
+	uint32_t nblocked;
 	struct rc_tree tree;
 };
 
@@ -513,6 +539,10 @@ chooser_free(struct chooser *ch)
 	free(ch->in_head);
 	free(ch->in_next);
 	free(ch->in_r);
+	free(ch->pr);
+	free(ch->node0);
+	free(ch->before);
+	free(ch->blocked);
 	tree_free(&ch->tree);
 }
 
@@ -620,6 +650,15 @@ away_from(const struct prof *p, const struct replay_cand *c)
 	return p->buf[c->buf].use[c->gap] + 1;
 }
 
+/* Whether a buffer away over the operations a .. r - 1 is away for less
+ * than RC_MIN_AWAY_S of the device's time. */
+static int
+brief(const struct chooser *ch, uint32_t a, uint32_t r)
+{
+	r = r < ch->p->nops ? r : ch->p->nops;
+	return a >= r || ch->before[r] - ch->before[a] < RC_MIN_AWAY_S;
+}
+
 /* Pass over the candidates that are never picked: not usable, away too
  * briefly, or used on another stream (counted in sk). Returns 0, or -1 when
  * out of memory. */
@@ -630,13 +669,6 @@ chooser_static(struct chooser *ch, const uint8_t *usable, const uint32_t *stream
 	const struct prof *p = ch->p;
 	uint32_t *bstr = NULL;
 	uint8_t *mixed = NULL;
-	double *before = malloc(((size_t)p->nops + 1) * sizeof *before);	/* device time before each */
-
-	if (before == NULL)
-		return -1;
-	before[0] = 0;
-	for (uint32_t j = 0; j < p->nops; j++)
-		before[j + 1] = before[j] + p->dur[j];
 
 	if (stream != NULL) {
 		bstr = malloc((p->nbufs ? p->nbufs : 1) * sizeof *bstr);
@@ -644,7 +676,6 @@ chooser_static(struct chooser *ch, const uint8_t *usable, const uint32_t *stream
 		if (bstr == NULL || mixed == NULL) {
 			free(bstr);
 			free(mixed);
-			free(before);
 			return -1;
 		}
 		buffer_streams(p, stream, bstr, mixed);
@@ -656,8 +687,7 @@ chooser_static(struct chooser *ch, const uint8_t *usable, const uint32_t *stream
 			sk->unusable++;
 			continue;
 		}
-		uint32_t a = away_from(p, c), r = c->r_hi < p->nops ? c->r_hi : p->nops;
-		if (a >= r || before[r] - before[a] < RC_MIN_AWAY_S) {
+		if (brief(ch, away_from(p, c), c->r_hi)) {
 			ch->state[i] = 2;
 			sk->brief++;
 			continue;
@@ -675,53 +705,139 @@ chooser_static(struct chooser *ch, const uint8_t *usable, const uint32_t *stream
 	}
 	free(bstr);
 	free(mixed);
-	free(before);
+	return 0;
+}
+
+/* Pick j's replay as the hoists found so far (ch->h) have it. */
+static uint32_t
+hoisted_r(const struct chooser *ch, uint32_t j)
+{
+	uint32_t r = ch->pr[j];
+
+	for (uint32_t k = 0; k < ch->nh; k++)
+		if (ch->h[k].j == j && ch->h[k].r < r)
+			r = ch->h[k].r;
+	return r;
+}
+
+/* Whether hoist k of ch->h is its pick's last (the earliest replay). */
+static int
+last_hoist(const struct chooser *ch, uint32_t k)
+{
+	for (uint32_t q = k + 1; q < ch->nh; q++)
+		if (ch->h[q].j == ch->h[k].j)
+			return 0;
+	return 1;
+}
+
+/*
+ * Have every input of candidate i on the device at operation r: a pick of
+ * an input's that has it away there (a <= r < its replay) is hoisted to r,
+ * into ch->h, and so on for that pick's inputs. Returns 0, or -1 when a
+ * hoisted pick would be away too briefly or the hoists would be more than
+ * RC_MAX_HOISTS.
+ */
+static int
+need_inputs(struct chooser *ch, uint32_t i, uint32_t r)
+{
+	for (uint32_t k = ch->istart[i]; k < ch->istart[i + 1]; k++)
+		for (uint32_t j = ch->pick_head[ch->inp[k]]; j != UINT32_MAX; j = ch->pick_next[j]) {
+			uint32_t aj = away_from(ch->p, &ch->rs->c[j]);
+			if (r < aj || r >= hoisted_r(ch, j))
+				continue;
+			if (brief(ch, aj, r) || ch->nh == RC_MAX_HOISTS)
+				return -1;
+			ch->h[ch->nh++] = (struct hoist){ j, r };
+			if (need_inputs(ch, j, r) < 0)
+				return -1;
+		}
 	return 0;
 }
 
 /*
- * Whether candidate i conflicts with the picks made: an input of its is
- * away or being remade at its replay (a pick of the input's whose [use[k] +
- * 1, r] holds i's r), or its buffer is an input of a pick whose replay
- * falls while i would have it away or being remade.
+ * Whether candidate i can be picked now to lower operation at: its replay
+ * goes before the earliest replay of a pick that reads its buffer while it
+ * would be away, else at its r_hi (into *rp); the picks of its inputs that
+ * have them away there are hoisted (ch->h: need_inputs); and the memory at
+ * at falls, while nowhere a hoisted pick is back does the memory rise over
+ * the peak. Returns 1 when so, 0 when not now, -1 when
+ * never: it or a hoisted pick would be away too briefly (the picks' replays
+ * only move earlier as the choice goes on).
  */
 static int
-conflicts(const struct chooser *ch, uint32_t i)
+evaluate(struct chooser *ch, uint32_t i, uint32_t at, uint32_t *rp)
 {
 	const struct replay_cand *c = &ch->rs->c[i];
 	uint32_t a = away_from(ch->p, c), r = c->r_hi;
 
-	for (uint32_t k = ch->istart[i]; k < ch->istart[i + 1]; k++)
-		for (uint32_t j = ch->pick_head[ch->inp[k]]; j != UINT32_MAX; j = ch->pick_next[j]) {
-			const struct replay_cand *o = &ch->rs->c[j];
-			if (away_from(ch->p, o) <= r && r <= o->r_hi)
-				return 1;
-		}
+	ch->nh = 0;
 	for (uint32_t q = ch->in_head[c->buf]; q != UINT32_MAX; q = ch->in_next[q])
-		if (a <= ch->in_r[q] && ch->in_r[q] <= r)
-			return 1;
-	return 0;
+		if (a <= ch->in_r[q] && ch->in_r[q] < r)
+			r = ch->in_r[q];
+	if (brief(ch, a, r))
+		return -1;
+	if (at < a || at >= r)
+		return 0;
+	if (need_inputs(ch, i, r) < 0)
+		return -1;
+	/* the memory at at falls, and where the hoisted picks are back it
+	 * stays at the peak or under (their bytes all counted everywhere; an
+	 * operation set aside is at the peak already) */
+	int64_t gain = (int64_t)c->bytes, back = 0, top = ch->tree.mx[1];
+	for (uint32_t k = 0; k < ch->nh; k++)
+		if (last_hoist(ch, k))
+			back += (int64_t)ch->rs->c[ch->h[k].j].bytes;
+	for (uint32_t k = 0; k < ch->nh; k++) {
+		uint32_t j = ch->h[k].j, rn = ch->h[k].r;
+		if (!last_hoist(ch, k))
+			continue;
+		if (rn <= at && at < ch->pr[j])
+			gain -= (int64_t)ch->rs->c[j].bytes;
+		if (tree_max(&ch->tree, 1, 0, ch->tree.size - 1, rn, ch->pr[j] - 1) + back > top)
+			return 0;
+		for (uint32_t q = 0; q < ch->nblocked; q++)
+			if (rn <= ch->blocked[q] && ch->blocked[q] < ch->pr[j])
+				return 0;
+	}
+	*rp = r;
+	return gain > 0;
 }
 
-/* Pick candidate i: note it for the conflicts, and take its buffer's bytes
- * off the memory where it is away. */
+/* Pick candidate i with its replay at r, after the hoists ch->h that
+ * evaluate found: note it for the others, and take its buffer's bytes off
+ * the memory where it is away (a hoisted pick's back where it no longer
+ * is). */
 static void
-pick(struct chooser *ch, uint32_t i)
+pick(struct chooser *ch, uint32_t i, uint32_t r)
 {
 	const struct replay_cand *c = &ch->rs->c[i];
 	uint32_t a = away_from(ch->p, c);
 
+	/* a pick's hoists come in decreasing r */
+	for (uint32_t k = 0; k < ch->nh; k++) {
+		uint32_t j = ch->h[k].j, rn = ch->h[k].r;
+		if (rn >= ch->pr[j])
+			continue;
+		tree_add(&ch->tree, 1, 0, ch->tree.size - 1, rn, ch->pr[j] - 1,
+		    (int64_t)ch->rs->c[j].bytes);
+		ch->pr[j] = rn;
+		for (uint32_t q = 0; q < ch->istart[j + 1] - ch->istart[j]; q++)
+			ch->in_r[ch->node0[j] + q] = rn;
+	}
+	ch->nh = 0;
 	ch->state[i] = 1;
+	ch->pr[i] = r;
+	ch->node0[i] = ch->nnodes;
 	ch->pick_next[i] = ch->pick_head[c->buf];
 	ch->pick_head[c->buf] = i;
 	for (uint32_t k = ch->istart[i]; k < ch->istart[i + 1]; k++) {
 		uint32_t b = ch->inp[k], q = ch->nnodes++;
-		ch->in_r[q] = c->r_hi;
+		ch->in_r[q] = r;
 		ch->in_next[q] = ch->in_head[b];
 		ch->in_head[b] = q;
 	}
-	if (a < c->r_hi)
-		tree_add(&ch->tree, 1, 0, ch->tree.size - 1, a, c->r_hi - 1, -(int64_t)c->bytes);
+	if (a < r)
+		tree_add(&ch->tree, 1, 0, ch->tree.size - 1, a, r - 1, -(int64_t)c->bytes);
 }
 
 /* Make the chooser's state for p and rs. Returns 0, or -1 when out of
@@ -743,9 +859,17 @@ chooser_init(struct chooser *ch, const struct prof *p, const struct replay_set *
 	ch->in_head = malloc(nb * sizeof *ch->in_head);
 	ch->in_next = malloc(nodes * sizeof *ch->in_next);
 	ch->in_r = malloc(nodes * sizeof *ch->in_r);
+	ch->pr = malloc(n * sizeof *ch->pr);
+	ch->node0 = malloc(n * sizeof *ch->node0);
+	ch->before = malloc(((size_t)p->nops + 1) * sizeof *ch->before);
+	ch->blocked = malloc((p->nops ? p->nops : 1) * sizeof *ch->blocked);
 	if (ch->state == NULL || ch->pick_head == NULL || ch->pick_next == NULL ||
-	    ch->in_head == NULL || ch->in_next == NULL || ch->in_r == NULL)
+	    ch->in_head == NULL || ch->in_next == NULL || ch->in_r == NULL || ch->pr == NULL ||
+	    ch->node0 == NULL || ch->before == NULL || ch->blocked == NULL)
 		return -1;
+	ch->before[0] = 0;
+	for (uint32_t j = 0; j < p->nops; j++)
+		ch->before[j + 1] = ch->before[j] + p->dur[j];
 	memset(ch->pick_head, 0xff, nb * sizeof *ch->pick_head);
 	memset(ch->in_head, 0xff, nb * sizeof *ch->in_head);
 	return 0;
@@ -786,7 +910,7 @@ collect_picks(const struct chooser *ch, struct rc_pick **out, uint32_t *n)
 			v[m++] = &rs->c[i];
 	qsort(v, m, sizeof *v, cmp_pick_cand);
 	for (uint32_t j = 0; j < m; j++)
-		(*out)[j] = (struct rc_pick){ (uint32_t)(v[j] - rs->c), v[j]->r_hi };
+		(*out)[j] = (struct rc_pick){ (uint32_t)(v[j] - rs->c), ch->pr[v[j] - rs->c] };
 	*n = m;
 	free(v);
 	return 0;
@@ -814,46 +938,44 @@ rc_choose(const struct prof *p, const struct replay_set *rs, const uint8_t *usab
 		return 0;
 	}
 	/* operations no candidate covers, set aside (lowered by BLOCKED) */
-	uint32_t *blocked = malloc(p->nops * sizeof *blocked), nblocked = 0;
 	const int64_t BLOCKED = INT64_MAX / 8;
 	memset(&ch, 0, sizeof ch);
-	if (blocked == NULL || chooser_init(&ch, p, rs) < 0 ||
-	    chooser_static(&ch, usable, stream, sk) < 0)
+	if (chooser_init(&ch, p, rs) < 0 || chooser_static(&ch, usable, stream, sk) < 0)
 		goto out;
 	for (;;) {
 		uint32_t at = tree_argmax(&ch.tree);
 		int64_t top = ch.tree.mx[1] > 0 ? ch.tree.mx[1] : 0;
-		if (p->fixed + (uint64_t)top <= target || nblocked == p->nops)
+		if (p->fixed + (uint64_t)top <= target || ch.nblocked == p->nops)
 			break;
-		uint32_t best = UINT32_MAX;
+		uint32_t best = UINT32_MAX, best_r = 0;
 		for (uint32_t k = 0; k < rs->n && best == UINT32_MAX; k++) {
 			uint32_t i = ch.order[k];
 			const struct replay_cand *c = &rs->c[i];
 			if (ch.state[i] != 0 || at < away_from(p, c) || at >= c->r_hi)
 				continue;
-			if (conflicts(&ch, i)) {
+			int e = evaluate(&ch, i, at, &best_r);
+			if (e < 0) {
 				ch.state[i] = 2;
 				sk->conflict++;
-				continue;
 			}
-			best = i;
+			if (e > 0)
+				best = i;
 		}
 		if (best == UINT32_MAX) {
 			/* nothing lowers this operation: the others over the target
 			 * still may be (moves can lower this one) */
 			tree_add(&ch.tree, 1, 0, ch.tree.size - 1, at, at, -BLOCKED);
-			blocked[nblocked++] = at;
+			ch.blocked[ch.nblocked++] = at;
 			continue;
 		}
-		pick(&ch, best);
+		pick(&ch, best, best_r);
 	}
-	for (uint32_t k = 0; k < nblocked; k++)
-		tree_add(&ch.tree, 1, 0, ch.tree.size - 1, blocked[k], blocked[k], BLOCKED);
+	for (uint32_t k = 0; k < ch.nblocked; k++)
+		tree_add(&ch.tree, 1, 0, ch.tree.size - 1, ch.blocked[k], ch.blocked[k], BLOCKED);
 	if (peak != NULL)
 		*peak = p->fixed + (uint64_t)(ch.tree.mx[1] > 0 ? ch.tree.mx[1] : 0);
 	rc = collect_picks(&ch, out, n);
 out:
-	free(blocked);
 	chooser_free(&ch);
 	return rc;
 }

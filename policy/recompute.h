@@ -18,14 +18,22 @@
  * The choice (rc_choose) is greedy: while the peak is over the target, the
  * candidate whose away operations cover the operation at the peak with the
  * most bytes freed per second of replay; an operation no candidate left
- * covers is set aside, and the choice goes on at the highest of the others. Recompute from a recomputed input
- * is left out: a candidate is passed over where one of its inputs is away,
- * or being remade, at its replay, and where its X is an input of a pick
- * whose replay falls while X is away or being remade. A candidate is passed
- * over also where its buffer or an input is used on a stream other than
- * the chain's: the replay runs on the chain's stream and nothing orders it
- * against another; and where its buffer would be away for less than
- * RC_MIN_AWAY_S of the device's time.
+ * covers is set aside, and the choice goes on at the highest of the others.
+ *
+ * Recompute from a recomputed input: every input must be on the device at
+ * a replay. Where a pick has an input away there, that pick's replay is
+ * hoisted to the same operation (its chain goes first: the executor remakes
+ * a dropped input when the replay that reads it makes it resident), and so
+ * on for the inputs of the hoisted one; where X is an input of a pick whose
+ * replay falls while X would be away, X's replay goes right before that
+ * one. A hoisted buffer is away for less, so a candidate is taken only
+ * where the memory at the peak still falls, and passed over (a conflict)
+ * where it, or a pick hoisted for it, would be away for less than
+ * RC_MIN_AWAY_S of the device's time, or where it needs more than
+ * RC_MAX_HOISTS hoists. A candidate is passed over also where its buffer or
+ * an input is used on a stream other than the chain's: the replay runs on
+ * the chain's stream and nothing orders it against another; and where its
+ * buffer would be away for less than RC_MIN_AWAY_S at its r_hi.
  *
  * Pure C: no CUDA, no I/O, no globals, no threads, no clocks.
  */
@@ -51,11 +59,16 @@
  */
 #define RC_MIN_AWAY_S 1e-3
 
+/* The most picks one candidate may hoist (recompute from a recomputed
+ * input, above): a layer's chain of elementwise producers is a few deep. */
+#define RC_MAX_HOISTS 64
+
 /* One gap bridged by recompute. */
 struct rc_pick {
 	uint32_t cand;		/* index in the replay_set's c[] */
 	uint32_t r;		/* the chain is launched right before operation r: the
-				 * candidate's r_hi */
+				 * candidate's r_hi, or earlier where a pick that reads
+				 * its buffer has its replay there (hoisted) */
 };
 
 struct rc_params {
@@ -68,8 +81,8 @@ struct rc_skipped {
 	uint64_t unusable;	/* not verified (usable[i] == 0) */
 	uint64_t streams;	/* X or an input is used on another stream than the
 				 * chain's first operation */
-	uint64_t conflict;	/* conflicts with a pick already made (recompute from a
-				 * recomputed input) */
+	uint64_t conflict;	/* picks' hoists (recompute from a recomputed input)
+				 * would leave it or one of them away too briefly */
 	uint64_t brief;		/* away for less than RC_MIN_AWAY_S */
 };
 
@@ -87,8 +100,9 @@ int rc_inputs(const struct prof *p, const struct replay_set *rs, const struct re
  * (malloc'd): the buffer of p each of out's buffers comes from. Buffers 0 ..
  * p->nbufs - 1 keep their indices; a picked buffer's later segments follow,
  * by buffer, then gap. The picks are of distinct gaps of rs with r in the
- * candidate's window, without the conflicts rc_choose avoids (rc_choose's
- * picks are), in any order. rp may be NULL (defaults). Returns 0, or -1 when
+ * candidate's window, each input on the device at each replay (away at none:
+ * a pick of the input's is remade there or before; rc_choose's picks are),
+ * in any order. rp may be NULL (defaults). Returns 0, or -1 when
  * out of memory or a pick is not such (out and *orig then empty).
  */
 int rc_derive(const struct prof *p, const struct replay_set *rs, const struct rc_pick *pk,

@@ -926,7 +926,7 @@ START_TEST(replay_plans_recompute)
 	ck_assert_ptr_nonnull(strstr(r.out, "\ncandidates: 2, of 2 buffers (2048.00 MiB)\n"));
 	ck_assert_ptr_nonnull(strstr(r.out, "\nrecompute for 2.00 GiB, beside the moves alone"));
 	ck_assert_ptr_nonnull(strstr(r.out, "\nrecompute alone: 2.00 GiB with 1 gaps; passed over: "
-	    "0 not verified, 0 used on another stream than their chain's, 0 in conflict with a pick"));
+	    "0 not verified, 0 used on another stream than their chain's, 0 in conflict with the picks"));
 	ck_assert_int_eq(rc_row(r.out, "moves alone", &w), 0);
 	ck_assert_double_eq_tol(w.peak, 3.0, 1e-9);
 	ck_assert_str_eq(w.met, "no");

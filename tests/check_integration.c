@@ -1737,6 +1737,65 @@ START_TEST(recompute_workspace)
 }
 END_TEST
 
+/* The recompute scenario with WORKLOAD_PAIRS=1 and extra (NULL: none) under
+ * the host-ahead set-up, a plan for 0.4 of the peak: the checksum without
+ * ebb and under it must be the same. */
+static void
+run_pairs(const char *extra, const char *path, struct run_result *r, struct trace *t)
+{
+	char *argv[] = { workload_path(0), "recompute", "16", NULL };
+	const char *alone_env[] = { "WORKLOAD_PAIRS=1", extra, NULL };
+	const char *env[] = { "WORKLOAD_PAIRS=1", "WORKLOAD_LEAD_US=200000",
+		"FAKECUDA_LAUNCH_QUEUE_DELAY_US=1500", "EBB_MODE=offload", "EBB_LIMIT=96M",
+		"EBB_TARGET=0.4", "EBB_RECOMPUTE=1", "EBB_D2H_GBPS=0.05", "EBB_H2D_GBPS=0.05", extra,
+		NULL };
+	struct run_result alone;
+
+	run_ebb(argv, alone_env, NULL, &alone);
+	expect_ok(&alone);
+	run_ebb(argv, env, path, r);
+	expect_ok(r);
+	trace_load(path, t);
+	ck_assert_str_ne(checksum_of(alone.out), "");
+	ck_assert_str_eq(checksum_of(r->out), checksum_of(alone.out));
+	run_free(&alone);
+}
+
+/*
+ * Recompute from a recomputed input (WORKLOAD_PAIRS=1: v is made from u,
+ * u from the layer's activation, and the backward reads v, then u): the
+ * plan recomputes u and v both, u's replay hoisted to v's
+ * (plan-recompute-hoisted), and v's remake remakes u first where u is
+ * still dropped (recompute-nested). Every drop is remade, none fails, and
+ * the job computes what it does without ebb; so too when the job departs
+ * while such pairs are dropped (WORKLOAD_DEPART=12), which remakes them
+ * all, readers first.
+ */
+START_TEST(recompute_from_a_recomputed_input)
+{
+	const char *path = tmp_file("recomputepairs");
+	struct run_result r;
+	struct trace t;
+
+	run_pairs(NULL, path, &r, &t);
+	ck_assert_uint_gt(strtoull(note_value(&t, "plan-recompute-hoisted"), NULL, 10), 0);
+	ck_assert_uint_gt(summary(&t, "recompute-nested"), 0);
+	ck_assert_uint_gt(summary(&t, "recompute-drops"), 0);
+	ck_assert_uint_eq(summary(&t, "recompute-remakes"), summary(&t, "recompute-drops"));
+	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 96u << 20);
+	trace_free(&t);
+	run_free(&r);
+	run_pairs("WORKLOAD_DEPART=12", path, &r, &t);
+	ck_assert_uint_gt(summary(&t, "plan-departures"), 0);
+	ck_assert_uint_gt(summary(&t, "recompute-nested"), 0);
+	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /*
  * The job departs while buffers are dropped: in iteration 12 extra
  * launches change, in the middle of the forward, activations 1 and 2, from
@@ -2167,6 +2226,7 @@ main(void)
 	tcase_add_test(tc, recompute_departure);
 	tcase_add_test(tc, recompute_host_ahead);
 	tcase_add_test(tc, recompute_workspace);
+	tcase_add_test(tc, recompute_from_a_recomputed_input);
 	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);
 	tcase_add_test(tc, offload_host_exhausted);

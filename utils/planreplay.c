@@ -512,8 +512,8 @@ print_recompute(struct plancmd *g, const struct ebb_plan_opts *o, const struct m
 	}
 	free(pk);
 	fprintf(out, "recompute alone: %.2f GiB with %u gaps; passed over: %llu not verified, %llu "
-	    "used on another stream than their chain's, %llu in conflict with a pick (a recompute "
-	    "from a recomputed input), %llu away for less than %.1f ms of the device's time\n",
+	    "used on another stream than their chain's, %llu in conflict with the picks (an input "
+	    "recomputed too would be away too briefly), %llu away for less than %.1f ms of the device's time\n",
 	    (double)alone / GIB, n, (unsigned long long)sk.unusable, (unsigned long long)sk.streams,
 	    (unsigned long long)sk.conflict, (unsigned long long)sk.brief, RC_MIN_AWAY_S * 1e3);
 	int r = plan_make_recompute(p, rs, NULL, stream, &pp, &g->pl, &rc);

@@ -182,6 +182,7 @@ plan_level(const struct prof *p, const struct replay_set *rs, struct rc_pick *pk
 	for (uint32_t j = 0; j < n; j++) {
 		r->recompute_s += rs->c[pk[j].cand].cost_s;
 		r->bytes_recomputed += rs->c[pk[j].cand].bytes;
+		r->hoisted += pk[j].r < rs->c[pk[j].cand].r_hi;
 	}
 	if (rc_derive(p, rs, pk, n, NULL, &r->derived, &r->orig) < 0 ||
 	    plan_make(&r->derived, q, &r->pl) < 0) {

@@ -42,6 +42,8 @@ struct plan_rc {
 	double recompute_s;	/* device seconds of replays an iteration (the picks'
 				 * cost_s) */
 	uint64_t bytes_recomputed;	/* the picks' sizes, summed */
+	uint32_t hoisted;	/* of the picks, those replayed before their window's
+				 * end, for a replay that reads them */
 	struct rc_skipped skipped;	/* rc_choose's, for the picks */
 };
 

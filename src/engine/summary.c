@@ -214,6 +214,7 @@ summary_records(const struct engine_totals *t)
 		summary_record("recompute-drop-waits", ms->drop_waits);
 		summary_record("recompute-drops-undone", ms->drops_undone);
 		summary_record("recompute-early", xs->recompute_early);
+		summary_record("recompute-nested", xs->recompute_nested);
 		summary_record("recompute-kept", xs->recompute_kept);
 		summary_record("recompute-kept-busy", xs->recompute_kept_busy);
 		summary_record("recompute-kept-args", xs->recompute_kept_args);
@@ -360,7 +361,8 @@ summary_lines(const struct engine_totals *t)
 			    "(%s); %llu buffers dropped (%llu of them needed again before their memory was "
 			    "released: the host waited %.3f s for that) and %llu remade by their "
 			    "producers (%llu before "
-			    "their point: the job used an input otherwise, or the plan stopped), %llu "
+			    "their point: the job used an input otherwise, or the plan stopped; %llu as "
+			    "the input of another's remake), %llu "
 			    "drops not made (%llu: the buffer away or busy, %llu: a producer's "
 			    "arguments, %llu: an input, %llu: the mover), %llu remakes failed",
 			    (unsigned long long)xs->recompute_gaps,
@@ -369,6 +371,7 @@ summary_lines(const struct engine_totals *t)
 			    (unsigned long long)ms->drop_waits, (double)ms->wait_drop_ns / 1e9,
 			    (unsigned long long)xs->recompute_remakes,
 			    (unsigned long long)xs->recompute_early,
+			    (unsigned long long)xs->recompute_nested,
 			    (unsigned long long)xs->recompute_kept,
 			    (unsigned long long)xs->recompute_kept_busy,
 			    (unsigned long long)xs->recompute_kept_args,

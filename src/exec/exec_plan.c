@@ -777,12 +777,14 @@ replan_logs(const struct exec_remade *r)
 	const struct rc_skipped *sk = &r->rc.skipped;
 
 	ebb_log(EBB_LOG_NOTE, "plan: recomputes %u gaps (%.2f GiB, %.3f s of replays an "
-	    "iteration) of %u verified, and moves the rest; peak %.2f GiB (target %.2f), %.3f s "
+	    "iteration; %u of them first for a replay that reads them) of %u verified, and moves "
+	    "the rest; peak %.2f GiB (target %.2f), %.3f s "
 	    "an iteration predicted, against %.2f GiB and %.3f s by moves alone", r->rc.npick,
-	    gib(r->rc.bytes_recomputed), r->rc.recompute_s, r->verified, gib(pl->peak),
+	    gib(r->rc.bytes_recomputed), r->rc.recompute_s, r->rc.hoisted, r->verified, gib(pl->peak),
 	    gib(r->m->target), pl->step_s, gib(before->peak), before->step_s);
 	ebb_log(EBB_LOG_INFO, "plan: of the verified gaps, %llu not recomputed for a use on "
-	    "another stream, %llu for a conflict with another's inputs, %llu for an absence "
+	    "another stream, %llu for a conflict with the others (an input recomputed too would be "
+	    "away too briefly), %llu for an absence "
 	    "shorter than %.1f ms of the device's time; made in %.3f s",
 	    (unsigned long long)sk->streams, (unsigned long long)sk->conflict,
 	    (unsigned long long)sk->brief, RC_MIN_AWAY_S * 1e3, (double)r->made_ns / 1e9);
@@ -818,6 +820,7 @@ exec_replan_install(struct exec_remade *r)
 	exec.xs.recompute_ns = (uint64_t)(r->rc.recompute_s * 1e9);
 	ebb_trace_note_u64("plan-recompute-gaps", r->rc.npick);
 	ebb_trace_note_u64("plan-recompute-bytes", r->rc.bytes_recomputed);
+	ebb_trace_note_u64("plan-recompute-hoisted", r->rc.hoisted);
 	ebb_trace_note_u64("plan-recompute-ns", (uint64_t)(r->rc.recompute_s * 1e9));
 	ebb_trace_note_u64("plan-recompute-moves", r->rc.pl.n);
 	ebb_trace_note_u64("plan-recompute-peak-bytes", r->rc.pl.peak);

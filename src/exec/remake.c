@@ -44,6 +44,8 @@ static struct remake {
 	CUevent scratch_done;
 	struct ebb_stream *scratch_st;	/* the stream of its last user, */
 	uint64_t scratch_seq;		/* and the operation that went after it */
+	uint32_t filling;		/* fills under way (one inside another's: an
+					 * input dropped itself) */
 	struct remake_stats st;
 } rc;
 
@@ -286,16 +288,17 @@ try_drop(uint32_t g, uint64_t seq)
 	char detail[160] = "";
 	enum mover_drop mr;
 
+	/* (an input of a dropped buffer may be dropped too: the remake that
+	 * reads it remakes it first, when it makes its inputs resident) */
 	uint64_t *why = &rc.st.kept_busy;
-	if (x == NULL || dropped(x) || x->rc_inputs != 0 || x->mv.rsize != gp->size ||
-	    chain_stream(gp) == NULL || (gp->nsc > 0 && rc.scratch == NULL)) {
+	if (x == NULL || dropped(x) || x->mv.rsize != gp->size || chain_stream(gp) == NULL ||
+	    (gp->nsc > 0 && rc.scratch == NULL)) {
 		if (x != NULL && x->mv.rsize != gp->size)
 			snprintf(detail, sizeof detail, "%llu bytes now",
 			    (unsigned long long)x->mv.rsize);
 		else
 			snprintf(detail, sizeof detail, "%s", x == NULL ? "not found" :
-			    x->rc_gap != 0 ? "dropped already" : x->rc_inputs != 0 ?
-			    "an input of a dropped buffer" : chain_stream(gp) == NULL ?
+			    x->rc_gap != 0 ? "dropped already" : chain_stream(gp) == NULL ?
 			    "its chain's stream not found" : "no scratch for its chain");
 		goto kept;
 	}
@@ -310,12 +313,12 @@ try_drop(uint32_t g, uint64_t seq)
 		if (!args_match(gp, r, q, detail, sizeof detail))
 			goto kept;
 	}
+	/* an input dropped itself is remade first by the remake that reads it */
 	why = &rc.st.kept_inputs;
 	for (uint32_t k = 0; k < gp->nin; k++) {
 		struct ebb_buf *in = rc.resolve(&rc.p->bufs[rc.p->inputs[gp->in_first + k]]);
-		if (in == NULL || dropped(in)) {
-			snprintf(detail, sizeof detail, "input %u %s", k, in == NULL ? "not found" :
-			    "dropped itself");
+		if (in == NULL) {
+			snprintf(detail, sizeof detail, "input %u not found", k);
 			goto kept;
 		}
 		rc.inb[gp->in_first + k] = in;
@@ -369,6 +372,9 @@ remake_readers(const struct ebb_buf *b, struct ebb_stream *st, int host, uint64_
 {
 	CUresult err = CUDA_SUCCESS;
 
+	/* a remake releases its gap and may release others (its inputs dropped
+	 * too, remade first), which reorders rc.active: the scan starts again
+	 * after each */
 	for (uint32_t i = 0; i < rc.nactive;) {
 		uint32_t g = rc.active[i];
 		const struct remake_gap *gp = &rc.p->gap[g];
@@ -381,15 +387,16 @@ remake_readers(const struct ebb_buf *b, struct ebb_stream *st, int host, uint64_
 		}
 		struct ebb_buf *x = rc.xb[g];
 		struct ebb_stream *cs = chain_stream(gp);
-		CUresult r = remake_now(g, seq, 1);	/* releases it: i stays */
+		CUresult r = remake_now(g, seq, 1);
 		if (r == CUDA_SUCCESS && x->mv.arrive != NULL && host)
 			r = streams_event_wait(x->mv.arrive);
 		else if (r == CUDA_SUCCESS && x->mv.arrive != NULL && st != NULL && st != cs)
 			r = ebb_real.cuStreamWaitEvent(streams_handle(st), x->mv.arrive, 0);
 		if (err == CUDA_SUCCESS)
 			err = r;
-		if (i < rc.nactive && rc.active[i] == g)
-			i++;	/* not released (cannot happen): go on */
+		if (rc.xb[g] == x)
+			release(g);	/* not released (cannot happen): not again */
+		i = 0;
 	}
 	return err;
 }
@@ -475,16 +482,15 @@ remake_free(struct ebb_buf *b, uint64_t seq)
 {
 	if (rc.p == NULL)
 		return;
+	/* an asynchronous free orders its memory's reuse after its own stream
+	 * only: the host waits for the remakes that read it (a departure);
+	 * dropped itself, b is remade for them first */
+	if (b->rc_inputs != 0 && remake_readers(b, NULL, 1, seq) != CUDA_SUCCESS)
+		rc.st.failed++;
 	if (b->rc_gap != 0) {
 		release(b->rc_gap - 1);	/* its contents go with it */
 		b->rc_gap = 0;
 	}
-	if (b->rc_inputs == 0)
-		return;
-	/* an asynchronous free orders its memory's reuse after its own stream
-	 * only: the host waits for the remakes that read it (a departure) */
-	if (remake_readers(b, NULL, 1, seq) != CUDA_SUCCESS)
-		rc.st.failed++;
 }
 
 void
@@ -536,8 +542,13 @@ fill(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq, CUevent *done
 		buftab_note_use(in[k], (uintptr_t)cs, seq);
 		mover_touch(in[k]);
 	}
+	/* (an input dropped itself is remade here, by a fill inside this one) */
+	if (rc.filling > 0)
+		rc.st.nested++;
+	rc.filling++;
 	CUresult r = gp->nin > MAX_INPUTS ? CUDA_ERROR_INVALID_VALUE :
 	    mover_ensure(in, nin, cs, seq);
+	rc.filling--;
 	/* the other buffers the chain writes go into the scratch, once the last
 	 * chain that used it is done */
 	struct ebb_buf *sb = gp->nsc > 0 ? rc.scratch : NULL;

@@ -142,14 +142,17 @@ struct remake_stats {
 	uint64_t remakes;	/* remade by their chains */
 	uint64_t early;		/* of them, before their point: an input used other
 				 * than as recorded, freed, a capture, the plan's end */
+	uint64_t nested;	/* of them, made as an input of another remake (an
+				 * input dropped itself, remade first) */
 	uint64_t kept;		/* drops the plan wanted but that were not made: a
 				 * chain's arguments not taken, or other than recorded,
 				 * buffers not found, the mover unable */
 	uint64_t kept_busy;	/* of them: the buffer not found, of another range,
-				 * remade, or an input of a buffer away */
+				 * dropped already, its chain's stream or scratch
+				 * missing */
 	uint64_t kept_args;	/* a chain launch's arguments not taken in this
 				 * iteration, or naming other buffers */
-	uint64_t kept_inputs;	/* an input not found, or away itself */
+	uint64_t kept_inputs;	/* an input not found */
 	uint64_t kept_mover;	/* the mover could not drop it (not resident,
 				 * pinned, a capture, a copy of it in flight) */
 	uint64_t failed;	/* remakes whose launches failed */

@@ -1511,7 +1511,11 @@ scenario_writesets(int iters)
  * well ahead of the device. With WORKLOAD_WORKSPACE=1, activation l is
  * made by one scaled_ws launch from activation l - 1 through a workspace
  * the job allocates once (as cuBLAS does), whose last word each iteration
- * also goes into the checksum: a replay that wrote it would show.
+ * also goes into the checksum: a replay that wrote it would show. With
+ * WORKLOAD_PAIRS=1, each layer also makes u from its activation and v from
+ * u (fill, then axpy), as an MLP makes an activation function's output and
+ * a product from it; the backward reads v, then u, then the activation:
+ * a replay of v reads u, itself a candidate.
  */
 static int
 scenario_recompute(int iters)
@@ -1523,7 +1527,8 @@ scenario_recompute(int iters)
 	int depart = getenv("WORKLOAD_DEPART") != NULL ? atoi(getenv("WORKLOAD_DEPART")) : -1;
 	int lead = getenv("WORKLOAD_LEAD_US") != NULL ? atoi(getenv("WORKLOAD_LEAD_US")) : 0;
 	int wsp = getenv("WORKLOAD_WORKSPACE") != NULL && atoi(getenv("WORKLOAD_WORKSPACE")) != 0;
-	CUdeviceptr a[65], g, acc, ws = 0;
+	int pairs = getenv("WORKLOAD_PAIRS") != NULL && atoi(getenv("WORKLOAD_PAIRS")) != 0;
+	CUdeviceptr a[65], u[65], v[65], g, acc, ws = 0;
 	CUstream s;
 	uint64_t check = 0xcbf29ce484222325ULL;
 
@@ -1554,11 +1559,25 @@ scenario_recompute(int iters)
 			launch_axpy(a[l], a[l - 1], 0.5f, words, s);
 			for (int j = 1; it == depart && l == layers / 2 && j < l - 1; j++)
 				launch_axpy(a[j], a[0], 1.0f, words, s);
+			if (!pairs)
+				continue;
+			CK(cu.MemAllocAsync(&u[l], n, s));
+			launch_fill(u[l], 0x3f800000u + (uint32_t)(l * 5 + it), words, s);
+			launch_axpy(u[l], a[l], 0.5f, words, s);
+			CK(cu.MemAllocAsync(&v[l], n, s));
+			launch_fill(v[l], 0x3f800000u + (uint32_t)(l * 7 + it), words, s);
+			launch_axpy(v[l], u[l], 0.5f, words, s);
 		}
 		launch_axpy(acc, a[layers], 1.0f, words, s);
 		for (int l = layers; l >= 1; l--) {
 			CK(cu.MemAllocAsync(&g, n, s));
 			launch_fill(g, 0, words, s);
+			if (pairs) {
+				launch_axpy(g, v[l], 0.25f, words, s);
+				launch_axpy(g, u[l], 0.25f, words, s);
+				CK(cu.MemFreeAsync(v[l], s));
+				CK(cu.MemFreeAsync(u[l], s));
+			}
 			launch_axpy(g, a[l], 0.25f, words, s);
 			launch_axpy(acc, g, 1.0f, words, s);
 			CK(cu.MemFreeAsync(g, s));
