@@ -99,6 +99,27 @@ inputs_into(const struct prof *p, const struct prof_opindex *ix, const struct re
 	return m;
 }
 
+/* Where a replay of c planned before r goes (recompute.h). */
+uint32_t
+rc_replay_at(const struct prof *p, const struct prof_opindex *ix, const struct replay_set *rs,
+    const struct replay_cand *c, uint32_t r)
+{
+	const uint32_t *ops = replay_chain(rs, c);
+	uint32_t drop_at = p->buf[c->buf].use[c->gap];
+
+	for (uint32_t j = 0; j < c->nchain; j++) {
+		if (ops[j] >= p->nops)
+			continue;
+		for (uint32_t k = ix->start[ops[j]]; k < ix->start[ops[j] + 1]; k++) {
+			uint32_t b = ix->buf[k], f = p->buf[b].free;
+			if (b != c->buf && f != PROF_NONE && f > drop_at && f < r &&
+			    !chain_writes(p, rs, c, b))
+				r = f;
+		}
+	}
+	return r;
+}
+
 /* The inputs of candidate c (recompute.h). Returns 0, or -1 when out of
  * memory. */
 int

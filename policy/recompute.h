@@ -95,6 +95,16 @@ int rc_inputs(const struct prof *p, const struct replay_set *rs, const struct re
     uint32_t **out, uint32_t *n);
 
 /*
+ * Where a replay of candidate c of rs planned right before operation r goes:
+ * r, or, where an input is freed after an operation after c's use before
+ * the gap and before r (replay.h's window lets an input be freed after
+ * r - 1), right before the first such operation, where the input still
+ * exists. ix: prof_opindex_build's index of p.
+ */
+uint32_t rc_replay_at(const struct prof *p, const struct prof_opindex *ix,
+    const struct replay_set *rs, const struct replay_cand *c, uint32_t r);
+
+/*
  * The profile p with the n picks pk applied (recompute.h above), into out
  * (prof_init'd here, its own memory: free with prof_fini), and *orig
  * (malloc'd): the buffer of p each of out's buffers comes from. Buffers 0 ..

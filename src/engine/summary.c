@@ -206,6 +206,13 @@ summary_records(const struct engine_totals *t)
 		summary_record("replay-verified", xs->replay_verified);
 		summary_record("replay-failed", xs->replay_failed);
 		summary_record("replay-skipped", xs->replay_skipped);
+		summary_record("replay-skipped-unfit", xs->replay_skipped_unfit);
+		summary_record("replay-skipped-passed", xs->replay_skipped_passed);
+		summary_record("replay-skipped-stream", xs->replay_skipped_stream);
+		summary_record("replay-skipped-buffers", xs->replay_skipped_buffers);
+		summary_record("replay-skipped-resident", xs->replay_skipped_resident);
+		summary_record("replay-skipped-launch", xs->replay_skipped_launch);
+		summary_record("replay-skipped-memory", xs->replay_skipped_memory);
 		summary_record("recompute-gaps", xs->recompute_gaps);
 		summary_record("recompute-bytes", xs->recompute_bytes);
 		summary_record("recompute-ns", xs->recompute_ns);
@@ -351,11 +358,21 @@ summary_lines(const struct engine_totals *t)
 			    xs->replay_refused.freed));
 		if (engine.conf->recompute)
 			ebb_log(EBB_LOG_NOTE, "recompute candidates replayed once (EBB_RECOMPUTE): %llu, "
-			    "%llu remade their buffer bit for bit, %llu did not; %llu not tried",
+			    "%llu remade their buffer bit for bit, %llu did not; %llu not tried (%llu: "
+			    "writing too many other buffers, %llu: their point not reached, %llu: "
+			    "another stream, %llu: a buffer not found, %llu: not made resident, %llu: "
+			    "a launch refused, %llu: no room for the scratch)",
 			    (unsigned long long)xs->replay_tried,
 			    (unsigned long long)xs->replay_verified,
 			    (unsigned long long)xs->replay_failed,
-			    (unsigned long long)xs->replay_skipped);
+			    (unsigned long long)xs->replay_skipped,
+			    (unsigned long long)xs->replay_skipped_unfit,
+			    (unsigned long long)xs->replay_skipped_passed,
+			    (unsigned long long)xs->replay_skipped_stream,
+			    (unsigned long long)xs->replay_skipped_buffers,
+			    (unsigned long long)xs->replay_skipped_resident,
+			    (unsigned long long)xs->replay_skipped_launch,
+			    (unsigned long long)xs->replay_skipped_memory);
 		if (engine.conf->recompute && xs->recompute_gaps > 0)
 			ebb_log(EBB_LOG_NOTE, "recompute (EBB_RECOMPUTE): the plan recomputes %llu gaps "
 			    "(%s); %llu buffers dropped (%llu of them needed again before their memory was "

@@ -571,6 +571,13 @@ exec_stats(struct exec_stats *out)
 	out->replay_verified = vs.verified;
 	out->replay_failed = vs.failed;
 	out->replay_skipped = vs.skipped;
+	out->replay_skipped_unfit = vs.skipped_unfit;
+	out->replay_skipped_passed = vs.skipped_passed;
+	out->replay_skipped_stream = vs.skipped_stream;
+	out->replay_skipped_buffers = vs.skipped_buffers;
+	out->replay_skipped_resident = vs.skipped_resident;
+	out->replay_skipped_launch = vs.skipped_launch;
+	out->replay_skipped_memory = vs.skipped_memory;
 	struct remake_stats rs;
 	remake_stats(&rs);
 	out->recompute_drops = rs.drops;

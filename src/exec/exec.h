@@ -207,6 +207,10 @@ struct exec_stats {
 	struct replay_refused replay_refused;	/* why the other gaps are not */
 	/* of the candidates, replayed once in the first planned iteration */
 	uint64_t replay_tried, replay_verified, replay_failed, replay_skipped;
+	/* of those skipped, by why (struct verify_stats) */
+	uint64_t replay_skipped_unfit, replay_skipped_passed, replay_skipped_stream,
+	    replay_skipped_buffers, replay_skipped_resident, replay_skipped_launch,
+	    replay_skipped_memory;
 	/* EBB_RECOMPUTE: the plan with recomputes (remake.h) */
 	uint64_t recompute_gaps;	/* gaps it recomputes */
 	uint64_t recompute_bytes;	/* their bytes */

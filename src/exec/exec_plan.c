@@ -636,8 +636,9 @@ remake_build(struct exec_made *m, const struct plan_rc *rc)
 	uint32_t nchain = 0, nin = 0, nreads = 0, nsc = 0;
 	uint32_t **in = calloc(rc->npick ? rc->npick : 1, sizeof *in);
 	uint32_t *nins = calloc(rc->npick ? rc->npick : 1, sizeof *nins);
+	struct prof_opindex ix = { 0 };
 
-	if (x == NULL || in == NULL || nins == NULL)
+	if (x == NULL || in == NULL || nins == NULL || prof_opindex_build(p, &ix) < 0)
 		goto fail;
 	for (uint32_t k = 0; k < rc->npick; k++) {
 		const struct replay_cand *c = &rs->c[rc->pick[k].cand];
@@ -688,11 +689,7 @@ remake_build(struct exec_made *m, const struct plan_rc *rc)
 		}
 		/* an input the job frees right before the point: the replay goes
 		 * before the operation it is freed after, while it exists */
-		for (uint32_t j = 0; j < nins[k]; j++) {
-			const struct prof_buf *ib = &p->buf[in[k][j]];
-			if (ib->free != PROF_NONE && ib->free < g->r && ib->free > g->drop_at)
-				g->r = ib->free;
-		}
+		g->r = rc_replay_at(p, &ix, rs, c, g->r);
 		/* the inputs' reads while the buffer is away, as recorded */
 		for (uint32_t j = 0; j < nins[k]; j++) {
 			uint32_t bi = in[k][j];
@@ -721,12 +718,14 @@ remake_build(struct exec_made *m, const struct plan_rc *rc)
 		free(in[k]);
 	free(in);
 	free(nins);
+	prof_opindex_free(&ix);
 	return x;
 fail:
 	for (uint32_t k = 0; in != NULL && k < rc->npick; k++)
 		free(in[k]);
 	free(in);
 	free(nins);
+	prof_opindex_free(&ix);
 	remake_plan_free(x);
 	return NULL;
 }

@@ -14,6 +14,7 @@
 #include "lrec.h"
 #include "mover.h"
 #include "plan.h"
+#include "recompute.h"
 #include "probe.h"
 #include "real.h"
 #include "replay.h"
@@ -154,11 +155,17 @@ verify_prepare(const struct prof *p, const struct replay_set *rs, const struct l
 	}
 	uint32_t nj = 0;
 	uint64_t unfit = 0;	/* writing too many other buffers: never tried */
+	struct prof_opindex ix;
+	if (prof_opindex_build(p, &ix) < 0) {
+		free_host();
+		return -1;
+	}
 	for (uint32_t i = 0; i < rs->n; i++) {
 		const struct replay_cand *c = &rs->c[i];
 		struct job *j = &v.job[nj];
-		*j = (struct job){ .at = c->r_hi, .cand = i, .x = c->buf, .size = c->bytes,
-			.first = c->chain_first, .n = c->nchain };
+		/* where the plan would replay it: its inputs all exist there */
+		*j = (struct job){ .at = rc_replay_at(p, &ix, rs, c, c->r_hi), .cand = i,
+			.x = c->buf, .size = c->bytes, .first = c->chain_first, .n = c->nchain };
 		/* its own first, then the others' */
 		uint64_t own = (c->bytes + REPLAY_SCRATCH_ALIGN - 1) / REPLAY_SCRATCH_ALIGN *
 		    REPLAY_SCRATCH_ALIGN, others = 0;
@@ -174,11 +181,12 @@ verify_prepare(const struct prof *p, const struct replay_set *rs, const struct l
 		j->span = own + others;
 		nj++;
 	}
+	prof_opindex_free(&ix);
 	v.njobs = nj;
 	qsort(v.job, v.njobs, sizeof *v.job, by_at);
 	memset(&v.st, 0, sizeof v.st);	/* the counts are the last plan's */
 	v.st.candidates = rs->n;
-	v.st.skipped = unfit;
+	v.st.skipped = v.st.skipped_unfit = unfit;
 	v.state = v.njobs > 0 ? V_PREPARED : V_OFF;
 	return 0;
 }
@@ -305,6 +313,7 @@ verify_boundary(void)
 	case V_PREPARED:
 		if (setup_memory() < 0) {
 			v.st.skipped += v.njobs;
+			v.st.skipped_memory += v.njobs;
 			free_host();
 			v.state = V_OFF;
 			return;
@@ -313,8 +322,10 @@ verify_boundary(void)
 		v.state = V_ACTIVE;
 		return;
 	case V_ACTIVE:
-		for (uint32_t i = v.next; i < v.njobs; i++)
+		for (uint32_t i = v.next; i < v.njobs; i++) {
 			v.st.skipped++;	/* its point was not reached */
+			v.st.skipped_passed++;
+		}
 		v.next = v.njobs;
 		v.state = V_READING;
 		/* fall through */
@@ -376,13 +387,16 @@ this_iteration(const struct lrec *r, uint32_t q, const struct job *j, unsigned c
 
 /*
  * The buffers job j's replay uses, resolved into out (its own first), at
- * most JOB_BUFS. Returns how many, or 0 when one is not found.
+ * most JOB_BUFS. Returns how many, or 0 when one is not found (its profile
+ * index into *missing; UINT32_MAX: too many).
  */
 static size_t
-job_buffers(const struct job *j, verify_resolve_fn resolve, void *ctx, struct ebb_buf **out)
+job_buffers(const struct job *j, verify_resolve_fn resolve, void *ctx, struct ebb_buf **out,
+    uint32_t *missing)
 {
 	size_t n = 0;
 
+	*missing = j->x;
 	out[n] = resolve(&v.bufs[j->x], ctx);
 	if (out[n++] == NULL)
 		return 0;
@@ -390,13 +404,16 @@ job_buffers(const struct job *j, verify_resolve_fn resolve, void *ctx, struct eb
 		const struct lrec *r = v.chain[j->first + c];
 		for (uint32_t k = 0; k < r->nrelocs; k++) {
 			uint32_t bi = r->relocs[k].buf;
+			*missing = bi;
 			if (bi >= v.nbufs)
 				return 0;
 			if (scratch_of(j, bi) < j->nsc)
 				continue;	/* written into the scratch instead */
 			struct ebb_buf *b = resolve(&v.bufs[bi], ctx);
-			if (b == NULL || n == JOB_BUFS)
+			if (b == NULL || n == JOB_BUFS) {
+				*missing = b == NULL ? bi : UINT32_MAX;
 				return 0;
+			}
 			size_t q = 0;
 			while (q < n && out[q] != b)
 				q++;
@@ -408,21 +425,28 @@ job_buffers(const struct job *j, verify_resolve_fn resolve, void *ctx, struct eb
 }
 
 /* Replay job i into the scratch and hash both, on stream st. Returns 0, or
- * -1 when it could not be (skipped). */
-static int
+ * where it could not be (skipped), the counter of why. */
+static uint64_t *
 run_job(uint32_t i, uint64_t seq, struct ebb_stream *st, verify_resolve_fn resolve, void *ctx)
 {
 	struct job *j = &v.job[i];
 	struct ebb_buf *bufs[JOB_BUFS];
 	unsigned char params[PARAMS_MAX];
 
-	if (!one_stream(v.chain + j->first, j->n) || v.chain[j->first]->tracker != st ||
-	    take_scratch() < 0)
-		return -1;
-	size_t n = job_buffers(j, resolve, ctx, bufs);
+	if (!one_stream(v.chain + j->first, j->n) || v.chain[j->first]->tracker != st)
+		return &v.st.skipped_stream;
+	if (take_scratch() < 0)
+		return &v.st.skipped_memory;
+	uint32_t missing;
+	size_t n = job_buffers(j, resolve, ctx, bufs, &missing);
 	/* the profile's bytes are the buffer's range; the job's are its size */
-	if (n == 0 || bufs[0]->mv.rsize != j->size)
-		return -1;
+	if (n == 0 || bufs[0]->mv.rsize != j->size) {
+		ebb_log(EBB_LOG_DEBUG, "recompute candidate %u (buffer %u, replayed before %u) not "
+		    "tried: %s %u", j->cand, j->x, j->at, n > 0 ? "its buffer has another size" :
+		    missing == UINT32_MAX ? "more than 64 buffers" : missing == j->x ?
+		    "its buffer not found" : "not found: buffer", missing);
+		return &v.st.skipped_buffers;
+	}
 	uint64_t bytes = bufs[0]->size;
 	/* used by this operation: nothing moves them while the replay runs */
 	for (size_t k = 0; k < n; k++) {
@@ -430,7 +454,7 @@ run_job(uint32_t i, uint64_t seq, struct ebb_stream *st, verify_resolve_fn resol
 		mover_touch(bufs[k]);
 	}
 	if (mover_ensure(bufs, n, st, seq) != CUDA_SUCCESS)
-		return -1;
+		return &v.st.skipped_resident;
 	CUstream h = streams_handle(st);
 	CUdeviceptr slot = v.dig + (CUdeviceptr)i * SLOT_BYTES;
 	ebb_inside = 1;
@@ -451,7 +475,7 @@ run_job(uint32_t i, uint64_t seq, struct ebb_stream *st, verify_resolve_fn resol
 	/* whatever was issued runs on st before seq: the scratch is free after it */
 	v.last_st = st;
 	v.last_seq = seq;
-	return ok ? 0 : -1;
+	return ok ? NULL : &v.st.skipped_launch;
 }
 
 void
@@ -465,14 +489,17 @@ verify_before(uint32_t pos, uint64_t seq, struct ebb_stream *st, const struct eb
 	while (v.next < v.njobs && v.job[v.next].at < pos) {
 		v.job[v.next++].state = J_SKIPPED;	/* its point passed unseen */
 		v.st.skipped++;
+		v.st.skipped_passed++;
 	}
 	for (; v.next < v.njobs && v.job[v.next].at == pos; v.next++) {
-		int r = run_job(v.next, seq, st, resolve, ctx);
-		v.job[v.next].state = r == 0 ? J_TRIED : J_SKIPPED;
-		if (r == 0)
+		uint64_t *why = run_job(v.next, seq, st, resolve, ctx);
+		v.job[v.next].state = why == NULL ? J_TRIED : J_SKIPPED;
+		if (why == NULL) {
 			v.st.tried++;
-		else
+		} else {
 			v.st.skipped++;
+			(*why)++;
+		}
 	}
 }
 

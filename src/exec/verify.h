@@ -52,9 +52,17 @@ struct verify_stats {
 	uint64_t tried;		/* replayed once */
 	uint64_t verified;	/* of them, the buffer remade bit for bit */
 	uint64_t failed;	/* of them, another buffer */
-	uint64_t skipped;	/* not tried: chain on several streams, or not the
-				 * stream of the operation at its point, buffers not
-				 * found, not made resident, a launch refused */
+	uint64_t skipped;	/* not tried, the sum of these: */
+	uint64_t skipped_unfit;		/* writing more other buffers than a job holds */
+	uint64_t skipped_passed;	/* its point not reached (or passed unseen) in
+					 * the iteration of the replays */
+	uint64_t skipped_stream;	/* its launches on several streams, or not on
+					 * that of the operation at its point; a record
+					 * not replayable as it is */
+	uint64_t skipped_buffers;	/* a buffer not found there, or of another size */
+	uint64_t skipped_resident;	/* its buffers not made resident there */
+	uint64_t skipped_launch;	/* its arguments not taken, or a launch refused */
+	uint64_t skipped_memory;	/* no room for the replays' scratch */
 };
 
 /*
