@@ -54,6 +54,9 @@
 
 struct prof_buf {
 	uint64_t size;		/* device bytes it holds */
+	uint64_t span;		/* its bytes where they are held elsewhere (a small
+				 * buffer in a slab, counted in fixed: size 0), which a
+				 * replay that writes it takes in scratch; 0: size */
 	uint64_t key;		/* the caller's name for it */
 	uint32_t alloc;		/* first operation it exists at; PROF_NONE: before the iteration */
 	uint32_t free;		/* last operation it exists at; PROF_NONE: after the iteration */
@@ -172,6 +175,13 @@ uint32_t prof_xfers(const struct prof *p, unsigned dir);
 
 /* Buffer b is freed after operation op. */
 void prof_free(struct prof *p, uint32_t b, uint32_t op);
+
+/* The bytes buffer b takes in a replay's scratch (struct prof_buf's span). */
+static inline uint64_t
+prof_span(const struct prof_buf *b)
+{
+	return b->span != 0 ? b->span : b->size;
+}
 
 /* Whether buffer b exists before and after the iteration. */
 static inline int

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "plan_internal.h"
+#include "rctree.h"
 #include "recompute.h"
 
 /* A pick, with what rc_derive sorts and looks up by. */
@@ -27,13 +28,6 @@ struct extra {
 	uint32_t d, op;
 };
 
-/* The memory at each operation: a segment tree of size leaves (a power of
- * two), node 1 the root; mx[v]: the largest value under v, lz[v] included;
- * lz[v]: what was added to the whole of v's range. */
-struct rc_tree {
-	uint32_t size;
-	int64_t *mx, *lz;
-};
 
 /* qsort order of buffer indices. */
 static int
@@ -373,7 +367,8 @@ derive_bufs(const struct prof *p, const struct replay_set *rs, const struct dpic
 		struct prof_buf *db = &out->buf[d];
 		size_t x0 = x;
 		orig[d] = b;
-		*db = (struct prof_buf){ .size = s->size, .key = s->key, .movable = s->movable };
+		*db = (struct prof_buf){ .size = s->size, .span = s->span, .key = s->key,
+			.movable = s->movable };
 		segment(p, sp, n, bstart, d, &u0, &u1, &db->alloc, &db->free);
 		while (x < nx && ex[x].d == d)
 			x++;
@@ -435,90 +430,6 @@ fail:
 
 /* ---- rc_choose ---- */
 
-/* Free what a tree holds, and empty it. */
-static void
-tree_free(struct rc_tree *t)
-{
-	free(t->mx);
-	free(t->lz);
-	memset(t, 0, sizeof *t);
-}
-
-/* The tree of the memory each buffer's lifetime adds at each of p's
- * operations (as prof_peak counts it, fixed aside). Returns 0, or -1 when
- * out of memory. */
-static int
-tree_build(const struct prof *p, struct rc_tree *t)
-{
-	uint32_t n = p->nops;
-	int64_t *diff = malloc(((size_t)n + 1) * sizeof *diff);
-
-	t->size = 1;
-	while (t->size < n)
-		t->size *= 2;
-	t->mx = malloc(2 * (size_t)t->size * sizeof *t->mx);
-	t->lz = calloc(2 * (size_t)t->size, sizeof *t->lz);
-	if (diff == NULL || t->mx == NULL || t->lz == NULL) {
-		free(diff);
-		tree_free(t);
-		return -1;
-	}
-	prof_base_diff(p, diff);
-	int64_t run = 0;
-	for (uint32_t i = 0; i < t->size; i++) {
-		run += i < n ? diff[i] : 0;
-		t->mx[t->size + i] = i < n ? run : INT64_MIN / 4;
-	}
-	for (uint32_t v = t->size - 1; v > 0; v--)
-		t->mx[v] = t->mx[2 * v] > t->mx[2 * v + 1] ? t->mx[2 * v] : t->mx[2 * v + 1];
-	free(diff);
-	return 0;
-}
-
-/* Add a to the operations [lo, hi] under node v, whose range is [vl, vr]. */
-static void
-tree_add(struct rc_tree *t, uint32_t v, uint32_t vl, uint32_t vr, uint32_t lo, uint32_t hi,
-    int64_t a)
-{
-	if (hi < vl || vr < lo)
-		return;
-	if (lo <= vl && vr <= hi) {
-		t->mx[v] += a;
-		t->lz[v] += a;
-		return;
-	}
-	uint32_t mid = vl + (vr - vl) / 2;
-	tree_add(t, 2 * v, vl, mid, lo, hi, a);
-	tree_add(t, 2 * v + 1, mid + 1, vr, lo, hi, a);
-	int64_t m = t->mx[2 * v] > t->mx[2 * v + 1] ? t->mx[2 * v] : t->mx[2 * v + 1];
-	t->mx[v] = m + t->lz[v];
-}
-
-/* The most memory at the operations [lo, hi] under node v, whose range is
- * [vl, vr] (INT64_MIN / 4 when they do not meet). */
-static int64_t
-tree_max(const struct rc_tree *t, uint32_t v, uint32_t vl, uint32_t vr, uint32_t lo, uint32_t hi)
-{
-	if (hi < vl || vr < lo)
-		return INT64_MIN / 4;
-	if (lo <= vl && vr <= hi)
-		return t->mx[v];
-	uint32_t mid = vl + (vr - vl) / 2;
-	int64_t a = tree_max(t, 2 * v, vl, mid, lo, hi), b = tree_max(t, 2 * v + 1, mid + 1, vr, lo, hi);
-	return (a > b ? a : b) + t->lz[v];
-}
-
-/* The first operation where the memory is at its most. */
-static uint32_t
-tree_argmax(const struct rc_tree *t)
-{
-	uint32_t v = 1;
-
-	while (v < t->size)
-		v = t->mx[2 * v] >= t->mx[2 * v + 1] ? 2 * v : 2 * v + 1;
-	return v - t->size;
-}
-
 /* Pick j's replay moved earlier, to right before operation r (evaluate). */
 struct hoist {
 	uint32_t j, r;
@@ -564,7 +475,7 @@ chooser_free(struct chooser *ch)
 	free(ch->node0);
 	free(ch->before);
 	free(ch->blocked);
-	tree_free(&ch->tree);
+	rc_tree_free(&ch->tree);
 }
 
 /* Every candidate's inputs into ch (istart, inp). Returns 0, or -1 when out
@@ -814,7 +725,7 @@ evaluate(struct chooser *ch, uint32_t i, uint32_t at, uint32_t *rp)
 			continue;
 		if (rn <= at && at < ch->pr[j])
 			gain -= (int64_t)ch->rs->c[j].bytes;
-		if (tree_max(&ch->tree, 1, 0, ch->tree.size - 1, rn, ch->pr[j] - 1) + back > top)
+		if (rc_tree_max(&ch->tree, rn, ch->pr[j] - 1) + back > top)
 			return 0;
 		for (uint32_t q = 0; q < ch->nblocked; q++)
 			if (rn <= ch->blocked[q] && ch->blocked[q] < ch->pr[j])
@@ -839,7 +750,7 @@ pick(struct chooser *ch, uint32_t i, uint32_t r)
 		uint32_t j = ch->h[k].j, rn = ch->h[k].r;
 		if (rn >= ch->pr[j])
 			continue;
-		tree_add(&ch->tree, 1, 0, ch->tree.size - 1, rn, ch->pr[j] - 1,
+		rc_tree_add(&ch->tree, rn, ch->pr[j] - 1,
 		    (int64_t)ch->rs->c[j].bytes);
 		ch->pr[j] = rn;
 		for (uint32_t q = 0; q < ch->istart[j + 1] - ch->istart[j]; q++)
@@ -858,7 +769,7 @@ pick(struct chooser *ch, uint32_t i, uint32_t r)
 		ch->in_head[b] = q;
 	}
 	if (a < r)
-		tree_add(&ch->tree, 1, 0, ch->tree.size - 1, a, r - 1, -(int64_t)c->bytes);
+		rc_tree_add(&ch->tree, a, r - 1, -(int64_t)c->bytes);
 }
 
 /* Make the chooser's state for p and rs. Returns 0, or -1 when out of
@@ -871,7 +782,7 @@ chooser_init(struct chooser *ch, const struct prof *p, const struct replay_set *
 	memset(ch, 0, sizeof *ch);
 	ch->p = p;
 	ch->rs = rs;
-	if (chooser_inputs(ch) < 0 || chooser_order(ch) < 0 || tree_build(p, &ch->tree) < 0)
+	if (chooser_inputs(ch) < 0 || chooser_order(ch) < 0 || rc_tree_build(p, &ch->tree) < 0)
 		return -1;
 	size_t nodes = ch->istart[rs->n] ? ch->istart[rs->n] : 1;
 	ch->state = calloc(n, 1);
@@ -964,7 +875,7 @@ rc_choose(const struct prof *p, const struct replay_set *rs, const uint8_t *usab
 	if (chooser_init(&ch, p, rs) < 0 || chooser_static(&ch, usable, stream, sk) < 0)
 		goto out;
 	for (;;) {
-		uint32_t at = tree_argmax(&ch.tree);
+		uint32_t at = rc_tree_argmax(&ch.tree);
 		int64_t top = ch.tree.mx[1] > 0 ? ch.tree.mx[1] : 0;
 		if (p->fixed + (uint64_t)top <= target || ch.nblocked == p->nops)
 			break;
@@ -985,14 +896,14 @@ rc_choose(const struct prof *p, const struct replay_set *rs, const uint8_t *usab
 		if (best == UINT32_MAX) {
 			/* nothing lowers this operation: the others over the target
 			 * still may be (moves can lower this one) */
-			tree_add(&ch.tree, 1, 0, ch.tree.size - 1, at, at, -BLOCKED);
+			rc_tree_add(&ch.tree, at, at, -BLOCKED);
 			ch.blocked[ch.nblocked++] = at;
 			continue;
 		}
 		pick(&ch, best, best_r);
 	}
 	for (uint32_t k = 0; k < ch.nblocked; k++)
-		tree_add(&ch.tree, 1, 0, ch.tree.size - 1, ch.blocked[k], ch.blocked[k], BLOCKED);
+		rc_tree_add(&ch.tree, ch.blocked[k], ch.blocked[k], BLOCKED);
 	if (peak != NULL)
 		*peak = p->fixed + (uint64_t)(ch.tree.mx[1] > 0 ? ch.tree.mx[1] : 0);
 	rc = collect_picks(&ch, out, n);

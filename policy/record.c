@@ -37,7 +37,7 @@ add(struct rec *r, uint64_t id, uint64_t size, uint64_t key, uint32_t alloc, int
 void
 rec_live(struct rec *r, uint64_t id, uint64_t size, int movable)
 {
-	add(r, id, size, id & ~REC_KEY_ORDINAL, PROF_NONE, movable);
+	add(r, id, size, id & ~(REC_KEY_ORDINAL | REC_KEY_SMALL), PROF_NONE, movable);
 }
 
 void
@@ -46,6 +46,27 @@ rec_alloc(struct rec *r, uint64_t id, uint64_t size, int movable, uint64_t next_
 	if (next_seq < r->s0 || next_seq - r->s0 >= r->p.nops)
 		return;
 	add(r, id, size, REC_KEY_ORDINAL | r->nalloc++, (uint32_t)(next_seq - r->s0), movable);
+}
+
+void
+rec_live_small(struct rec *r, uint64_t id, uint64_t bytes)
+{
+	uint32_t n = r->p.nbufs;
+
+	add(r, id, 0, id & ~(REC_KEY_ORDINAL | REC_KEY_SMALL), PROF_NONE, 0);
+	if (r->p.nbufs > n)
+		r->p.buf[n].span = bytes;
+}
+
+void
+rec_alloc_small(struct rec *r, uint64_t id, uint64_t bytes, uint64_t next_seq)
+{
+	if (next_seq < r->s0 || next_seq - r->s0 >= r->p.nops)
+		return;
+	uint32_t n = r->p.nbufs;
+	add(r, id, 0, REC_KEY_ORDINAL | REC_KEY_SMALL | r->nsmall++, (uint32_t)(next_seq - r->s0), 0);
+	if (r->p.nbufs > n)
+		r->p.buf[n].span = bytes;
 }
 
 void

@@ -13,6 +13,12 @@
  * one of the iteration's two ends has no name that holds across iterations:
  * it is recorded for its memory but marked not movable.
  *
+ * A small buffer (one a slab holds, whose memory is counted in fixed) is in
+ * the profile too, of size 0, not movable, with its bytes as its span: its
+ * uses prove a replay's inputs unchanged, and a replay that writes it takes
+ * its bytes in scratch. One allocated during the iteration is keyed by its
+ * ordinal among the small ones (REC_KEY_SMALL set too).
+ *
  * Pure C: no CUDA, no I/O, no globals.
  */
 #ifndef EBB_RECORD_H
@@ -24,11 +30,13 @@
 #include "plan.h"
 
 #define REC_KEY_ORDINAL ((uint64_t)1 << 63)
+#define REC_KEY_SMALL ((uint64_t)1 << 62)
 
 struct rec {
 	struct prof p;
 	uint64_t s0;
 	uint32_t nalloc;	/* allocations seen since the start */
+	uint32_t nsmall;	/* of small buffers, kept apart */
 	struct idmap ids;	/* allocation id -> profile index */
 	uint32_t timed;		/* operations given a time */
 	int oom;		/* an event was lost for want of memory */
@@ -43,6 +51,11 @@ void rec_live(struct rec *r, uint64_t id, uint64_t size, int movable);
 
 /* A buffer allocated before operation next_seq. */
 void rec_alloc(struct rec *r, uint64_t id, uint64_t size, int movable, uint64_t next_seq);
+
+/* A small buffer of bytes alive when the iteration starts, and one
+ * allocated before operation next_seq (record.h above). */
+void rec_live_small(struct rec *r, uint64_t id, uint64_t bytes);
+void rec_alloc_small(struct rec *r, uint64_t id, uint64_t bytes, uint64_t next_seq);
 
 /* A buffer freed after operation last_seq. */
 void rec_free(struct rec *r, uint64_t id, uint64_t last_seq);

@@ -95,7 +95,7 @@ op_infos_buf(const struct prof *p, const struct prof_buf *b, struct op_info *oi)
 			uint32_t f = b->alloc != PROF_NONE && b->alloc > c ? 0 : fb;
 			if (a == PROF_ACC_WRITE) {
 				o->nwrite++;
-				o->wbytes += b->size;
+				o->wbytes += prof_span(b);
 			}
 			else if (a == PROF_ACC_UNKNOWN)
 				o->nunk++;
@@ -376,7 +376,7 @@ extend(const struct prof *p, const struct op_info *oi, const uint32_t *wilds,
 	double cost = 0;
 	for (uint32_t i = 0; i < e->ndone; i++)
 		if (e->done[i] != x)
-			scratch += p->buf[e->done[i]].size;
+			scratch += prof_span(&p->buf[e->done[i]]);
 	if (scratch > max_scratch)
 		return 0;
 	for (uint32_t i = 0; i < e->n; i++) {
@@ -552,8 +552,8 @@ replay_scratch(const struct prof *p, const struct replay_set *rs, const struct r
 			out[n] = bi;
 			if (off != NULL)
 				off[n] = *bytes;
-			*bytes += (p->buf[bi].size + REPLAY_SCRATCH_ALIGN - 1) / REPLAY_SCRATCH_ALIGN *
-			    REPLAY_SCRATCH_ALIGN;
+			*bytes += (prof_span(&p->buf[bi]) + REPLAY_SCRATCH_ALIGN - 1) /
+			    REPLAY_SCRATCH_ALIGN * REPLAY_SCRATCH_ALIGN;
 		}
 		n++;
 	}

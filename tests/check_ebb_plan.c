@@ -707,14 +707,14 @@ END_TEST
 /*
  * A hand-written offload trace of three iterations of 4 launches (seq 1, 5,
  * 9; the third is planned) over a weight w (buffer 1, 4 MiB), a bias
- * (buffer 2, 4 KiB: from a slab) and two activations x and y (4 MiB) each
- * iteration: a writes x from w, b writes y from x and the bias, c reads x,
- * d reads y. The V records are those of iteration 1, whose x is XSIZE.
+ * (buffer 2, 4 KiB, allocated as KIND) and two activations x and y (4 MiB)
+ * each iteration: a writes x from w, b writes y from x and the bias, c reads
+ * x, d reads y. The V records are those of iteration 1, whose x is XSIZE.
  */
 static const char vbody_fmt[] =
 	"K 1 1 ok kernel\n"
 	"A 10 1 0x7f0000000000 4194304 0x1 async 0x0\n"
-	"A 11 2 0x7f0000400000 4096 0x1 async 0x0\n"
+	"A 11 2 0x7f0000400000 4096 0x1 %s 0x0\n"
 	"A 20 3 0x7f0000800000 %s 0x1 async 0x0\n"
 	"A 21 4 0x7f0000c00000 4194304 0x1 async 0x0\n"
 	"L 100 1 0x1 1 2 3 1\n"
@@ -747,21 +747,31 @@ static const char vbody_fmt[] =
 	"V 1400 3 1 1\n"
 	"V 1400 4 1 1\n";
 
-/* The hand-written trace with iteration 1's x of xsize bytes, then extra. */
+/* The hand-written trace with its bias allocated as kind and iteration 1's
+ * x of xsize bytes, then extra. */
 static const char *
-write_vtrace(const char *xsize, const char *extra)
+write_vtrace_kind(const char *kind, const char *xsize, const char *extra)
 {
 	char text[sizeof vbody_fmt + 64];
 
-	snprintf(text, sizeof text, vbody_fmt, xsize);
+	snprintf(text, sizeof text, vbody_fmt, kind, xsize);
 	return write_body(EBB_TRACE_VERSION, text, "", extra);
+}
+
+/* The same with the bias pitched: the driver's, in none of the library's
+ * profiles. */
+static const char *
+write_vtrace(const char *xsize, const char *extra)
+{
+	return write_vtrace_kind("pitch", xsize, extra);
 }
 
 /*
  * Iteration 1's accesses, position by position, are those of iteration 3's
  * buffers: x's two gaps (after a and b) can be bridged by launching a again
  * (it reads w, which nothing writes); y's gap cannot, b referencing the
- * bias, which is from a slab and in none of the library's profiles. Where
+ * bias, a pitched allocation that the driver serves and that is in none of
+ * the library's profiles. Where
  * iteration 1's x has another size, it is not the planned x (a word that
  * fell inside another buffer by chance, as the library matches launches of
  * as many buffers): every launch is matched, x's accesses are unknown, and
@@ -808,6 +818,27 @@ START_TEST(replay_matches_positions_and_shapes)
 	ck_assert_ptr_nonnull(strstr(r.out, "(none)\n"));
 	ck_assert_ptr_nonnull(strstr(r.out, "\nno gap can be recomputed: the plan is the moves "
 	    "alone\n"));
+	run_free(&r);
+}
+END_TEST
+
+/*
+ * The bias allocated asynchronously, from one of ebb's slabs, which the
+ * library's profile names (with no bytes of its own): b can be launched
+ * again, and y's gap is a candidate too.
+ */
+START_TEST(replay_names_a_slab_buffer)
+{
+	static const char *const args[] = { "--replay", NULL };
+	struct run_result r;
+
+	plan(&r, write_vtrace_kind("async", "4194304", ""), args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_msg(strstr(r.out, "4 launches measured, 4 of them matched to the planned "
+	    "iteration, 4 can be launched again, 0 may write what they do not reference\n") != NULL,
+	    "%s", r.out);
+	ck_assert_ptr_nonnull(strstr(r.out, "\ncandidates: 3, of 2 buffers (8.00 MiB)\n"));
+	ck_assert_uint_eq(refused(r.out, "not-replayable"), 0);
 	run_free(&r);
 }
 END_TEST
@@ -1029,6 +1060,7 @@ main(void)
 	tcase_add_test(tc, replay_matches_the_library);
 	tcase_add_test(tc, replay_matches_the_library_by_chance);
 	tcase_add_test(tc, replay_matches_positions_and_shapes);
+	tcase_add_test(tc, replay_names_a_slab_buffer);
 	tcase_add_test(tc, replay_without_write_sets);
 	tcase_add_test(tc, replay_plans_recompute);
 	suite_add_tcase(s, tc);

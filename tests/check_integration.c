@@ -1737,6 +1737,39 @@ START_TEST(recompute_workspace)
 }
 END_TEST
 
+/*
+ * Activations whose producers read a small buffer from ebb's slabs
+ * (WORKLOAD_SMALL=1: a 4 KiB bias the layer allocates, added into its
+ * activation): the recording names the bias (with no bytes of its own), so
+ * those producers can be launched again; the plan recomputes gaps of the
+ * activations, every drop is remade from the bias as it was, and the job
+ * computes what it does without ebb.
+ */
+START_TEST(recompute_reads_a_small_buffer)
+{
+	const char *path = tmp_file("recomputesmall");
+	char *argv[] = { workload_path(0), "recompute", "16", NULL };
+	const char *alone_env[] = { "WORKLOAD_SMALL=1", NULL };
+	struct run_result alone, r;
+	struct trace t;
+
+	run_ebb(argv, alone_env, NULL, &alone);
+	expect_ok(&alone);
+	run_recompute("WORKLOAD_SMALL=1", path, &r, &t);
+	ck_assert_str_ne(checksum_of(alone.out), "");
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	ck_assert_uint_gt(summary(&t, "replay-verified"), 0);
+	ck_assert_uint_gt(summary(&t, "recompute-gaps"), 0);
+	ck_assert_uint_gt(summary(&t, "recompute-remakes"), 0);
+	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 32u << 20);
+	trace_free(&t);
+	run_free(&r);
+	run_free(&alone);
+	remove(path);
+}
+END_TEST
+
 /* The recompute scenario with WORKLOAD_PAIRS=1 and extra (NULL: none) under
  * the host-ahead set-up, a plan for 0.4 of the peak: the checksum without
  * ebb and under it must be the same. */
@@ -2227,6 +2260,7 @@ main(void)
 	tcase_add_test(tc, recompute_host_ahead);
 	tcase_add_test(tc, recompute_workspace);
 	tcase_add_test(tc, recompute_from_a_recomputed_input);
+	tcase_add_test(tc, recompute_reads_a_small_buffer);
 	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);
 	tcase_add_test(tc, offload_host_exhausted);

@@ -649,8 +649,8 @@ build_profile(struct plancmd_src *s, const struct plancmd_scan *sc, const struct
 	return 0;
 }
 
-/* Whether an allocation of this A record kind, of more than
- * EBB_SLAB_MAX_BYTES, gets a range of its own in offload mode. */
+/* Whether an allocation of this A record kind is ebb's to serve in offload
+ * mode: of more than EBB_SLAB_MAX_BYTES, a range of its own, else a slab's. */
 static int
 own_range_kind(const char *kind)
 {
@@ -708,7 +708,7 @@ plancmd_launches(struct plancmd_src *s, uint64_t lo, uint64_t hi, plancmd_launch
 			break;
 		}
 		if (e.type == 'A') {
-			int own = e.size > EBB_SLAB_MAX_BYTES && own_range_kind(s->rd.rec.field[5]);
+			int own = own_range_kind(s->rd.rec.field[5]);
 			if (planlive_put(&live, e.id, e.size, (uint8_t)own) < 0) {
 				rc = oom(s);
 				break;

@@ -114,9 +114,10 @@ struct plancmd_ref {
 	uint64_t bid;
 	uint64_t size;		/* its A record's; 0 when known is 0 */
 	uint8_t known;		/* an A record of it came before the launch */
-	uint8_t own;		/* in offload mode it had a range of its own (an
-				 * allocation of kind sync, async or pool of more than
-				 * EBB_SLAB_MAX_BYTES), which the library's profile names */
+	uint8_t own;		/* in offload mode ebb served it (an allocation of kind
+				 * sync, async or pool: a range of its own, or a slab's
+				 * at EBB_SLAB_MAX_BYTES or less), which the library's
+				 * profile names */
 };
 
 /* What plancmd_launches gives each launch: its seq and the n buffers it

@@ -16,8 +16,9 @@
  * that fell inside buffers by chance). Access j of the V record is that of
  * the planned launch's buffer matched to j; a planned buffer matched to none
  * has an unknown access. A launch can be launched again where every
- * reference is measured and its buffer is in the library's profile: a range
- * of its own, not a slab's (EBB_SLAB_MAX_BYTES). ebb plan has no launch
+ * reference is measured and its buffer is in the library's profile: one ebb
+ * serves, a range of its own or a slab's (EBB_SLAB_MAX_BYTES), not the
+ * driver's (a pitched or mapped allocation). ebb plan has no launch
  * records: a launch whose L record lists its buffers counts as having a
  * complete one.
  *

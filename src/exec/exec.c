@@ -64,6 +64,9 @@ exec_xplan_free(struct xplan *x)
 	free(x->ord_size);
 	free(x->slot);
 	free(x->slot_id);
+	free(x->small_size);
+	free(x->small_slot);
+	free(x->small_slot_id);
 	remake_plan_free(x->rc);
 	free(x);
 }
@@ -118,7 +121,7 @@ static int
 add_live(struct ebb_buf *b, void *ctx)
 {
 	(void)ctx;
-	if (b->mv.managed != EBB_MANAGED_BIG)
+	if (b->mv.managed != EBB_MANAGED_BIG && b->mv.managed != EBB_MANAGED_SMALL)
 		return 0;
 	if (exec.cur.naddr == exec.cur_addr_cap) {
 		uint32_t cap = exec.cur_addr_cap ? exec.cur_addr_cap * 2 : 1024;
@@ -132,7 +135,10 @@ add_live(struct ebb_buf *b, void *ctx)
 	}
 	/* rec_live gives the buffers alive at the start the first indices */
 	exec.cur.addr[exec.cur.naddr++] = b->addr;
-	rec_live(&exec.cur.r, b->id, b->mv.rsize, movable(b));
+	if (b->mv.managed == EBB_MANAGED_SMALL)
+		rec_live_small(&exec.cur.r, b->id, b->mv.rsize);
+	else
+		rec_live(&exec.cur.r, b->id, b->mv.rsize, movable(b));
 	return 0;
 }
 
@@ -219,9 +225,36 @@ exec_record_drop(void)
 	recording_free();
 }
 
+/* Small buffer b, allocated before operation next_seq: recorded, or named
+ * by its ordinal among the small ones in the running iteration. One whose
+ * size is not the recorded one's gets no name (what names it is then not
+ * found; the iteration may go on). */
+static void
+alloc_small(struct ebb_buf *b, uint64_t next_seq)
+{
+	b->plan_ord = 0;
+	if (exec.recording) {
+		rec_alloc_small(&exec.cur.r, b->id, b->mv.rsize, next_seq);
+		return;
+	}
+	struct xplan *x = exec.running;
+	if (x == NULL)
+		return;
+	uint32_t o = exec.run_small++;
+	if (o >= x->nsmall || x->small_size[o] != b->mv.rsize)
+		return;
+	x->small_slot[o] = b;
+	x->small_slot_id[o] = b->id;
+	b->plan_ord = o + 1;
+}
+
 int
 exec_alloc(struct ebb_buf *b, uint64_t next_seq, char *why, size_t len)
 {
+	if (b->mv.managed == EBB_MANAGED_SMALL) {
+		alloc_small(b, next_seq);
+		return 0;
+	}
 	if (b->mv.managed != EBB_MANAGED_BIG)
 		return 0;
 	b->plan_ord = 0;
@@ -251,7 +284,9 @@ exec_alloc(struct ebb_buf *b, uint64_t next_seq, char *why, size_t len)
 void
 exec_free(struct ebb_buf *b, uint64_t last_seq)
 {
-	if (b->mv.managed != EBB_MANAGED_BIG)
+	int small = b->mv.managed == EBB_MANAGED_SMALL;
+
+	if (b->mv.managed != EBB_MANAGED_BIG && !small)
 		return;
 	/* a free after the iteration's last operation, before the next one, is
 	 * the iteration's (rec_free takes those within it) */
@@ -259,9 +294,11 @@ exec_free(struct ebb_buf *b, uint64_t last_seq)
 		rec_free(&exec.cur.r, b->id, last_seq);
 	if (b->rc_gap != 0 || b->rc_inputs != 0)
 		remake_free(b, last_seq + 1);
-	if (exec.running != NULL && b->plan_ord != 0 && b->plan_ord <= exec.running->nord &&
-	    exec.running->slot[b->plan_ord - 1] == b)
-		exec.running->slot[b->plan_ord - 1] = NULL;
+	struct xplan *x = exec.running;
+	uint32_t n = x == NULL ? 0 : small ? x->nsmall : x->nord;
+	struct ebb_buf **slot = x == NULL ? NULL : small ? x->small_slot : x->slot;
+	if (b->plan_ord != 0 && b->plan_ord <= n && slot[b->plan_ord - 1] == b)
+		slot[b->plan_ord - 1] = NULL;
 	b->plan_ord = 0;
 }
 
@@ -282,7 +319,7 @@ exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, uns
 	if (exec.conf->recompute)
 		probe_shape_op((uint32_t)i, bufs, n);
 	for (size_t k = 0; k < n; k++)
-		if (bufs[k]->mv.managed == EBB_MANAGED_BIG)
+		if (bufs[k]->mv.managed == EBB_MANAGED_BIG || bufs[k]->mv.managed == EBB_MANAGED_SMALL)
 			rec_use(&exec.cur.r, seq, bufs[k]->id);
 }
 
@@ -314,8 +351,8 @@ name_buffer(uint64_t word, uint64_t *delta, void *ctx)
 	struct ebb_buf *b = buftab_find(exec.tab, word);
 	if (b == NULL)
 		return LREC_NO_BUF;
-	uint32_t k = b->mv.managed == EBB_MANAGED_BIG ? idmap_get(&exec.cur.r.ids, b->id) :
-	    IDMAP_NONE;
+	uint32_t k = b->mv.managed == EBB_MANAGED_BIG || b->mv.managed == EBB_MANAGED_SMALL ?
+	    idmap_get(&exec.cur.r.ids, b->id) : IDMAP_NONE;
 	if (k == IDMAP_NONE)
 		return LREC_UNNAMED;
 	*delta = word - b->addr;
@@ -385,8 +422,10 @@ exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len)
 	/* before the slots of the iteration that ends are forgotten */
 	remake_boundary(next_seq);
 	exec.run_s0 = next_seq;
-	exec.run_ord = 0;
+	exec.run_ord = exec.run_small = 0;
 	memset(exec.running->slot, 0, exec.running->nord * sizeof *exec.running->slot);
+	memset(exec.running->small_slot, 0,
+	    exec.running->nsmall * sizeof *exec.running->small_slot);
 	exec.xs.iterations_run++;
 	verify_boundary();
 	return 0;
@@ -418,6 +457,12 @@ resolve(const struct xplan *x, const struct xbuf *xb)
 		struct ebb_buf *b = buftab_find(exec.tab, xb->addr);
 		return b != NULL && b->addr == xb->addr && b->id == xb->id ? b : NULL;
 	}
+	if (xb->small) {
+		if (xb->ord >= x->nsmall)
+			return NULL;
+		struct ebb_buf *b = x->small_slot[xb->ord];
+		return b != NULL && b->id == x->small_slot_id[xb->ord] ? b : NULL;
+	}
 	struct ebb_buf *b = x->slot[xb->ord];
 	return b != NULL && b->id == x->slot_id[xb->ord] ? b : NULL;
 }
@@ -427,7 +472,7 @@ resolve_name(const struct xbuf *xb)
 {
 	const struct xplan *x = exec.running;
 
-	if (x == NULL || (!xb->persistent && xb->ord >= x->nord))
+	if (x == NULL || (!xb->persistent && !xb->small && xb->ord >= x->nord))
 		return NULL;
 	return resolve(x, xb);
 }

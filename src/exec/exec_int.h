@@ -22,8 +22,9 @@ struct ebb_conf;
  * iteration allocates by its ordinal. */
 struct xbuf {
 	uint64_t id, addr;
-	uint32_t ord;
+	uint32_t ord;		/* among the allocations of its class in the iteration */
 	uint8_t persistent;
+	uint8_t small;		/* a slab's (record.h): ord is among the small ones */
 };
 
 struct xact {
@@ -45,6 +46,11 @@ struct xplan {
 	uint32_t nord;
 	struct ebb_buf **slot;	/* this iteration's buffer of each ordinal */
 	uint64_t *slot_id;
+	/* the small buffers the iteration allocates (record.h), apart */
+	uint64_t *small_size;	/* the bytes of each */
+	uint32_t nsmall;
+	struct ebb_buf **small_slot;	/* this iteration's buffer of each ordinal */
+	uint64_t *small_slot_id;
 	struct remake_plan *rc;	/* its recomputes (remake.h); NULL: none */
 	struct xplan *retired_next;
 };
@@ -98,6 +104,7 @@ struct exec {
 					 * still walk one) */
 	uint64_t run_s0;		/* the running plan's iteration started with this operation */
 	uint32_t run_ord;		/* allocations of that iteration so far */
+	uint32_t run_small;		/* of small buffers, apart */
 	uint64_t run_done;		/* whole iterations the running plan has run */
 	struct exec_made *kept;		/* the plan whose candidates are being verified, kept
 					 * for the plan with recomputes (exec_replan_take) */

@@ -94,7 +94,8 @@ name_xbuf(const struct prof *p, uint32_t i, const uint64_t *addr, uint32_t naddr
 
 	*xb = (struct xbuf){ 0 };
 	if (key & REC_KEY_ORDINAL) {
-		xb->ord = (uint32_t)(key & ~REC_KEY_ORDINAL);
+		xb->ord = (uint32_t)(key & ~(REC_KEY_ORDINAL | REC_KEY_SMALL));
+		xb->small = (key & REC_KEY_SMALL) != 0;
 		return 0;
 	}
 	if (i >= naddr)
@@ -120,21 +121,32 @@ build(const struct prof *p, const struct plan *pl, const uint64_t *addr, uint32_
 	x->act = calloc(2 * (size_t)pl->n + 1, sizeof *x->act);
 	if (x->buf == NULL || x->first == NULL || x->gate_mark == NULL || x->act == NULL)
 		goto fail;
-	/* ordinals: the size of every allocation the recording saw */
-	for (uint32_t k = 0; k < p->nbufs; k++)
-		if (p->buf[k].key & REC_KEY_ORDINAL) {
-			uint32_t o = (uint32_t)(p->buf[k].key & ~REC_KEY_ORDINAL);
-			if (o + 1 > x->nord)
-				x->nord = o + 1;
-		}
+	/* ordinals: the size of every allocation the recording saw, the small
+	 * ones apart */
+	for (uint32_t k = 0; k < p->nbufs; k++) {
+		uint64_t key = p->buf[k].key;
+		uint32_t o = (uint32_t)(key & ~(REC_KEY_ORDINAL | REC_KEY_SMALL));
+		uint32_t *n = key & REC_KEY_SMALL ? &x->nsmall : &x->nord;
+		if ((key & REC_KEY_ORDINAL) && o + 1 > *n)
+			*n = o + 1;
+	}
 	x->ord_size = calloc(x->nord ? x->nord : 1, sizeof *x->ord_size);
 	x->slot = calloc(x->nord ? x->nord : 1, sizeof *x->slot);
 	x->slot_id = calloc(x->nord ? x->nord : 1, sizeof *x->slot_id);
-	if (x->ord_size == NULL || x->slot == NULL || x->slot_id == NULL)
+	x->small_size = calloc(x->nsmall ? x->nsmall : 1, sizeof *x->small_size);
+	x->small_slot = calloc(x->nsmall ? x->nsmall : 1, sizeof *x->small_slot);
+	x->small_slot_id = calloc(x->nsmall ? x->nsmall : 1, sizeof *x->small_slot_id);
+	if (x->ord_size == NULL || x->slot == NULL || x->slot_id == NULL || x->small_size == NULL ||
+	    x->small_slot == NULL || x->small_slot_id == NULL)
 		goto fail;
-	for (uint32_t k = 0; k < p->nbufs; k++)
-		if (p->buf[k].key & REC_KEY_ORDINAL)
-			x->ord_size[p->buf[k].key & ~REC_KEY_ORDINAL] = p->buf[k].size;
+	for (uint32_t k = 0; k < p->nbufs; k++) {
+		uint64_t key = p->buf[k].key;
+		uint32_t o = (uint32_t)(key & ~(REC_KEY_ORDINAL | REC_KEY_SMALL));
+		if ((key & REC_KEY_ORDINAL) && (key & REC_KEY_SMALL))
+			x->small_size[o] = prof_span(&p->buf[k]);
+		else if (key & REC_KEY_ORDINAL)
+			x->ord_size[o] = p->buf[k].size;
+	}
 	/* buffers, and how many actions each position has */
 	for (uint32_t m = 0; m < pl->n; m++) {
 		const struct plan_move *mv = &pl->mv[m];

@@ -277,6 +277,12 @@ compare(void)
 			v.ok[j->cand] = 1;
 		} else {
 			v.st.failed++;
+			const struct lrec *r = v.chain[j->first];
+			ebb_log(EBB_LOG_DEBUG, "recompute candidate %u (buffer %u, %llu bytes, replayed "
+			    "before %u; %u launches from position %u, function %#llx%s) not remade bit "
+			    "for bit", j->cand, j->x, (unsigned long long)j->size, j->at, j->n,
+			    v.chain_pos[j->first], (unsigned long long)(r != NULL ? r->func : 0),
+			    j->nsc > 0 ? ", writing others into scratch" : "");
 		}
 	}
 }

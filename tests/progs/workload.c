@@ -1515,7 +1515,10 @@ scenario_writesets(int iters)
  * WORKLOAD_PAIRS=1, each layer also makes u from its activation and v from
  * u (fill, then axpy), as an MLP makes an activation function's output and
  * a product from it; the backward reads v, then u, then the activation:
- * a replay of v reads u, itself a candidate.
+ * a replay of v reads u, itself a candidate. With WORKLOAD_SMALL=1, each
+ * layer also allocates a 4 KiB buffer (from ebb's slabs), fills it, and
+ * adds it into the last words of its activation, as a bias; the backward
+ * frees it with the activation: a replay of the activation reads it.
  */
 static int
 scenario_recompute(int iters)
@@ -1528,7 +1531,9 @@ scenario_recompute(int iters)
 	int lead = getenv("WORKLOAD_LEAD_US") != NULL ? atoi(getenv("WORKLOAD_LEAD_US")) : 0;
 	int wsp = getenv("WORKLOAD_WORKSPACE") != NULL && atoi(getenv("WORKLOAD_WORKSPACE")) != 0;
 	int pairs = getenv("WORKLOAD_PAIRS") != NULL && atoi(getenv("WORKLOAD_PAIRS")) != 0;
-	CUdeviceptr a[65], u[65], v[65], g, acc, ws = 0;
+	int small = getenv("WORKLOAD_SMALL") != NULL && atoi(getenv("WORKLOAD_SMALL")) != 0;
+	const size_t sn = 4096;
+	CUdeviceptr a[65], u[65], v[65], b[65], g, acc, ws = 0;
 	CUstream s;
 	uint64_t check = 0xcbf29ce484222325ULL;
 
@@ -1557,6 +1562,12 @@ scenario_recompute(int iters)
 			}
 			launch_fill(a[l], 0x3f800000u + (uint32_t)(l * 3 + it), words, s);
 			launch_axpy(a[l], a[l - 1], 0.5f, words, s);
+			if (small) {
+				CK(cu.MemAllocAsync(&b[l], sn, s));
+				launch_fill(b[l], 0x3f000000u + (uint32_t)(l + it), sn / 4, s);
+				/* into its last words, which the checksum follows */
+				launch_axpy(a[l] + n - sn, b[l], 0.25f, sn / 4, s);
+			}
 			for (int j = 1; it == depart && l == layers / 2 && j < l - 1; j++)
 				launch_axpy(a[j], a[0], 1.0f, words, s);
 			if (!pairs)
@@ -1582,6 +1593,8 @@ scenario_recompute(int iters)
 			launch_axpy(acc, g, 1.0f, words, s);
 			CK(cu.MemFreeAsync(g, s));
 			CK(cu.MemFreeAsync(a[l], s));
+			if (small)
+				CK(cu.MemFreeAsync(b[l], s));
 		}
 		CK(cu.MemFreeAsync(a[0], s));
 		float got, wlast = 0;
