@@ -34,8 +34,9 @@
  *    output) of more than max_scratch bytes in all. Up to that, the replay
  *    writes them into scratch of its own instead (the candidate's scratch,
  *    their bytes summed over the chain): the job's copies are left as they
- *    are, and what the chain makes of X must not depend on what they held,
- *    which the verification replay proves with its scratch poisoned;
+ *    are, and what the chain makes of X may depend on what they hold only
+ *    as it does on zeros: a replay zeroes them first, and the verification
+ *    replay proves what the chain makes so;
  *  - the window below is empty: an input is written, or freed, before
  *    use[k] + 1.
  *

@@ -559,6 +559,9 @@ fill(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq, CUevent *done
 	ebb_inside = 1;
 	if (r == CUDA_SUCCESS && sb != NULL && rc.scratch_done != NULL)
 		r = ebb_real.cuStreamWaitEvent(streams_handle(cs), rc.scratch_done, 0);
+	/* zeroed, as the verification replayed it (verify.c) */
+	if (r == CUDA_SUCCESS && sb != NULL)
+		r = ebb_real.cuMemsetD8Async(sb->addr, 0, gp->sc_bytes, streams_handle(cs));
 	for (uint32_t c = 0; r == CUDA_SUCCESS && c < gp->nchain; c++) {
 		uint32_t q = rc.p->chain[gp->chain_first + c];
 		const struct lrec *lr = lrec_at(rc.p->ls, q);

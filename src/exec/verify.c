@@ -21,7 +21,9 @@
 #include "streams.h"
 #include "verify.h"
 
-/* The byte the scratch is filled with before each replay. */
+/* The byte the scratch for the buffer is filled with before each replay;
+ * the part for the other buffers its chain writes is zeroed, as a remake
+ * zeroes it (remake.c). */
 #define POISON 0x5a
 
 /* Bytes of digests a candidate takes: the scratch's and the buffer's, four
@@ -48,7 +50,8 @@ struct job {
 					 * index: into the scratch after its own */
 	uint64_t sc_off[SCRATCH_BUFS];	/* where, from the scratch's start */
 	uint32_t nsc;
-	uint64_t span;		/* the scratch it takes: its own and the others' */
+	uint64_t own;		/* the scratch it takes for its buffer (aligned), */
+	uint64_t span;		/* and for that and the others' */
 	uint8_t state;		/* J_* */
 };
 
@@ -178,6 +181,7 @@ verify_prepare(const struct prof *p, const struct replay_set *rs, const struct l
 			for (uint32_t k = 0; k < j->nsc; k++)
 				j->sc_off[k] += own;
 		}
+		j->own = own;
 		j->span = own + others;
 		nj++;
 	}
@@ -464,11 +468,13 @@ run_job(uint32_t i, uint64_t seq, struct ebb_stream *st, verify_resolve_fn resol
 	CUstream h = streams_handle(st);
 	CUdeviceptr slot = v.dig + (CUdeviceptr)i * SLOT_BYTES;
 	ebb_inside = 1;
-	/* the poison covers the others' scratch too: what the chain makes of the
-	 * buffer must not depend on what they held */
-	int ok = ebb_real.cuMemsetD8Async(v.scratch, POISON, j->nsc > 0 ? j->span : bytes, h) ==
-	    CUDA_SUCCESS &&
-	    ebb_real.cuMemsetD8Async(slot, 0, SLOT_BYTES, h) == CUDA_SUCCESS;
+	/* the others' scratch zeroed, as a remake has it: what the chain makes of
+	 * the buffer may depend on what they hold (a GEMM's workspace holds the
+	 * flags its cooperating blocks count on at zero) only as it does on
+	 * zeros, which the comparison proves */
+	int ok = ebb_real.cuMemsetD8Async(v.scratch, POISON, bytes, h) == CUDA_SUCCESS &&
+	    (j->nsc == 0 || ebb_real.cuMemsetD8Async(v.scratch + j->own, 0, j->span - j->own, h) ==
+	    CUDA_SUCCESS) && ebb_real.cuMemsetD8Async(slot, 0, SLOT_BYTES, h) == CUDA_SUCCESS;
 	for (uint32_t c = 0; ok && c < j->n; c++) {
 		const struct lrec *r = v.chain[j->first + c];
 		ok = this_iteration(r, v.chain_pos[j->first + c], j, params) == 0 &&

@@ -7,7 +7,9 @@
  * its window (r_hi), is replayed there once, right before that operation:
  * the chain's launches are launched again on that stream, with the
  * arguments this iteration gave them but the buffer's address replaced by a
- * scratch buffer of ebb's own, poisoned first, and the scratch is hashed
+ * scratch buffer of ebb's own, poisoned first (and the other buffers the
+ * chain writes by scratch zeroed first, as a remake zeroes it), and the
+ * scratch is hashed
  * beside the buffer itself, which the job still holds there (the buffer and the chain's inputs are made resident
  * first, and count as used by that operation, so nothing moves them while
  * the replay runs). Equal digests prove, for that iteration, that the chain
