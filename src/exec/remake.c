@@ -44,10 +44,12 @@ static struct remake {
 	CUevent scratch_done;
 	struct ebb_stream *scratch_st;	/* the stream of its last user, */
 	uint64_t scratch_seq;		/* and the operation that went after it */
-	uint32_t filling;		/* fills under way (one inside another's: an
-					 * input dropped itself) */
 	struct remake_stats st;
 } rc;
+
+/* Fills under way on this thread (one inside another's: an input dropped
+ * itself, remade first). */
+static __thread unsigned filling;
 
 void
 remake_plan_free(struct remake_plan *p)
@@ -543,12 +545,12 @@ fill(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq, CUevent *done
 		mover_touch(in[k]);
 	}
 	/* (an input dropped itself is remade here, by a fill inside this one) */
-	if (rc.filling > 0)
+	if (filling > 0)
 		rc.st.nested++;
-	rc.filling++;
+	filling++;
 	CUresult r = gp->nin > MAX_INPUTS ? CUDA_ERROR_INVALID_VALUE :
 	    mover_ensure(in, nin, cs, seq);
-	rc.filling--;
+	filling--;
 	/* the other buffers the chain writes go into the scratch, once the last
 	 * chain that used it is done */
 	struct ebb_buf *sb = gp->nsc > 0 ? rc.scratch : NULL;
