@@ -390,6 +390,7 @@ rc_derive(const struct prof *p, const struct replay_set *rs, const struct rc_pic
     uint32_t n, const struct rc_params *rp, struct prof *out, uint32_t **orig)
 {
 	double launch_s = rp != NULL && rp->host_launch_s > 0 ? rp->host_launch_s : RC_HOST_LAUNCH_S;
+	double drop_s = rp != NULL ? rp->host_drop_s : 0, remake_s = rp != NULL ? rp->host_remake_s : 0;
 	struct dpick *sp = NULL;
 	uint32_t *bstart = NULL;
 
@@ -413,8 +414,10 @@ rc_derive(const struct prof *p, const struct replay_set *rs, const struct rc_pic
 		if (r >= p->nops)
 			continue;
 		out->dur[r] += c->cost_s;
-		if (out->host != NULL)
-			out->host[r > 0 ? r - 1 : r] += c->nchain * launch_s;
+		if (out->host != NULL) {
+			out->host[r > 0 ? r - 1 : r] += c->nchain * launch_s + remake_s;
+			out->host[p->buf[c->buf].use[c->gap]] += drop_s;
+		}
 	}
 	free(sp);
 	free(bstart);

@@ -14,6 +14,8 @@
  * use[k] and adds a buffer for each later segment, which exists from the
  * replay on; each input gets a use at the replay, so that the move planner
  * has it on the device there. Its peak is the peak with the recomputes.
+ * With the host's side, the host issues the drop after use[k] and the remake
+ * (mapping the memory, the chain's launches) before r (struct rc_params).
  *
  * The choice (rc_choose) is greedy: while the peak is over the target, the
  * candidate whose away operations cover the operation at the peak with the
@@ -74,6 +76,10 @@ struct rc_pick {
 struct rc_params {
 	double host_launch_s;	/* host seconds to issue one replayed launch
 				 * (0: RC_HOST_LAUNCH_S) */
+	/* host seconds of a drop (its memory's release, as an offload's) and of
+	 * a remake (mapping the memory again, as a restore, launches aside);
+	 * 0: none counted */
+	double host_drop_s, host_remake_s;
 };
 
 /* Why rc_choose passed candidates over (each counted once). */

@@ -218,9 +218,13 @@ START_TEST(derive_splits_the_buffer)
 	ck_assert_ptr_null(dv.wild);
 	ck_assert_uint_eq(prof_peak(&dv, &at), 16 + 9 * KIB);
 	ck_assert_uint_eq(at, 4);
-	/* the host's launch cost as given; a profile without the host side has none */
-	derive(&(struct rc_params){ .host_launch_s = 1e-3 });
-	ck_assert(dv.host[6] == 1e-3);
+	/* the host's launch cost as given, with the remake's mapping before the
+	 * replay and the drop's release at the use before the gap; a profile
+	 * without the host side has none */
+	derive(&(struct rc_params){ .host_launch_s = 1e-3, .host_drop_s = 0.25,
+	    .host_remake_s = 0.5 });
+	for (uint32_t i = 0; i < 10; i++)
+		ck_assert(dv.host[i] == (i == 6 ? 1e-3 + 0.5 : i == pr.buf[x].use[1] ? 0.25 : 0));
 	free(pr.host);
 	free(pr.barrier);
 	pr.host = NULL;
