@@ -1700,17 +1700,18 @@ END_TEST
  * Activations made through a workspace the job keeps (WORKLOAD_WORKSPACE=1:
  * scaled_ws writes the workspace, then its output from it, as a GEMM
  * does): each producer writes another buffer, so its candidates replay it
- * into scratch. They are verified with that scratch poisoned, the plan
+ * into scratch. They are verified with that scratch zeroed, the plan
  * recomputes some, and every drop is remade. The job's workspace is never
  * written by a replay: its last word, in the checksum each iteration, is
- * what the job left there.
+ * what the job left there. which: the WORKLOAD_WORKSPACE setting.
  */
-START_TEST(recompute_workspace)
+static void
+workspace_case(const char *which)
 {
 	const char *path = tmp_file("recomputews");
 	char *argv[] = { workload_path(0), "recompute", "12", NULL };
-	const char *alone_env[] = { "WORKLOAD_WORKSPACE=1", NULL };
-	const char *env[] = { "WORKLOAD_WORKSPACE=1", "WORKLOAD_LEAD_US=200000",
+	const char *alone_env[] = { which, NULL };
+	const char *env[] = { which, "WORKLOAD_LEAD_US=200000",
 		"FAKECUDA_LAUNCH_QUEUE_DELAY_US=1500", "EBB_MODE=offload", "EBB_LIMIT=64M",
 		"EBB_TARGET=0.7", "EBB_RECOMPUTE=1", "EBB_D2H_GBPS=0.05", "EBB_H2D_GBPS=0.05", NULL };
 	struct run_result alone, r;
@@ -1734,6 +1735,25 @@ START_TEST(recompute_workspace)
 	run_free(&r);
 	run_free(&alone);
 	remove(path);
+}
+
+START_TEST(recompute_workspace)
+{
+	workspace_case("WORKLOAD_WORKSPACE=1");
+}
+END_TEST
+
+/*
+ * The same through a workspace whose first word the producer counts on at
+ * zero and leaves so (WORKLOAD_WORKSPACE=2: flagged_ws, as cuBLAS's
+ * cooperating GEMM kernels keep flags in theirs): the scratch the replays
+ * write it into is zeroed before each, so every candidate is verified (with
+ * the scratch poisoned, none was) and every drop is remade to what the job
+ * computes without ebb.
+ */
+START_TEST(recompute_workspace_flags)
+{
+	workspace_case("WORKLOAD_WORKSPACE=2");
 }
 END_TEST
 
@@ -2259,6 +2279,7 @@ main(void)
 	tcase_add_test(tc, recompute_departure);
 	tcase_add_test(tc, recompute_host_ahead);
 	tcase_add_test(tc, recompute_workspace);
+	tcase_add_test(tc, recompute_workspace_flags);
 	tcase_add_test(tc, recompute_from_a_recomputed_input);
 	tcase_add_test(tc, recompute_reads_a_small_buffer);
 	tcase_add_test(tc, plan_off);

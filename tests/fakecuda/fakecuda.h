@@ -159,6 +159,12 @@ struct fakecuda_scaled_ws_f32_params {
     uint64_t n;
 };
 
+/* flagged_ws_f32 (the params of scaled_ws_f32): as a GEMM whose cooperating blocks count
+ * on flags in their workspace, which they leave at zero: flag = the first word of scratch,
+ * as a u32; scratch[1 + i] = a * src[i], dst[i] = scratch[1 + i] + flag for i < n; the flag
+ * is 0 on exit. dst is right only where the workspace's flag was 0 on entry. */
+#define fakecuda_flagged_ws_f32_params fakecuda_scaled_ws_f32_params
+
 /* fill_opt_u32: dst[i] = value for i < n, and *aux = value where aux is not NULL (an
  * optional output, as kernels that report a flag or an index have). */
 struct fakecuda_fill_opt_u32_params {

@@ -157,6 +157,22 @@ static void k_scaled_ws_f32(const void *params)
         a.dst[i] = a.scratch[i] + 1.0f;
 }
 
+/* The flag (scratch's first word) mixed into dst, scratch[1 + i] = a * src[i], the flag
+ * left at 0. */
+static void k_flagged_ws_f32(const void *params)
+{
+    struct fakecuda_scaled_ws_f32_params a;
+    uint32_t flag;
+
+    memcpy(&a, params, sizeof a);
+    memcpy(&flag, a.scratch, sizeof flag);
+    for (uint64_t i = 0; i < a.n; i++)
+        a.scratch[1 + i] = a.a * a.src[i];
+    for (uint64_t i = 0; i < a.n; i++)
+        a.dst[i] = a.scratch[1 + i] + (float)flag;
+    memset(a.scratch, 0, sizeof flag);
+}
+
 /* dst[i] = value, and *aux = value where aux is given. */
 static void k_fill_opt_u32(const void *params)
 {
@@ -280,6 +296,7 @@ static const struct param p_scaled_ws_f32[] = { PARAM(scaled_ws_f32, dst),
                                                 PARAM(scaled_ws_f32, scratch),
                                                 PARAM(scaled_ws_f32, a),
                                                 PARAM(scaled_ws_f32, n) };
+#define p_flagged_ws_f32 p_scaled_ws_f32
 static const struct param p_strided_add_f32[] = { PARAM(strided_add_f32, n),
                                                   PARAM(strided_add_f32, it) };
 
@@ -293,7 +310,7 @@ static const struct kdesc kernels[] = {
     KERNEL(fill_u32), KERNEL(copy_bytes), KERNEL(axpy_f32), KERNEL(sum_u32),
     KERNEL(struct_ptrs), KERNEL(sleep_us), KERNEL(gather_ptrs), KERNEL(rand_f32),
     KERNEL(rand_state_f32), KERNEL(square_sum_f32), KERNEL(ebb_hash), KERNEL(stamp_u32), KERNEL(fill_opt_u32),
-    KERNEL(strided_add_f32), KERNEL(scaled_ws_f32),
+    KERNEL(strided_add_f32), KERNEL(scaled_ws_f32), KERNEL(flagged_ws_f32),
 };
 
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };

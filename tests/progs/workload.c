@@ -93,7 +93,7 @@ static struct {
 
 static CUcontext ctx;
 static void *driver_lib;	/* the libcuda.so.1 handle, when dlopened */
-static CUfunction k_scaled_ws;
+static CUfunction k_scaled_ws, k_flagged_ws;
 static CUfunction k_fill, k_copy, k_axpy, k_pair, k_sleep, k_rand_state, k_square_sum, k_gather,
     k_stamp, k_sum, k_fill_opt;
 
@@ -197,6 +197,8 @@ setup(void)
 	k_fill_opt = (CUfunction)k;
 	CK(cu.LibraryGetKernel(&k, lib, "scaled_ws_f32"));
 	k_scaled_ws = (CUfunction)k;
+	CK(cu.LibraryGetKernel(&k, lib, "flagged_ws_f32"));
+	k_flagged_ws = (CUfunction)k;
 }
 
 static void
@@ -1511,7 +1513,9 @@ scenario_writesets(int iters)
  * well ahead of the device. With WORKLOAD_WORKSPACE=1, activation l is
  * made by one scaled_ws launch from activation l - 1 through a workspace
  * the job allocates once (as cuBLAS does), whose last word each iteration
- * also goes into the checksum: a replay that wrote it would show. With
+ * also goes into the checksum: a replay that wrote it would show; with
+ * WORKLOAD_WORKSPACE=2, by one flagged_ws launch instead, which is right
+ * only where the workspace's first word is 0 (it leaves it so). With
  * WORKLOAD_PAIRS=1, each layer also makes u from its activation and v from
  * u (fill, then axpy), as an MLP makes an activation function's output and
  * a product from it; the backward reads v, then u, then the activation:
@@ -1529,7 +1533,7 @@ scenario_recompute(int iters)
 	int layers = getenv("WORKLOAD_LAYERS") != NULL ? atoi(getenv("WORKLOAD_LAYERS")) : 8;
 	int depart = getenv("WORKLOAD_DEPART") != NULL ? atoi(getenv("WORKLOAD_DEPART")) : -1;
 	int lead = getenv("WORKLOAD_LEAD_US") != NULL ? atoi(getenv("WORKLOAD_LEAD_US")) : 0;
-	int wsp = getenv("WORKLOAD_WORKSPACE") != NULL && atoi(getenv("WORKLOAD_WORKSPACE")) != 0;
+	int wsp = getenv("WORKLOAD_WORKSPACE") != NULL ? atoi(getenv("WORKLOAD_WORKSPACE")) : 0;
 	int pairs = getenv("WORKLOAD_PAIRS") != NULL && atoi(getenv("WORKLOAD_PAIRS")) != 0;
 	int small = getenv("WORKLOAD_SMALL") != NULL && atoi(getenv("WORKLOAD_SMALL")) != 0;
 	const size_t sn = 4096;
@@ -1542,9 +1546,11 @@ scenario_recompute(int iters)
 	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CK(cu.MemAlloc(&acc, n));
 	launch_fill(acc, 0, words, s);
+	/* (flagged_ws's flag takes a word before the staged values) */
+	const size_t wsn = wsp == 2 ? n + 4096 : n;
 	if (wsp) {
-		CK(cu.MemAlloc(&ws, n));
-		launch_fill(ws, 0, words, s);
+		CK(cu.MemAlloc(&ws, wsn));
+		launch_fill(ws, 0, wsn / 4, s);
 	}
 	for (int it = 0; it < iters; it++) {
 		CK(cu.MemAllocAsync(&a[0], n, s));
@@ -1557,7 +1563,8 @@ scenario_recompute(int iters)
 			if (wsp) {
 				struct fakecuda_scaled_ws_f32_params p = { 0, 0, 0, 0.5f, words };
 				void *args[] = { &a[l], &a[l - 1], &ws, &p.a, &p.n };
-				CK(cu.LaunchKernel(k_scaled_ws, 1, 1, 1, 128, 1, 1, 0, s, args, NULL));
+				CK(cu.LaunchKernel(wsp == 2 ? k_flagged_ws : k_scaled_ws, 1, 1, 1, 128, 1, 1,
+				    0, s, args, NULL));
 				continue;
 			}
 			launch_fill(a[l], 0x3f800000u + (uint32_t)(l * 3 + it), words, s);
@@ -1600,7 +1607,7 @@ scenario_recompute(int iters)
 		float got, wlast = 0;
 		CK(cu.MemcpyDtoHAsync(&got, acc + n - 4, sizeof got, s));
 		if (wsp)
-			CK(cu.MemcpyDtoHAsync(&wlast, ws + n - 4, sizeof wlast, s));
+			CK(cu.MemcpyDtoHAsync(&wlast, ws + (wsp == 2 ? n : n - 4), sizeof wlast, s));
 		CK(cu.StreamSynchronize(s));
 		uint32_t bits, wbits;
 		memcpy(&bits, &got, sizeof bits);
