@@ -14,9 +14,9 @@
 #include "lrec.h"
 #include "mover.h"
 #include "plan.h"
-#include "recompute.h"
 #include "probe.h"
 #include "real.h"
+#include "recompute.h"
 #include "replay.h"
 #include "streams.h"
 #include "verify.h"
@@ -41,7 +41,8 @@
 
 /* One candidate: replay its chain before the operation at position at. */
 struct job {
-	uint32_t at;		/* the candidate's r_hi */
+	uint32_t at;		/* where it is replayed: the candidate's r_hi, or before
+				 * an input freed right before it (rc_replay_at) */
 	uint32_t cand;		/* its index in the candidates */
 	uint32_t x;		/* the buffer's index in the profile */
 	uint64_t size;		/* its bytes */

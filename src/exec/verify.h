@@ -4,7 +4,9 @@
  * The gaps replay_find (policy/replay.h) names are candidates by the write
  * sets alone. In the first iteration a plan runs, each one whose chain runs
  * on one stream, which is also the stream of the operation at the end of
- * its window (r_hi), is replayed there once, right before that operation:
+ * its window (r_hi, or the operation an input is freed after right before
+ * it, where the plan would replay it: rc_replay_at), is replayed there
+ * once, right before that operation:
  * the chain's launches are launched again on that stream, with the
  * arguments this iteration gave them but the buffer's address replaced by a
  * scratch buffer of ebb's own, poisoned first (and the other buffers the
