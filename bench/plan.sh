@@ -177,6 +177,7 @@ print(json.dumps({"label": label,
     "prefetches_early": z.get("prefetches-early"),
     "host_wait_gate_s": z.get("host-wait-gate-ns", 0) / 1e9,
     "host_wait_landing_s": z.get("host-wait-landing-ns", 0) / 1e9,
+    "host_remake_s": z.get("host-remake-ns", 0) / 1e9,
     # restores on use and evictions in each iteration the last plan ran (1: its first)
     "plan_faults_by_iteration": [faults.get(i, 0) for i in range(1, iters + 1)],
     # whole planned iterations replayed at the host's issue times with the

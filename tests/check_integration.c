@@ -1616,6 +1616,7 @@ START_TEST(recompute_runs)
 	 * kept, not remade (the cancel, which timing decides) */
 	ck_assert_uint_gt(summary(&t, "recompute-remakes"), 0);
 	ck_assert_uint_le(summary(&t, "recompute-remakes"), summary(&t, "recompute-drops"));
+	ck_assert_uint_gt(summary(&t, "host-remake-ns"), 0);
 	ck_assert_uint_eq(summary(&t, "recompute-early"), 0);
 	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
 	ck_assert_uint_eq(count_type_field(&t, 'O', 4, "drop"), summary(&t, "recompute-drops"));
@@ -1818,8 +1819,8 @@ run_pairs(const char *extra, const char *path, struct run_result *r, struct trac
  * Recompute from a recomputed input (WORKLOAD_PAIRS=1: v is made from u,
  * u from the layer's activation, and the backward reads v, then u): the
  * plan recomputes u and v both, u's replay hoisted to v's
- * (plan-recompute-hoisted), and v's remake remakes u first where u is
- * still dropped (recompute-nested). Every drop is remade, none fails, and
+ * (plan-recompute-hoisted), and v's remake, which goes first (dropped after
+ * u), remakes u inside it (recompute-nested). Every drop is remade, none fails, and
  * the job computes what it does without ebb; so too when the job departs
  * while such pairs are dropped (WORKLOAD_DEPART=12), which remakes them
  * all, readers first.

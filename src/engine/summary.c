@@ -236,6 +236,7 @@ summary_records(const struct engine_totals *t)
 		summary_record("host-wait-gate-ns", ms->wait_gate_ns);
 		summary_record("host-wait-landing-ns", ms->wait_landing_ns);
 		summary_record("host-wait-drop-ns", ms->wait_drop_ns);
+		summary_record("host-remake-ns", ms->remake_ns);
 		static const char *const vmm_names[VMM_NCALLS] = {
 			[VMM_CREATE] = "create", [VMM_RELEASE] = "release",
 			[VMM_RESERVE] = "reserve", [VMM_MAP] = "map", [VMM_UNMAP] = "unmap",
@@ -377,7 +378,7 @@ summary_lines(const struct engine_totals *t)
 			ebb_log(EBB_LOG_NOTE, "recompute (EBB_RECOMPUTE): the plan recomputes %llu gaps "
 			    "(%s); %llu buffers dropped (%llu of them needed again before their memory was "
 			    "released: the host waited %.3f s for that) and %llu remade by their "
-			    "producers (%llu before "
+			    "producers in %.3f s of the host's (%llu before "
 			    "their point: the job used an input otherwise, or the plan stopped; %llu as "
 			    "the input of another's remake), %llu "
 			    "drops not made (%llu: the buffer away or busy, %llu: a producer's "
@@ -386,7 +387,7 @@ summary_lines(const struct engine_totals *t)
 			    human(xs->recompute_bytes, held_s, sizeof held_s),
 			    (unsigned long long)xs->recompute_drops,
 			    (unsigned long long)ms->drop_waits, (double)ms->wait_drop_ns / 1e9,
-			    (unsigned long long)xs->recompute_remakes,
+			    (unsigned long long)xs->recompute_remakes, (double)ms->remake_ns / 1e9,
 			    (unsigned long long)xs->recompute_early,
 			    (unsigned long long)xs->recompute_nested,
 			    (unsigned long long)xs->recompute_kept,

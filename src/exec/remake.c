@@ -92,15 +92,20 @@ clear(void)
 	rc.nby_r = rc.next_r = rc.nactive = rc.next_drop = 0;
 }
 
-/* Order gaps (indices) by their r. */
+/* Order gaps (indices) by their r; at one r, the one dropped last first
+ * (gaps are by drop). Either order remakes them all: where one reads
+ * another (an input hoisted to its reader's replay), the reader's remake
+ * remakes the input inside it, as the input's own would. */
 static const struct remake_plan *sort_plan;
 static int
 by_r(const void *a, const void *b)
 {
-	uint32_t x = sort_plan->gap[*(const uint32_t *)a].r;
-	uint32_t y = sort_plan->gap[*(const uint32_t *)b].r;
+	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+	uint32_t x = sort_plan->gap[i].r, y = sort_plan->gap[j].r;
 
-	return x < y ? -1 : x > y;
+	if (x != y)
+		return x < y ? -1 : 1;
+	return i > j ? -1 : i < j;
 }
 
 /* The mover's remake function (mover_remake_fn). */

@@ -65,6 +65,10 @@ struct mover_stats {
 	uint64_t wait_gate_ns;		/* a restore waited for the device to near it */
 	uint64_t wait_landing_ns;	/* a restore waited for its buffer's offload to land */
 	uint64_t wait_drop_ns;		/* a remake waited for its buffer's drop to release */
+	uint64_t remake_ns;		/* the host's time in remakes: mapping the memory again,
+					 * the remake function (its inputs made resident, its
+					 * launches), waits for room included; a remake inside
+					 * another counted in it */
 	uint64_t copies_abandoned;	/* copies whose completion could not be known */
 	uint64_t unmaps_failed;		/* cuMemUnmap failed: that memory stays mapped, unused */
 	uint64_t over_limit;		/* the driver's allocations took the job over EBB_LIMIT */

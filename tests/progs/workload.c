@@ -1518,8 +1518,8 @@ scenario_writesets(int iters)
  * only where the workspace's first word is 0 (it leaves it so). With
  * WORKLOAD_PAIRS=1, each layer also makes u from its activation and v from
  * u (fill, then axpy), as an MLP makes an activation function's output and
- * a product from it; the backward reads v, then u, then the activation:
- * a replay of v reads u, itself a candidate. With WORKLOAD_SMALL=1, each
+ * a product from it, and adds v into acc; the backward reads v, then u,
+ * then the activation: a replay of v reads u, itself a candidate. With WORKLOAD_SMALL=1, each
  * layer also allocates a 4 KiB buffer (from ebb's slabs), fills it, and
  * adds it into the last words of its activation, as a bias; the backward
  * frees it with the activation: a replay of the activation reads it.
@@ -1585,6 +1585,8 @@ scenario_recompute(int iters)
 			CK(cu.MemAllocAsync(&v[l], n, s));
 			launch_fill(v[l], 0x3f800000u + (uint32_t)(l * 7 + it), words, s);
 			launch_axpy(v[l], u[l], 0.5f, words, s);
+			/* v read once more: dropped after u */
+			launch_axpy(acc, v[l], 0.125f, words, s);
 		}
 		launch_axpy(acc, a[layers], 1.0f, words, s);
 		for (int l = layers; l >= 1; l--) {
