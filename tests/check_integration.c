@@ -1266,9 +1266,9 @@ run_writesets_same(const char *extra, const char *path, struct run_result *r, st
  * from x and y, before gather), and z's, rand_state writing its state too
  * (into scratch on a replay). Each is replayed once in the plan's first
  * iteration, into a scratch buffer, and remakes its buffer bit for bit,
- * but z: its replay reads the state from the poisoned scratch, so what it
- * makes differs, and the gap is refused (a random-number kernel whose
- * state is not an unchanged input).
+ * but z: its replay reads the state from the scratch, zeroed, not the
+ * state the job's launch read, so what it makes differs, and the gap is
+ * refused (a random-number kernel whose state is not an unchanged input).
  */
 START_TEST(write_sets_measured)
 {
