@@ -117,23 +117,27 @@ rc_replay_at(const struct prof *p, const struct prof_opindex *ix, const struct r
 /* The inputs of candidate c (recompute.h). Returns 0, or -1 when out of
  * memory. */
 int
-rc_inputs(const struct prof *p, const struct replay_set *rs, const struct replay_cand *c,
-    uint32_t **out, uint32_t *n)
+rc_inputs(const struct prof *p, const struct prof_opindex *pix, const struct replay_set *rs,
+    const struct replay_cand *c, uint32_t **out, uint32_t *n)
 {
-	struct prof_opindex ix;
+	struct prof_opindex own;
+	const struct prof_opindex *ix = pix;
 
 	*out = NULL;
 	*n = 0;
-	if (prof_opindex_build(p, &ix) < 0)
-		return -1;
-	size_t room = chain_uses(p, &ix, rs, c);
-	uint32_t *v = room ? malloc(room * sizeof *v) : NULL;
-	if (room > 0 && v == NULL) {
-		prof_opindex_free(&ix);
-		return -1;
+	if (ix == NULL) {
+		if (prof_opindex_build(p, &own) < 0)
+			return -1;
+		ix = &own;
 	}
-	*n = v != NULL ? inputs_into(p, &ix, rs, c, v) : 0;
-	prof_opindex_free(&ix);
+	size_t room = chain_uses(p, ix, rs, c);
+	uint32_t *v = room ? malloc(room * sizeof *v) : NULL;
+	if (room > 0 && v != NULL)
+		*n = inputs_into(p, ix, rs, c, v);
+	if (pix == NULL)
+		prof_opindex_free(&own);
+	if (room > 0 && v == NULL)
+		return -1;
 	if (*n == 0) {
 		free(v);
 		v = NULL;
@@ -433,11 +437,6 @@ fail:
 
 /* ---- rc_choose ---- */
 
-/* Pick j's replay moved earlier, to right before operation r (evaluate). */
-struct hoist {
-	uint32_t j, r;
-};
-
 /* The state of one choice: the candidates' inputs, order and states, the
  * picks made so far by buffer, and the memory. */
 struct chooser {
@@ -454,7 +453,8 @@ struct chooser {
 	uint32_t *pr;		/* per candidate picked: its replay's operation */
 	uint32_t *node0;	/* per candidate picked: its inputs' first node */
 	double *before;		/* the device's time before each operation */
-	struct hoist h[RC_MAX_HOISTS];	/* the hoists a candidate needs (evaluate) */
+	uint32_t h[RC_MAX_HOISTS];	/* the picks a candidate's replay hoists to its
+					 * own (evaluate), each once */
 	uint32_t nh;
 	uint32_t *blocked;	/* the operations no candidate lowers, set aside */
 	uint32_t nblocked;
@@ -643,32 +643,20 @@ chooser_static(struct chooser *ch, const uint8_t *usable, const uint32_t *stream
 	return 0;
 }
 
-/* Pick j's replay as the hoists found so far (ch->h) have it. */
-static uint32_t
-hoisted_r(const struct chooser *ch, uint32_t j)
-{
-	uint32_t r = ch->pr[j];
-
-	for (uint32_t k = 0; k < ch->nh; k++)
-		if (ch->h[k].j == j && ch->h[k].r < r)
-			r = ch->h[k].r;
-	return r;
-}
-
-/* Whether hoist k of ch->h is its pick's last (the earliest replay). */
+/* Whether pick j is among the hoists found so far (ch->h). */
 static int
-last_hoist(const struct chooser *ch, uint32_t k)
+hoisted(const struct chooser *ch, uint32_t j)
 {
-	for (uint32_t q = k + 1; q < ch->nh; q++)
-		if (ch->h[q].j == ch->h[k].j)
-			return 0;
-	return 1;
+	for (uint32_t k = 0; k < ch->nh; k++)
+		if (ch->h[k] == j)
+			return 1;
+	return 0;
 }
 
 /*
  * Have every input of candidate i on the device at operation r: a pick of
  * an input's that has it away there (a <= r < its replay) is hoisted to r,
- * into ch->h, and so on for that pick's inputs. Returns 0, or -1 when a
+ * into ch->h, and so on for that pick's inputs (all to the same r). Returns 0, or -1 when a
  * hoisted pick would be away too briefly or the hoists would be more than
  * RC_MAX_HOISTS.
  */
@@ -678,11 +666,11 @@ need_inputs(struct chooser *ch, uint32_t i, uint32_t r)
 	for (uint32_t k = ch->istart[i]; k < ch->istart[i + 1]; k++)
 		for (uint32_t j = ch->pick_head[ch->inp[k]]; j != UINT32_MAX; j = ch->pick_next[j]) {
 			uint32_t aj = away_from(ch->p, &ch->rs->c[j]);
-			if (r < aj || r >= hoisted_r(ch, j))
+			if (r < aj || r >= ch->pr[j] || hoisted(ch, j))
 				continue;
 			if (brief(ch, aj, r) || ch->nh == RC_MAX_HOISTS)
 				return -1;
-			ch->h[ch->nh++] = (struct hoist){ j, r };
+			ch->h[ch->nh++] = j;
 			if (need_inputs(ch, j, r) < 0)
 				return -1;
 		}
@@ -720,26 +708,23 @@ evaluate(struct chooser *ch, uint32_t i, uint32_t at, uint32_t *rp)
 	 * operation set aside is at the peak already) */
 	int64_t gain = (int64_t)c->bytes, back = 0, top = ch->tree.mx[1];
 	for (uint32_t k = 0; k < ch->nh; k++)
-		if (last_hoist(ch, k))
-			back += (int64_t)ch->rs->c[ch->h[k].j].bytes;
+		back += (int64_t)ch->rs->c[ch->h[k]].bytes;
 	for (uint32_t k = 0; k < ch->nh; k++) {
-		uint32_t j = ch->h[k].j, rn = ch->h[k].r;
-		if (!last_hoist(ch, k))
-			continue;
-		if (rn <= at && at < ch->pr[j])
+		uint32_t j = ch->h[k];
+		if (r <= at && at < ch->pr[j])
 			gain -= (int64_t)ch->rs->c[j].bytes;
-		if (rc_tree_max(&ch->tree, rn, ch->pr[j] - 1) + back > top)
+		if (rc_tree_max(&ch->tree, r, ch->pr[j] - 1) + back > top)
 			return 0;
 		for (uint32_t q = 0; q < ch->nblocked; q++)
-			if (rn <= ch->blocked[q] && ch->blocked[q] < ch->pr[j])
+			if (r <= ch->blocked[q] && ch->blocked[q] < ch->pr[j])
 				return 0;
 	}
 	*rp = r;
 	return gain > 0;
 }
 
-/* Pick candidate i with its replay at r, after the hoists ch->h that
- * evaluate found: note it for the others, and take its buffer's bytes off
+/* Pick candidate i with its replay at r, after hoisting the picks ch->h
+ * that evaluate found to r: note it for the others, and take its buffer's bytes off
  * the memory where it is away (a hoisted pick's back where it no longer
  * is). */
 static void
@@ -748,16 +733,12 @@ pick(struct chooser *ch, uint32_t i, uint32_t r)
 	const struct replay_cand *c = &ch->rs->c[i];
 	uint32_t a = away_from(ch->p, c);
 
-	/* a pick's hoists come in decreasing r */
 	for (uint32_t k = 0; k < ch->nh; k++) {
-		uint32_t j = ch->h[k].j, rn = ch->h[k].r;
-		if (rn >= ch->pr[j])
-			continue;
-		rc_tree_add(&ch->tree, rn, ch->pr[j] - 1,
-		    (int64_t)ch->rs->c[j].bytes);
-		ch->pr[j] = rn;
+		uint32_t j = ch->h[k];
+		rc_tree_add(&ch->tree, r, ch->pr[j] - 1, (int64_t)ch->rs->c[j].bytes);
+		ch->pr[j] = r;
 		for (uint32_t q = 0; q < ch->istart[j + 1] - ch->istart[j]; q++)
-			ch->in_r[ch->node0[j] + q] = rn;
+			ch->in_r[ch->node0[j] + q] = r;
 	}
 	ch->nh = 0;
 	ch->state[i] = 1;

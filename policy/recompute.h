@@ -95,10 +95,11 @@ struct rc_skipped {
 /*
  * The inputs of candidate c of rs: every buffer other than c->buf that has
  * a use at one of c's chain operations, each once, increasing, into *out
- * (malloc'd; NULL when none) and *n. Returns 0, or -1 when out of memory.
+ * (malloc'd; NULL when none) and *n. ix: prof_opindex_build's index of p
+ * (NULL: one is built here). Returns 0, or -1 when out of memory.
  */
-int rc_inputs(const struct prof *p, const struct replay_set *rs, const struct replay_cand *c,
-    uint32_t **out, uint32_t *n);
+int rc_inputs(const struct prof *p, const struct prof_opindex *ix, const struct replay_set *rs,
+    const struct replay_cand *c, uint32_t **out, uint32_t *n);
 
 /*
  * Where a replay of candidate c of rs planned right before operation r goes:

@@ -26,18 +26,22 @@ rec_fini(struct rec *r)
 	memset(r, 0, sizeof *r);
 }
 
+/* Buffer id into the profile; span: its bytes where size is 0 (a small one). */
 static void
-add(struct rec *r, uint64_t id, uint64_t size, uint64_t key, uint32_t alloc, int movable)
+add(struct rec *r, uint64_t id, uint64_t size, uint64_t span, uint64_t key, uint32_t alloc,
+    int movable)
 {
 	int64_t k = prof_add(&r->p, size, key, alloc, movable);
 	if (k < 0 || idmap_put(&r->ids, id, (uint32_t)k) < 0)
 		r->oom = 1;
+	else
+		r->p.buf[k].span = span;
 }
 
 void
 rec_live(struct rec *r, uint64_t id, uint64_t size, int movable)
 {
-	add(r, id, size, id & ~(REC_KEY_ORDINAL | REC_KEY_SMALL), PROF_NONE, movable);
+	add(r, id, size, 0, id & ~(REC_KEY_ORDINAL | REC_KEY_SMALL), PROF_NONE, movable);
 }
 
 void
@@ -45,17 +49,13 @@ rec_alloc(struct rec *r, uint64_t id, uint64_t size, int movable, uint64_t next_
 {
 	if (next_seq < r->s0 || next_seq - r->s0 >= r->p.nops)
 		return;
-	add(r, id, size, REC_KEY_ORDINAL | r->nalloc++, (uint32_t)(next_seq - r->s0), movable);
+	add(r, id, size, 0, REC_KEY_ORDINAL | r->nalloc++, (uint32_t)(next_seq - r->s0), movable);
 }
 
 void
 rec_live_small(struct rec *r, uint64_t id, uint64_t bytes)
 {
-	uint32_t n = r->p.nbufs;
-
-	add(r, id, 0, id & ~(REC_KEY_ORDINAL | REC_KEY_SMALL), PROF_NONE, 0);
-	if (r->p.nbufs > n)
-		r->p.buf[n].span = bytes;
+	add(r, id, 0, bytes, id & ~(REC_KEY_ORDINAL | REC_KEY_SMALL), PROF_NONE, 0);
 }
 
 void
@@ -63,10 +63,8 @@ rec_alloc_small(struct rec *r, uint64_t id, uint64_t bytes, uint64_t next_seq)
 {
 	if (next_seq < r->s0 || next_seq - r->s0 >= r->p.nops)
 		return;
-	uint32_t n = r->p.nbufs;
-	add(r, id, 0, REC_KEY_ORDINAL | REC_KEY_SMALL | r->nsmall++, (uint32_t)(next_seq - r->s0), 0);
-	if (r->p.nbufs > n)
-		r->p.buf[n].span = bytes;
+	add(r, id, 0, bytes, REC_KEY_ORDINAL | REC_KEY_SMALL | r->nsmall++,
+	    (uint32_t)(next_seq - r->s0), 0);
 }
 
 void

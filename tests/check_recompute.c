@@ -168,7 +168,7 @@ START_TEST(derive_splits_the_buffer)
 	ck_assert_uint_eq(rs.c[ci].r_hi, 7);
 
 	uint32_t *in, nin;
-	ck_assert_int_eq(rc_inputs(&pr, &rs, &rs.c[ci], &in, &nin), 0);
+	ck_assert_int_eq(rc_inputs(&pr, NULL, &rs, &rs.c[ci], &in, &nin), 0);
 	ck_assert_uint_eq(nin, 1);
 	ck_assert_uint_eq(in[0], w);
 	free(in);
@@ -254,7 +254,7 @@ START_TEST(derive_two_gaps_and_the_inputs_edges)
 	ck_assert_uint_eq(rs.c[c1].r_hi, 9);
 	ck_assert_uint_eq(rs.c[c2].r_hi, 10);	/* A's free + 1 */
 	uint32_t *in, nin;
-	ck_assert_int_eq(rc_inputs(&pr, &rs, &rs.c[c1], &in, &nin), 0);
+	ck_assert_int_eq(rc_inputs(&pr, NULL, &rs, &rs.c[c1], &in, &nin), 0);
 	ck_assert_uint_eq(nin, 2);
 	ck_assert_uint_eq(in[0], a);
 	ck_assert_uint_eq(in[1], w);
@@ -777,7 +777,7 @@ derived_is_sound(void)
 	}
 	for (uint32_t j = 0; j < npk; j++) {
 		uint32_t *in, nin, r = pk[j].r;
-		ck_assert_int_eq(rc_inputs(&pr, &rs, &rs.c[pk[j].cand], &in, &nin), 0);
+		ck_assert_int_eq(rc_inputs(&pr, NULL, &rs, &rs.c[pk[j].cand], &in, &nin), 0);
 		for (uint32_t k = 0; k < nin; k++) {
 			int found = 0;
 			for (uint32_t d = 0; d < dv.nbufs; d++)
@@ -801,7 +801,7 @@ slow_off_stream(const uint32_t *stream, uint32_t i)
 	if (stream == NULL)
 		return 0;
 	s = stream[replay_chain(&rs, c)[0]];
-	ck_assert_int_eq(rc_inputs(&pr, &rs, c, &in, &nin), 0);
+	ck_assert_int_eq(rc_inputs(&pr, NULL, &rs, c, &in, &nin), 0);
 	for (uint32_t k = 0; k <= nin; k++) {
 		const struct prof_buf *b = &pr.buf[k < nin ? in[k] : c->buf];
 		for (uint32_t u = 0; u < b->nuse; u++)

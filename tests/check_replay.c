@@ -240,7 +240,7 @@ START_TEST(freed_input_widens_the_chain)
 	ck_assert_uint_eq(replay_scratch(&pr, &rs, &rs.c[i + 1], other, NULL, 2, &bytes), 1);
 	ck_assert_uint_eq(other[0], y);
 	uint32_t *in, nin;
-	ck_assert_int_eq(rc_inputs(&pr, &rs, &rs.c[i + 1], &in, &nin), 0);
+	ck_assert_int_eq(rc_inputs(&pr, NULL, &rs, &rs.c[i + 1], &in, &nin), 0);
 	ck_assert_uint_eq(nin, 1);
 	ck_assert_uint_eq(in[0], w);
 	free(in);

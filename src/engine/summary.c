@@ -221,7 +221,7 @@ summary_records(const struct engine_totals *t)
 		summary_record("recompute-drop-waits", ms->drop_waits);
 		summary_record("recompute-drops-undone", ms->drops_undone);
 		summary_record("recompute-early", xs->recompute_early);
-		summary_record("recompute-nested", xs->recompute_nested);
+		summary_record("recompute-nested", ms->remakes_nested);
 		summary_record("recompute-kept", xs->recompute_kept);
 		summary_record("recompute-kept-busy", xs->recompute_kept_busy);
 		summary_record("recompute-kept-args", xs->recompute_kept_args);
@@ -389,7 +389,7 @@ summary_lines(const struct engine_totals *t)
 			    (unsigned long long)ms->drop_waits, (double)ms->wait_drop_ns / 1e9,
 			    (unsigned long long)xs->recompute_remakes, (double)ms->remake_ns / 1e9,
 			    (unsigned long long)xs->recompute_early,
-			    (unsigned long long)xs->recompute_nested,
+			    (unsigned long long)ms->remakes_nested,
 			    (unsigned long long)xs->recompute_kept,
 			    (unsigned long long)xs->recompute_kept_busy,
 			    (unsigned long long)xs->recompute_kept_args,

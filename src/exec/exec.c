@@ -628,7 +628,6 @@ exec_stats(struct exec_stats *out)
 	out->recompute_drops = rs.drops;
 	out->recompute_remakes = rs.remakes;
 	out->recompute_early = rs.early;
-	out->recompute_nested = rs.nested;
 	out->recompute_kept = rs.kept;
 	out->recompute_kept_busy = rs.kept_busy;
 	out->recompute_kept_args = rs.kept_args;

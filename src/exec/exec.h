@@ -217,8 +217,8 @@ struct exec_stats {
 	uint64_t recompute_ns;		/* its replays' GPU time an iteration, predicted */
 	uint64_t recompute_kept_busy, recompute_kept_args, recompute_kept_inputs,
 	    recompute_kept_mover;
-	uint64_t recompute_drops, recompute_remakes, recompute_early, recompute_nested,
-	    recompute_kept, recompute_failed;	/* what it did (struct remake_stats) */
+	uint64_t recompute_drops, recompute_remakes, recompute_early, recompute_kept,
+	    recompute_failed;		/* what it did (struct remake_stats) */
 };
 
 void exec_stats(struct exec_stats *out);

@@ -654,7 +654,7 @@ remake_build(struct exec_made *m, const struct plan_rc *rc)
 		goto fail;
 	for (uint32_t k = 0; k < rc->npick; k++) {
 		const struct replay_cand *c = &rs->c[rc->pick[k].cand];
-		if (rc_inputs(p, rs, c, &in[k], &nins[k]) < 0)
+		if (rc_inputs(p, &ix, rs, c, &in[k], &nins[k]) < 0)
 			goto fail;
 		nchain += c->nchain;
 		nin += nins[k];

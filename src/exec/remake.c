@@ -47,10 +47,6 @@ static struct remake {
 	struct remake_stats st;
 } rc;
 
-/* Fills under way on this thread (one inside another's: an input dropped
- * itself, remade first). */
-static __thread unsigned filling;
-
 void
 remake_plan_free(struct remake_plan *p)
 {
@@ -549,13 +545,9 @@ fill(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq, CUevent *done
 		buftab_note_use(in[k], (uintptr_t)cs, seq);
 		mover_touch(in[k]);
 	}
-	/* (an input dropped itself is remade here, by a fill inside this one) */
-	if (filling > 0)
-		rc.st.nested++;
-	filling++;
+	/* (an input dropped itself is remade here, inside this remake) */
 	CUresult r = gp->nin > MAX_INPUTS ? CUDA_ERROR_INVALID_VALUE :
 	    mover_ensure(in, nin, cs, seq);
-	filling--;
 	/* the other buffers the chain writes go into the scratch, once the last
 	 * chain that used it is done */
 	struct ebb_buf *sb = gp->nsc > 0 ? rc.scratch : NULL;

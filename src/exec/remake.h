@@ -142,8 +142,6 @@ struct remake_stats {
 	uint64_t remakes;	/* remade by their chains */
 	uint64_t early;		/* of them, before their point: an input used other
 				 * than as recorded, freed, a capture, the plan's end */
-	uint64_t nested;	/* of them, made as an input of another remake (an
-				 * input dropped itself, remade first) */
 	uint64_t kept;		/* drops the plan wanted but that were not made: a
 				 * chain's arguments not taken, or other than recorded,
 				 * buffers not found, the mover unable */

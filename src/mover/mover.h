@@ -53,6 +53,8 @@ struct mover_stats {
 	uint64_t offloads, restores, cancels, refusals;
 	uint64_t drops;			/* buffers whose contents the plan dropped (recompute) */
 	uint64_t remakes;		/* of them, remade by the remake function */
+	uint64_t remakes_nested;	/* of those, inside another remake of the same
+					 * thread (an input of it dropped too) */
 	uint64_t drop_waits;		/* of them, used again before they released their
 					 * memory: the host waited for that, then remade them */
 	uint64_t drops_undone;		/* of them, kept instead (used as ebb stopped) */

@@ -614,7 +614,7 @@ remake_untimed(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *consu
 }
 
 /* remake_untimed, its host time counted in remake_ns where it is not inside
- * another remake of this thread's. */
+ * another remake of this thread's, and counted as nested where it is. */
 static CUresult
 remake(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *consumer, uint64_t seq)
 {
@@ -623,6 +623,8 @@ remake(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *consumer, uin
 
 	if (t0 != 0)
 		mover.stats.remake_ns += ebb_now_ns() - t0;
+	else if (r == CUDA_SUCCESS)
+		mover.stats.remakes_nested++;
 	return r;
 }
 
