@@ -178,6 +178,11 @@ print(json.dumps({"label": label,
     "host_wait_gate_s": z.get("host-wait-gate-ns", 0) / 1e9,
     "host_wait_landing_s": z.get("host-wait-landing-ns", 0) / 1e9,
     "host_remake_s": z.get("host-remake-ns", 0) / 1e9,
+    # the counters' growth over each whole iteration the last plan ran (Z run-*)
+    "per_planned_iteration": {k[4:]: v / z["run-iterations"] for k, v in z.items()
+                              if k.startswith("run-") and k != "run-iterations"}
+                             if z.get("run-iterations") else None,
+    "lock_wait_s": z.get("lock-wait-ns", 0) / 1e9,
     # restores on use and evictions in each iteration the last plan ran (1: its first)
     "plan_faults_by_iteration": [faults.get(i, 0) for i in range(1, iters + 1)],
     # whole planned iterations replayed at the host's issue times with the

@@ -206,7 +206,7 @@ START_TEST(fork_child)
 	expect_ok(&r);
 	trace_load(path, &t);
 	ck_assert_uint_eq(count_type(&t, 'L'), 2 * (1 + 3 * 5));
-	ck_assert_uint_eq(count_type(&t, 'Z'), 13);
+	ck_assert_uint_eq(count_type(&t, 'Z'), 15);
 	uint64_t last = 0;
 	for (size_t i = 0; i < t.n; i++)
 		if (t.r[i].type == 'L') {
@@ -674,6 +674,37 @@ count_under_plan(const struct trace *t, char type, size_t what, const char *valu
 		    strcmp(r->f[what], value) == 0)
 			n++;
 	}
+	return n;
+}
+
+/*
+ * Records of a type whose field what is value from the start of the plan
+ * that ran last (the I record after its plan-started note, which is written
+ * as the iteration before ends) to the end of the trace, and in *iters the
+ * iterations there: for a job that ends with a whole iteration, what the Z
+ * records run-* count.
+ */
+static size_t
+count_in_run(const struct trace *t, char type, size_t what, const char *value, uint64_t *iters)
+{
+	size_t start = t->n, n = 0;
+	int noted = 0;
+
+	*iters = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct rec *r = &t->r[i];
+		if (r->type == 'Q' && strcmp(r->f[1], "plan-started") == 0) {
+			noted = 1;
+			start = t->n;
+			*iters = 0;
+		} else if (r->type == 'I' && noted) {
+			if (start == t->n)
+				start = i;
+			++*iters;
+		}
+	}
+	for (size_t i = start; i < t->n; i++)
+		n += t->r[i].type == type && t->r[i].n > what && strcmp(t->r[i].f[what], value) == 0;
 	return n;
 }
 
@@ -1834,6 +1865,17 @@ START_TEST(recompute_from_a_recomputed_input)
 	run_pairs(NULL, path, &r, &t);
 	ck_assert_uint_gt(strtoull(note_value(&t, "plan-recompute-hoisted"), NULL, 10), 0);
 	ck_assert_uint_gt(summary(&t, "recompute-nested"), 0);
+	/* the planned iterations' counters (run-*) are theirs, and only theirs */
+	uint64_t iters;
+	size_t drops = count_in_run(&t, 'O', 4, "drop", &iters);
+	ck_assert_uint_gt(iters, 0);
+	ck_assert_uint_eq(summary(&t, "run-iterations"), iters);
+	ck_assert_uint_gt(drops, 0);
+	ck_assert_uint_eq(summary(&t, "run-drops"), drops);
+	ck_assert_uint_le(summary(&t, "run-drops"), summary(&t, "recompute-drops"));
+	ck_assert_uint_eq(summary(&t, "run-remakes"), count_in_run(&t, 'B', 4, "remake", &iters));
+	ck_assert_uint_eq(summary(&t, "run-offloads"), count_in_run(&t, 'O', 4, "plan", &iters) +
+	    count_in_run(&t, 'O', 4, "limit", &iters));
 	ck_assert_uint_gt(summary(&t, "recompute-drops"), 0);
 	ck_assert_uint_eq(summary(&t, "recompute-remakes"), summary(&t, "recompute-drops"));
 	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
@@ -1843,6 +1885,30 @@ START_TEST(recompute_from_a_recomputed_input)
 	run_pairs("WORKLOAD_DEPART=12", path, &r, &t);
 	ck_assert_uint_gt(summary(&t, "plan-departures"), 0);
 	ck_assert_uint_gt(summary(&t, "recompute-nested"), 0);
+	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
+ * The workers release memory without holding ebb's state: with each
+ * cuMemUnmap and cuMemSetAccess taking 3 ms (FAKECUDA_VMM_DELAY_US), the
+ * job's thread, ahead of the device and issuing while the drop worker
+ * unmaps, waits to enter ebb for a small part of the unmaps' time (it
+ * waited for most of it when the worker unmapped with the lock held).
+ */
+START_TEST(release_without_the_lock)
+{
+	const char *path = tmp_file("releaseunlocked");
+	struct run_result r;
+	struct trace t;
+
+	run_pairs("FAKECUDA_VMM_DELAY_US=3000", path, &r, &t);
+	ck_assert_uint_gt(summary(&t, "run-unmaps"), 0);
+	ck_assert_uint_ge(summary(&t, "run-unmap-ns"), summary(&t, "run-unmaps") * 3000000);
+	ck_assert_uint_lt(summary(&t, "run-lock-wait-ns"), summary(&t, "run-unmap-ns") / 10);
 	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
 	trace_free(&t);
 	run_free(&r);
@@ -2282,6 +2348,7 @@ main(void)
 	tcase_add_test(tc, recompute_workspace);
 	tcase_add_test(tc, recompute_workspace_flags);
 	tcase_add_test(tc, recompute_from_a_recomputed_input);
+	tcase_add_test(tc, release_without_the_lock);
 	tcase_add_test(tc, recompute_reads_a_small_buffer);
 	tcase_add_test(tc, plan_off);
 	tcase_add_test(tc, offload_larger_than_limit);

@@ -33,6 +33,10 @@ struct ebb_buf_mover {
 	uint8_t remaking;	/* mapped again, its producers not yet launched (the
 				 * remake may wait for room for its inputs, the lock
 				 * released): other uses wait until it is cleared */
+	uint8_t releasing;	/* its copy done (or its uses passed, for a drop), a worker
+				 * unmaps it with ebb_state_lock released: still
+				 * EBB_OFFLOADING, and nothing else may touch its memory
+				 * until this is cleared */
 	uint16_t pending;	/* worker items that refer to it */
 	uint64_t rsize;		/* bytes of its range and physical handle */
 	struct vmm_handle *handle;	/* its physical memory while mapped */

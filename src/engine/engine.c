@@ -246,7 +246,14 @@ scrub_if_moved(int moved)
 static int
 engine_enter(void)
 {
-	pthread_mutex_lock(&ebb_state_lock);
+	if (pthread_mutex_trylock(&ebb_state_lock) != 0) {
+		/* held by another thread (a worker retiring a copy, another of the
+		 * job's): the wait is counted */
+		uint64_t t0 = ebb_now_ns();
+		pthread_mutex_lock(&ebb_state_lock);
+		engine.lock_wait_ns += ebb_now_ns() - t0;
+		engine.lock_waits++;
+	}
 	return engine.capturing > 0 ? streams_relax() : -1;
 }
 

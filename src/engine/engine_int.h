@@ -91,6 +91,21 @@ struct self_time {
 					 * reported apart, not in the allocation it came in */
 };
 
+/*
+ * The counters at an iteration boundary under the running plan: the plan's
+ * iterations are reported apart (Z records run-*), between the first
+ * boundary of the plan that ran last and its last boundary, so that whole
+ * planned iterations are counted and nothing before them.
+ */
+struct run_snap {
+	uint64_t self_ns[SELF_KINDS], self_calls[SELF_KINDS];	/* after learning */
+	uint64_t lock_wait_ns, lock_waits;
+	uint64_t vmm_calls[VMM_NCALLS], vmm_ns[VMM_NCALLS];
+	uint64_t offloads, restores, drops, remakes, remake_ns, unmap_ns, unmaps;
+	uint64_t wait_room_ns, wait_gate_ns, wait_landing_ns, wait_drop_ns;
+	uint64_t handles_created;
+};
+
 struct engine {
 	const struct ebb_conf *conf;	/* the configuration (ebb_engine_init); NULL before */
 	struct buftab tab;		/* the buffers the job has allocated */
@@ -121,6 +136,10 @@ struct engine {
 	uint64_t created_at_learned;	/* handles the mover had created when learning ended */
 	int shut_down;			/* shut down, or a forked child: ebb does no more */
 	struct self_time self;		/* EBB_SELF_TIME: ebb's own host time */
+	uint64_t lock_wait_ns;		/* the job's threads waited for ebb_state_lock, */
+	uint64_t lock_waits;		/* this many times (it was held by another) */
+	struct run_snap run_base, run_last;	/* the running plan's first and last boundary */
+	uint64_t run_iters;		/* whole iterations between them */
 };
 extern struct engine engine;
 
@@ -237,6 +256,10 @@ void summary_records(const struct engine_totals *t);
 /* Say that EBB_LIMIT was not held here, for why: an error line, and a file
  * for ebb run in EBB_STATUS_DIR. */
 void summary_unheld(const char *why);
+
+/* An iteration boundary under the running plan, after iters whole
+ * iterations of it (0: its first boundary). */
+void summary_run_mark(uint64_t iters);
 
 /* Write the summary's exit lines (EBB_VERBOSE>=1). */
 void summary_lines(const struct engine_totals *t);

@@ -266,9 +266,12 @@ boundary(uint64_t next_seq, uint64_t period)
 	case LIFE_RUNNING:
 		/* the ready plan (the first, or the one with recomputes) starts */
 		exec_run_start(next_seq);
-		if (exec_run_boundary(next_seq, period, why, sizeof why) < 0)
+		if (exec_run_boundary(next_seq, period, why, sizeof why) < 0) {
 			depart(next_seq, why, LIFE_ARMED);
-		else if (exec_replan_due())
+			break;
+		}
+		summary_run_mark(exec_run_iterations());
+		if (exec_replan_due())
 			engine.replan_due = REPLAN_DUE;	/* its candidates are verified */
 		break;
 	default:

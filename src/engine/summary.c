@@ -77,6 +77,11 @@ report_unheld(const char *why)
 	close(fd);
 }
 
+static const char *const vmm_names[VMM_NCALLS] = {
+	[VMM_CREATE] = "create", [VMM_RELEASE] = "release",
+	[VMM_RESERVE] = "reserve", [VMM_MAP] = "map", [VMM_UNMAP] = "unmap",
+};
+
 static const char *const self_names[SELF_KINDS] = {
 	[SELF_OP] = "op", [SELF_ALLOC] = "alloc", [SELF_FREE] = "free", [SELF_SYNC] = "sync",
 };
@@ -109,6 +114,88 @@ self_line(int after)
 	    (unsigned long long)calls[SELF_FREE], PER(SELF_FREE),
 	    (unsigned long long)calls[SELF_SYNC], PER(SELF_SYNC));
 #undef PER
+}
+
+/* The counters now, for the plan's iterations (struct run_snap). */
+static void
+run_snap(struct run_snap *r)
+{
+	struct mover_stats ms;
+	struct vmm_stats vs;
+
+	for (int k = 0; k < SELF_KINDS; k++)
+		self_sums(1, k, &r->self_ns[k], &r->self_calls[k]);
+	r->lock_wait_ns = engine.lock_wait_ns;
+	r->lock_waits = engine.lock_waits;
+	mover_stats(&ms);
+	vmm_stats(&vs);
+	memcpy(r->vmm_calls, vs.calls, sizeof r->vmm_calls);
+	memcpy(r->vmm_ns, vs.ns, sizeof r->vmm_ns);
+	r->offloads = ms.offloads;
+	r->restores = ms.restores;
+	r->drops = ms.drops;
+	r->remakes = ms.remakes;
+	r->remake_ns = ms.remake_ns;
+	r->unmap_ns = ms.unmap_ns;
+	r->unmaps = ms.unmaps_timed;
+	r->wait_room_ns = ms.wait_room_ns;
+	r->wait_gate_ns = ms.wait_gate_ns;
+	r->wait_landing_ns = ms.wait_landing_ns;
+	r->wait_drop_ns = ms.wait_drop_ns;
+	r->handles_created = ms.handles_created;
+}
+
+void
+summary_run_mark(uint64_t iters)
+{
+	if (iters == 0) {
+		run_snap(&engine.run_base);
+		engine.run_iters = 0;
+	} else {
+		run_snap(&engine.run_last);
+		engine.run_iters = iters;
+	}
+}
+
+/* The Z records run-*: the counters' growth over the whole iterations of
+ * the plan that ran last. */
+static void
+run_records(void)
+{
+	const struct run_snap *a = &engine.run_base, *b = &engine.run_last;
+	char key[48];
+
+	if (engine.run_iters == 0)
+		return;
+	summary_record("run-iterations", engine.run_iters);
+#define RUN(name, field) summary_record("run-" name, b->field - a->field)
+	RUN("lock-wait-ns", lock_wait_ns);
+	RUN("lock-waits", lock_waits);
+	RUN("offloads", offloads);
+	RUN("restores", restores);
+	RUN("drops", drops);
+	RUN("remakes", remakes);
+	RUN("host-remake-ns", remake_ns);
+	RUN("unmap-ns", unmap_ns);
+	RUN("unmaps", unmaps);
+	RUN("host-wait-room-ns", wait_room_ns);
+	RUN("host-wait-gate-ns", wait_gate_ns);
+	RUN("host-wait-landing-ns", wait_landing_ns);
+	RUN("host-wait-drop-ns", wait_drop_ns);
+	RUN("handles-created", handles_created);
+#undef RUN
+	for (int k = 0; engine.conf->self_time && k < SELF_KINDS; k++) {
+		snprintf(key, sizeof key, "run-self-%s-calls", self_names[k]);
+		summary_record(key, b->self_calls[k] - a->self_calls[k]);
+		snprintf(key, sizeof key, "run-self-%s-ns", self_names[k]);
+		summary_record(key, b->self_ns[k] - a->self_ns[k]);
+	}
+	for (int c = 0; c < VMM_NCALLS; c++) {
+		snprintf(key, sizeof key, "run-vmm-%s-calls", vmm_names[c]);
+		summary_record(key, b->vmm_calls[c] - a->vmm_calls[c]);
+		snprintf(key, sizeof key, "run-vmm-%s-ns", vmm_names[c]);
+		summary_record(key, b->vmm_ns[c] - a->vmm_ns[c]);
+	}
 }
 
 /* Write the summary's Z records: the engine's counters, and in offload
@@ -237,10 +324,6 @@ summary_records(const struct engine_totals *t)
 		summary_record("host-wait-landing-ns", ms->wait_landing_ns);
 		summary_record("host-wait-drop-ns", ms->wait_drop_ns);
 		summary_record("host-remake-ns", ms->remake_ns);
-		static const char *const vmm_names[VMM_NCALLS] = {
-			[VMM_CREATE] = "create", [VMM_RELEASE] = "release",
-			[VMM_RESERVE] = "reserve", [VMM_MAP] = "map", [VMM_UNMAP] = "unmap",
-		};
 		for (int c = 0; c < VMM_NCALLS; c++) {
 			char key[32];
 			snprintf(key, sizeof key, "vmm-%s-calls", vmm_names[c]);
@@ -248,7 +331,10 @@ summary_records(const struct engine_totals *t)
 			snprintf(key, sizeof key, "vmm-%s-ns", vmm_names[c]);
 			summary_record(key, vs->ns[c]);
 		}
+		run_records();
 	}
+	summary_record("lock-wait-ns", engine.lock_wait_ns);
+	summary_record("lock-waits", engine.lock_waits);
 }
 
 /* EBB_LIMIT was not held in this process, for why: say it, and tell ebb

@@ -120,11 +120,23 @@ retire_offload(struct work *w)
 {
 	struct ebb_buf *b = w->b;
 
-	copies.inflight--;
 	if (b->mv.state == EBB_OFFLOADING) {
-		uint64_t t0 = ebb_now_ns();
-		CUresult ur = vmm_unmap(b->addr, b->mv.rsize);
-		mover.stats.unmap_ns += ebb_now_ns() - t0;	/* with the mutex held */
+		/*
+		 * The driver's unmap takes tens of microseconds: the job's threads
+		 * go on meanwhile. The buffer stays EBB_OFFLOADING, marked
+		 * releasing, which every path that would touch its memory (a
+		 * cancel, a restore, a remake) waits out; a free marks it freed,
+		 * as for any offload in flight, and is finished here.
+		 */
+		uint64_t ns;
+		b->mv.releasing = 1;
+		pthread_mutex_unlock(&ebb_state_lock);
+		CUresult ur = vmm_unmap_call(b->addr, b->mv.rsize, &ns);
+		pthread_mutex_lock(&ebb_state_lock);
+		b->mv.releasing = 0;
+		copies.inflight--;	/* in flight until here: waiters for room wait for it */
+		vmm_unmap_done(b->addr, b->mv.rsize, ur, ns);
+		mover.stats.unmap_ns += ns;
 		mover.stats.unmaps_timed++;
 		if (ur != CUDA_SUCCESS) {
 			/* still mapped and intact: the buffer stays resident with its
@@ -153,10 +165,13 @@ retire_offload(struct work *w)
 				vmm_unreserve(b->addr, b->mv.rsize);
 			}
 		}
-	} else if (b->mv.cancelled) {
-		hostpool_free(b->mv.host, b->size);
-		b->mv.host = NULL;
-		b->mv.cancelled = 0;
+	} else {
+		copies.inflight--;
+		if (b->mv.cancelled) {
+			hostpool_free(b->mv.host, b->size);
+			b->mv.host = NULL;
+			b->mv.cancelled = 0;
+		}
 	}
 	streams_event_put(w->ev, 1);
 	if (--b->mv.pending == 0 && b->mv.freed)
@@ -766,6 +781,13 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 		struct ebb_buf *b = bufs[i];
 		if (b->mv.managed != EBB_MANAGED_BIG)
 			continue;
+		/* a worker is unmapping it: it is away once that is done */
+		if (b->mv.releasing) {
+			b->mv.pending++;
+			while (b->mv.releasing)
+				mover_copy_wait_room(&mover.stats.wait_landing_ns, "landing", seq);
+			b->mv.pending--;
+		}
 		if (b->mv.state == EBB_OFFLOADING && b->mv.dropped) {
 			/*
 			 * The plan's drop has not released the memory yet (the

@@ -206,15 +206,34 @@ vmm_map(CUdeviceptr va, struct vmm_handle *h)
 CUresult
 vmm_unmap(CUdeviceptr va, size_t rsize)
 {
-	static int said;
+	uint64_t ns;
+	CUresult r = vmm_unmap_call(va, rsize, &ns);
+
+	vmm_unmap_done(va, rsize, r, ns);
+	return r;
+}
+
+CUresult
+vmm_unmap_call(CUdeviceptr va, size_t rsize, uint64_t *ns)
+{
 	uint64_t t0 = ebb_now_ns();
 	CUresult r = ebb_real.cuMemUnmap(va, rsize);
-	count(VMM_UNMAP, t0);
+
+	*ns = ebb_now_ns() - t0;
+	return r;
+}
+
+void
+vmm_unmap_done(CUdeviceptr va, size_t rsize, CUresult r, uint64_t ns)
+{
+	static int said;
+
+	vmm.vst.calls[VMM_UNMAP]++;
+	vmm.vst.ns[VMM_UNMAP] += ns;
 	if (r != CUDA_SUCCESS)
 		ebb_log_once(&said, EBB_LOG_WARN, "cuMemUnmap of %zu bytes at 0x%llx failed (error %d): "
 		    "that memory stays mapped and is not used again (further failures are counted in "
 		    "the summary, not reported)", rsize, (unsigned long long)va, (int)r);
-	return r;
 }
 
 uint64_t

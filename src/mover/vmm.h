@@ -60,6 +60,11 @@ CUresult vmm_map(CUdeviceptr va, struct vmm_handle *h);
  * once: then it stays mapped, and the caller never reuses the range or the
  * handle). */
 CUresult vmm_unmap(CUdeviceptr va, size_t rsize);
+/* vmm_unmap in two parts, for a caller that unmaps without ebb_state_lock:
+ * the driver's call (touching nothing of the VMM layer's; *ns its time),
+ * then, with the lock held again, its counting and its failure said. */
+CUresult vmm_unmap_call(CUdeviceptr va, size_t rsize, uint64_t *ns);
+void vmm_unmap_done(CUdeviceptr va, size_t rsize, CUresult r, uint64_t ns);
 
 /* Bytes of physical memory ebb holds in handles (mapped or pooled). */
 uint64_t vmm_held(void);

@@ -39,6 +39,15 @@ struct mapping {
     CUmemAccess_flags access;
 };
 
+/* FAKECUDA_VMM_DELAY_US: the calling thread sleeps in cuMemUnmap and cuMemSetAccess, holding
+ * no lock of the fake's (the driver's calls take tens of microseconds, and other threads' calls
+ * go on meanwhile). */
+static void vmm_delay(void)
+{
+    if (fk_cfg.vmm_delay_us > 0)
+        usleep(fk_cfg.vmm_delay_us);
+}
+
 /* All under fk_lock. */
 static struct phys *phys_list;
 static struct reservation *reservations;
@@ -366,6 +375,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     FK_ENTER(FK_NEED_INIT);
     if (fk_cfg.no_vmm)
         return CUDA_ERROR_NOT_SUPPORTED;
+    vmm_delay();
     pthread_mutex_lock(&fk_lock);
     fk_stats.mem_unmap_calls++;
     if (size == 0 || end < va || va % GRANULARITY || size % GRANULARITY ||
@@ -424,6 +434,7 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     FK_ENTER(FK_NEED_INIT);
     if (fk_cfg.no_vmm)
         return CUDA_ERROR_NOT_SUPPORTED;
+    vmm_delay();
     if (!desc || count == 0 || size == 0 || end < cur || cur % GRANULARITY || size % GRANULARITY)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++) {
