@@ -21,11 +21,14 @@
 #include "tracer.h"
 #include "vmm.h"
 
-/* A freed big buffer: still mapped, waiting for its tag or for reuse. */
+/* A freed big buffer: still mapped, waiting for its tag (and its fence) or
+ * for reuse. */
 struct block {
 	CUdeviceptr va;
 	struct vmm_handle *h;
 	struct ebb_tag tag;
+	CUevent fence;		/* NULL, or done once a copy or a remake into the buffer,
+				 * in flight when it was freed, is done (the block's) */
 	struct block *next;
 };
 
@@ -54,18 +57,65 @@ static struct mover_serving serving;
 
 struct mover mover;
 
-/* Keep a freed block, still mapped at va with h, for reuse once tag is done.
- * Returns 0, or -1 when there is no memory for the list entry. */
+/* Keep a freed block, still mapped at va with h, for reuse once tag is done
+ * and fence (NULL: none; the block's from now on) too. Returns 0, or -1
+ * when there is no memory for the list entry. */
 int
-mover_block_keep(CUdeviceptr va, struct vmm_handle *h, const struct ebb_tag *tag)
+mover_block_keep(CUdeviceptr va, struct vmm_handle *h, const struct ebb_tag *tag, CUevent fence)
 {
 	struct block *k = malloc(sizeof *k);
 
 	if (k == NULL)
 		return -1;
-	*k = (struct block){ .va = va, .h = h, .tag = *tag, .next = serving.blocks };
+	*k = (struct block){ .va = va, .h = h, .tag = *tag, .fence = fence,
+		.next = serving.blocks };
 	serving.blocks = k;
 	return 0;
+}
+
+/* Whether block k may be used again by any stream now. */
+static int
+block_done(struct block *k)
+{
+	if (!mover_tag_done(&k->tag))
+		return 0;
+	if (k->fence != NULL) {
+		if (ebb_real.cuEventQuery(k->fence) != CUDA_SUCCESS)
+			return 0;
+		streams_event_put(k->fence, 0);
+		k->fence = NULL;
+	}
+	return 1;
+}
+
+/* Make stream s wait for block k (its tag and fence). Returns 0 or a
+ * CUresult. */
+static CUresult
+block_wait(const struct block *k, CUstream s)
+{
+	CUresult r = mover_tag_wait(&k->tag, s);
+
+	if (r == CUDA_SUCCESS && k->fence != NULL)
+		r = ebb_real.cuStreamWaitEvent(s, k->fence, 0);
+	return r;
+}
+
+/* Block until block k is done. Returns 0 or a CUresult. */
+static CUresult
+block_sync(const struct block *k)
+{
+	CUresult r = mover_tag_sync(&k->tag);
+
+	return r == CUDA_SUCCESS && k->fence != NULL ? streams_event_wait(k->fence) : r;
+}
+
+/* Forget block k (taken off the list): its fence goes back. */
+static void
+block_free(struct block *k)
+{
+	if (k->fence != NULL)
+		streams_event_put(k->fence, 0);
+	free(k);
 }
 
 /* Write a move record (O, B, U, J) when tracing is on. */
@@ -124,7 +174,7 @@ reclaim_block(int wait, size_t rsize)
 	for (p = &serving.blocks; *p != NULL; p = &(*p)->next) {
 		if (rsize != 0 && (*p)->h->size != rsize)
 			continue;
-		if (mover_tag_done(&(*p)->tag))
+		if (block_done(*p))
 			break;
 		oldest = p;	/* the list runs from the newest free */
 	}
@@ -136,7 +186,7 @@ reclaim_block(int wait, size_t rsize)
 		 * device run dry while the host then maps the memory. The wait
 		 * holds ebb_state_lock: the work it waits for needs no lock.
 		 */
-		if (!wait || oldest == NULL || mover_tag_sync(&(*oldest)->tag) != CUDA_SUCCESS)
+		if (!wait || oldest == NULL || block_sync(*oldest) != CUDA_SUCCESS)
 			return 0;
 		p = oldest;
 	}
@@ -145,12 +195,12 @@ reclaim_block(int wait, size_t rsize)
 	if (vmm_unmap(k->va, k->h->size) != CUDA_SUCCESS) {
 		/* still mapped: the range and its handle are never used again */
 		mover.stats.unmaps_failed++;
-		free(k);
+		block_free(k);
 		return reclaim_block(wait, rsize);
 	}
 	vmm_unreserve(k->va, k->h->size);
 	vmm_pool_put(k->h);
-	free(k);
+	block_free(k);
 	return 1;
 }
 
@@ -409,7 +459,8 @@ mover_init(const struct ebb_conf *conf)
 	}
 	if (ebb_real.cuStreamCreate(&mover.d2h, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
 	    ebb_real.cuStreamCreate(&mover.h2d, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
-	    ebb_real.cuStreamCreate(&mover.drop, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+	    ebb_real.cuStreamCreate(&mover.drop, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+	    ebb_real.cuStreamCreate(&mover.fence, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
 		ebb_log(EBB_LOG_WARN, "cannot create ebb's copy streams; ebb moves nothing");
 		serving.failed_why = "ebb's copy streams could not be created: ebb could not offload";
 		return -1;
@@ -417,6 +468,7 @@ mover_init(const struct ebb_conf *conf)
 	ebb_cupti_ignore_stream(mover.ctx, mover.d2h);
 	ebb_cupti_ignore_stream(mover.ctx, mover.h2d);
 	ebb_cupti_ignore_stream(mover.ctx, mover.drop);
+	ebb_cupti_ignore_stream(mover.ctx, mover.fence);
 	mover_rate_measure(conf);
 	int e = mover_copy_start();
 	if (e != 0) {
@@ -540,21 +592,22 @@ reuse_block(size_t rsize, struct ebb_stream *s, CUdeviceptr *va)
 		if ((*p)->h->size != rsize)
 			continue;
 		const struct ebb_tag *t = &(*p)->tag;
-		if (mover_tag_done(t) || (s != NULL && t->n == 1 && !t->all && t->s[0] == s)) {
+		if (block_done(*p) ||
+		    (s != NULL && t->n == 1 && !t->all && t->s[0] == s && (*p)->fence == NULL)) {
 			pick = p;
 			break;
 		}
 		if (pick == NULL && s != NULL)
 			pick = p;	/* usable after a stream wait */
 	}
-	if (pick == NULL || !(mover_tag_done(&(*pick)->tag) ||
-	    mover_tag_wait(&(*pick)->tag, streams_handle(s)) == CUDA_SUCCESS))
+	if (pick == NULL || !(block_done(*pick) ||
+	    block_wait(*pick, streams_handle(s)) == CUDA_SUCCESS))
 		return NULL;
 	struct block *k = *pick;
 	struct vmm_handle *h = k->h;
 	*pick = k->next;
 	*va = k->va;
-	free(k);
+	block_free(k);
 	return h;
 }
 
@@ -618,6 +671,22 @@ alloc_impl(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dp
 	return CUDA_SUCCESS;
 }
 
+/* An event done once ev is, recorded on the fence stream (which waits for
+ * ev), so that it stays valid after ev's owner recycles ev; NULL when one
+ * cannot be made. */
+static CUevent
+fence_after(CUevent ev)
+{
+	CUevent f = streams_event_get(0);
+
+	if (f != NULL && (ebb_real.cuStreamWaitEvent(mover.fence, ev, 0) != CUDA_SUCCESS ||
+	    ebb_real.cuEventRecord(f, mover.fence) != CUDA_SUCCESS)) {
+		streams_event_put(f, 0);
+		f = NULL;
+	}
+	return f;
+}
+
 /* mover_free, untimed: a small buffer's slot goes back to its slab, a big
  * buffer's memory becomes a freed block (resident), or its host copy and
  * range go back (on the host). Returns 1 when the mover keeps the struct,
@@ -634,9 +703,19 @@ free_impl(struct ebb_buf *b, const struct ebb_tag *tag)
 	mover_lru_remove(b);
 	switch (b->mv.state) {
 	case EBB_RESIDENT: {
-		/* freed before a restore copy into it landed (rare): let it land */
+		/*
+		 * Freed before a restore copy or a remake into it is done (under a
+		 * plan, often: a buffer brought back for its last use is freed
+		 * right after it, the host ahead of the device): the block is
+		 * not reused before a fence recorded after it is done, and the
+		 * host goes on. Without a fence, the host waits for it.
+		 */
 		CUresult r = CUDA_SUCCESS;
-		if (b->mv.arrive != NULL)
+		CUevent fence = NULL;
+		if (b->mv.arrive != NULL && !mover.capturing &&
+		    ebb_real.cuEventQuery(b->mv.arrive) == CUDA_ERROR_NOT_READY)
+			fence = fence_after(b->mv.arrive);
+		if (b->mv.arrive != NULL && fence == NULL)
 			r = streams_event_wait(b->mv.arrive);
 		/*
 		 * A cancelled copy to the host may still read it: the d2h stream
@@ -654,9 +733,13 @@ free_impl(struct ebb_buf *b, const struct ebb_tag *tag)
 		if (r != CUDA_SUCCESS) {
 			/* a copy may still use it: the memory is never reused */
 			mover.stats.copies_abandoned++;
-		} else if (mover_block_keep(b->addr, b->mv.handle, tag) < 0) {
+		} else if (mover_block_keep(b->addr, b->mv.handle, tag, fence) < 0) {
 			/* keep it simple: wait, then pool the handle */
-			if (mover_tag_sync(tag) == CUDA_SUCCESS &&
+			if (fence != NULL) {
+				r = streams_event_wait(fence);
+				streams_event_put(fence, 0);
+			}
+			if (r == CUDA_SUCCESS && mover_tag_sync(tag) == CUDA_SUCCESS &&
 			    vmm_unmap(b->addr, b->mv.rsize) == CUDA_SUCCESS) {
 				vmm_unreserve(b->addr, b->mv.rsize);
 				vmm_pool_put(b->mv.handle);

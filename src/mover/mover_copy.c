@@ -148,7 +148,7 @@ retire_offload(struct work *w)
 			b->mv.dropped = 0;
 			if (b->mv.freed) {
 				static const struct ebb_tag done;	/* empty: done */
-				mover_block_keep(b->addr, b->mv.handle, &done);
+				mover_block_keep(b->addr, b->mv.handle, &done, NULL);
 				b->mv.handle = NULL;
 			} else {
 				b->mv.state = EBB_RESIDENT;

@@ -35,6 +35,8 @@ struct mover {
 	CUstream d2h, h2d;		/* ebb's copy streams, to the host and to the device */
 	CUstream drop;			/* where a drop waits for its buffer's uses: no copies,
 					 * so nothing queued delays the release */
+	CUstream fence;			/* where a freed block's fence waits for a copy or a
+					 * remake into it still in flight (mover_block_keep) */
 	mover_remake_fn remake;		/* fills a dropped buffer (mover_set_remake) */
 	uint64_t limit_conf;		/* EBB_LIMIT, or the device's size, in bytes */
 	uint64_t limit;			/* what ebb may hold: limit_conf less what the driver
@@ -75,8 +77,10 @@ struct vmm_handle *mover_try_handle(size_t rsize, int *device_full, CUresult *er
 struct vmm_handle *mover_get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err);
 
 /* Keep a freed big block, still mapped at va with h, for reuse once tag is
- * done. Returns 0, or -1 when there is no memory to keep it. */
-int mover_block_keep(CUdeviceptr va, struct vmm_handle *h, const struct ebb_tag *tag);
+ * done and fence (NULL: none; the block owns it) too. Returns 0, or -1 when
+ * there is no memory to keep it. */
+int mover_block_keep(CUdeviceptr va, struct vmm_handle *h, const struct ebb_tag *tag,
+    CUevent fence);
 
 /* Explain an allocation or restore of size bytes that fails with
  * CUDA_ERROR_OUT_OF_MEMORY, for the reason why. */
