@@ -100,10 +100,8 @@ struct self_time {
 struct run_snap {
 	uint64_t self_ns[SELF_KINDS], self_calls[SELF_KINDS];	/* after learning */
 	uint64_t lock_wait_ns, lock_waits;
-	uint64_t vmm_calls[VMM_NCALLS], vmm_ns[VMM_NCALLS];
-	uint64_t offloads, restores, drops, remakes, remake_ns, unmap_ns, unmaps;
-	uint64_t wait_room_ns, wait_gate_ns, wait_landing_ns, wait_drop_ns;
-	uint64_t handles_created;
+	struct mover_stats ms;
+	struct vmm_stats vs;
 };
 
 struct engine {

@@ -120,29 +120,12 @@ self_line(int after)
 static void
 run_snap(struct run_snap *r)
 {
-	struct mover_stats ms;
-	struct vmm_stats vs;
-
 	for (int k = 0; k < SELF_KINDS; k++)
 		self_sums(1, k, &r->self_ns[k], &r->self_calls[k]);
 	r->lock_wait_ns = engine.lock_wait_ns;
 	r->lock_waits = engine.lock_waits;
-	mover_stats(&ms);
-	vmm_stats(&vs);
-	memcpy(r->vmm_calls, vs.calls, sizeof r->vmm_calls);
-	memcpy(r->vmm_ns, vs.ns, sizeof r->vmm_ns);
-	r->offloads = ms.offloads;
-	r->restores = ms.restores;
-	r->drops = ms.drops;
-	r->remakes = ms.remakes;
-	r->remake_ns = ms.remake_ns;
-	r->unmap_ns = ms.unmap_ns;
-	r->unmaps = ms.unmaps_timed;
-	r->wait_room_ns = ms.wait_room_ns;
-	r->wait_gate_ns = ms.wait_gate_ns;
-	r->wait_landing_ns = ms.wait_landing_ns;
-	r->wait_drop_ns = ms.wait_drop_ns;
-	r->handles_created = ms.handles_created;
+	mover_stats(&r->ms);
+	vmm_stats(&r->vs);
 }
 
 void
@@ -171,18 +154,18 @@ run_records(void)
 #define RUN(name, field) summary_record("run-" name, b->field - a->field)
 	RUN("lock-wait-ns", lock_wait_ns);
 	RUN("lock-waits", lock_waits);
-	RUN("offloads", offloads);
-	RUN("restores", restores);
-	RUN("drops", drops);
-	RUN("remakes", remakes);
-	RUN("host-remake-ns", remake_ns);
-	RUN("unmap-ns", unmap_ns);
-	RUN("unmaps", unmaps);
-	RUN("host-wait-room-ns", wait_room_ns);
-	RUN("host-wait-gate-ns", wait_gate_ns);
-	RUN("host-wait-landing-ns", wait_landing_ns);
-	RUN("host-wait-drop-ns", wait_drop_ns);
-	RUN("handles-created", handles_created);
+	RUN("offloads", ms.offloads);
+	RUN("restores", ms.restores);
+	RUN("drops", ms.drops);
+	RUN("remakes", ms.remakes);
+	RUN("host-remake-ns", ms.remake_ns);
+	RUN("unmap-ns", ms.unmap_ns);
+	RUN("unmaps", ms.unmaps_timed);
+	RUN("host-wait-room-ns", ms.wait_room_ns);
+	RUN("host-wait-gate-ns", ms.wait_gate_ns);
+	RUN("host-wait-landing-ns", ms.wait_landing_ns);
+	RUN("host-wait-drop-ns", ms.wait_drop_ns);
+	RUN("handles-created", ms.handles_created);
 #undef RUN
 	for (int k = 0; engine.conf->self_time && k < SELF_KINDS; k++) {
 		snprintf(key, sizeof key, "run-self-%s-calls", self_names[k]);
@@ -192,9 +175,9 @@ run_records(void)
 	}
 	for (int c = 0; c < VMM_NCALLS; c++) {
 		snprintf(key, sizeof key, "run-vmm-%s-calls", vmm_names[c]);
-		summary_record(key, b->vmm_calls[c] - a->vmm_calls[c]);
+		summary_record(key, b->vs.calls[c] - a->vs.calls[c]);
 		snprintf(key, sizeof key, "run-vmm-%s-ns", vmm_names[c]);
-		summary_record(key, b->vmm_ns[c] - a->vmm_ns[c]);
+		summary_record(key, b->vs.ns[c] - a->vs.ns[c]);
 	}
 }
 
