@@ -703,6 +703,53 @@ START_TEST(recompute_one_and_move_the_other)
 }
 END_TEST
 
+/*
+ * Between the levels: eight GiB activations over an unmovable 2 GiB at
+ * 40..60, to be held at 2 GiB and a MiB. A_i is made by op 10 + 2i, read
+ * right after and at 90 + i; A_1's producer takes 50 operations, the
+ * others' one. A link that copies a GiB in 20 operations takes A_1 out
+ * before the hump and back after it, and no more without stalls. So seven
+ * replays and that move hold the target, 7 operations over the iteration.
+ * The fixed levels of recompute miss it: all the way, all eight are
+ * recomputed (A_1's 50 operations among them); three quarters of the way,
+ * six, and the moves of the other two stall. The search around the best
+ * level finds the seven.
+ */
+START_TEST(recompute_between_the_levels)
+{
+	uint32_t a[9];
+
+	start(100);
+	buf(KIB, PROF_NONE, PROF_NONE, 0, (int[]){ 12, RD, 14, RD, 16, RD, 18, RD, 20, RD, 22, RD,
+	    24, RD, 26, RD, -1 });
+	for (int i = 1; i <= 8; i++)
+		a[i] = buf(GIB, 10 + 2 * i, 90 + i, 1, (int[]){ 10 + 2 * i, WR, 11 + 2 * i, RD,
+		    90 + i, RD, -1 });
+	buf(2 * GIB, 40, 60, 0, (int[]){ 40, UN, 60, UN, -1 });
+	replayable((int[]){ 12, 14, 16, 18, 20, 22, 24, 26, -1 });
+	pr.dur[12] = 50 * OP;
+	find();
+	struct plan_params pp = params(2 * GIB + (1 << 20), 20);
+	struct plan moves;
+	struct plan_rc rc;
+	ck_assert_int_eq(plan_make(&pr, &pp, &moves), 0);
+	ck_assert_int_eq(moves.met, 0);
+	ck_assert_int_eq(plan_make_recompute(&pr, &rs, NULL, NULL, &pp, &moves, &rc), 1);
+	ck_assert_int_eq(rc.pl.met, 1);
+	ck_assert_uint_eq(rc.npick, 7);
+	for (uint32_t k = 0; k < rc.npick; k++)
+		ck_assert_uint_ne(rs.c[rc.pick[k].cand].buf, a[1]);
+	ck_assert(rc.recompute_s == 7 * OP);
+	ck_assert_uint_eq(rc.pl.n, 1);
+	ck_assert_uint_eq(rc.orig[rc.pl.mv[0].buf], a[1]);
+	ck_assert_uint_le(rc.pl.peak, pp.target);
+	ck_assert(rc.pl.stall_s == 0);
+	ck_assert_double_eq_tol(rc.pl.step_s, (100 + 49 + 7) * OP, 1e-12);
+	plan_rc_fini(&rc);
+	plan_fini(&moves);
+}
+END_TEST
+
 /* A random profile of 60 operations much as check_replay.c's: buffers with
  * random lifetimes and uses, each use read, written or not measured (the
  * first mostly written, the others mostly read), most operations
@@ -987,6 +1034,7 @@ main(void)
 	tcase_add_test(tc, recompute_wins_on_a_slow_link);
 	tcase_add_test(tc, moves_stay_on_a_fast_link);
 	tcase_add_test(tc, recompute_one_and_move_the_other);
+	tcase_add_test(tc, recompute_between_the_levels);
 	tcase_add_test(tc, random_profiles_choose_what_derive_makes);
 	tcase_add_test(tc, profile_of_a_training_step);
 	suite_add_tcase(s, tc);

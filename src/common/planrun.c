@@ -207,6 +207,36 @@ struct level_job {
 	struct plan_rc out;
 };
 
+/* A level planned: where the next round looks (plan_make_recompute). */
+struct level_tried {
+	uint64_t t;		/* its recompute-only target */
+	uint64_t rc_peak;	/* the peak its picks reach alone */
+	uint64_t peak;		/* the peak of its plan, with the moves */
+	double step_s;		/* its plan's predicted step */
+	uint32_t n;		/* its picks */
+	int met;
+};
+
+/* The most levels one search plans: the first round's four, and two rounds
+ * of at most four each. */
+#define LEVELS_MAX 12
+
+/* The state of one search with recompute (plan_make_recompute). */
+struct levels {
+	const struct prof *p;
+	const struct replay_set *rs;
+	const uint8_t *usable;
+	const uint32_t *stream;
+	const struct plan_params *pp;
+	const struct plan *moves_only;
+	struct level_tried tried[LEVELS_MAX];
+	uint32_t ntried;
+	struct plan_rc *best;	/* the best so far, when have */
+	int have;
+	double deadline;	/* pp->time_limit_s from the start (mono_now; INFINITY:
+				 * none), shared by the rounds */
+};
+
 /* A level's thread: its plan (plan_level). */
 static void *
 level_main(void *arg)
@@ -217,45 +247,56 @@ level_main(void *arg)
 	return NULL;
 }
 
-/* Plan with recompute (planrun.h). The picks of every level come first (the
- * choice is cheap); the levels with picks of their own are then planned
- * by moves side by side, a thread each, under the whole time limit. Returns
- * 1 (out: a better plan than moves_only), 0 (moves_only stays), or -1 when
- * out of memory. */
-int
-plan_make_recompute(const struct prof *p, const struct replay_set *rs, const uint8_t *usable,
-    const uint32_t *stream, const struct plan_params *pp, const struct plan *moves_only,
-    struct plan_rc *out)
+/* Whether a level with n picks was planned already (the greedy choice
+ * stops where its target is met: the same count is the same picks). */
+static int
+tried_n(const struct levels *lv, uint32_t n)
 {
-	static const double level[] = { 1.0, 0.75, 0.5, 0.25 };
-	enum { NLEVEL = sizeof level / sizeof level[0] };
-	uint64_t before = prof_peak(p, NULL);
-	struct level_job job[NLEVEL];
-	pthread_t tid[NLEVEL];
-	uint8_t started[NLEVEL] = { 0 };
-	uint32_t nj = 0, last_n = UINT32_MAX;
-	int have = 0, oom = 0;
+	for (uint32_t k = 0; k < lv->ntried; k++)
+		if (lv->tried[k].n == n)
+			return 1;
+	return 0;
+}
 
-	memset(out, 0, sizeof *out);
-	if (rs->n == 0 || before <= pp->target)
-		return 0;
-	for (size_t l = 0; l < NLEVEL; l++) {
-		uint64_t t = before - (uint64_t)(level[l] * (double)(before - pp->target));
+/*
+ * Plan the levels of recompute-only targets t[0 .. nt) side by side, a
+ * thread each (one after the other where no thread can be made), each
+ * under pp->time_limit_s; a level whose picks were planned already is
+ * passed over. Each is noted in lv->tried and kept in lv->best when better.
+ * Returns 0, or -1 when out of memory.
+ */
+static int
+plan_round(struct levels *lv, const uint64_t *t, uint32_t nt)
+{
+	struct level_job job[4];
+	struct level_tried tr[4];
+	pthread_t tid[4];
+	uint8_t started[4] = { 0 };
+	uint32_t nj = 0;
+	int oom = 0;
+
+	for (uint32_t l = 0; l < nt && nj < 4 && lv->ntried + nj < LEVELS_MAX; l++) {
 		struct level_job *j = &job[nj];
+		uint64_t rc_peak = 0;
 		memset(j, 0, sizeof *j);
-		if (rc_choose(p, rs, usable, stream, t, &j->pk, &j->n, &j->sk, NULL) < 0) {
+		if (rc_choose(lv->p, lv->rs, lv->usable, lv->stream, t[l], &j->pk, &j->n, &j->sk,
+		    &rc_peak) < 0) {
 			oom = 1;
 			break;
 		}
-		/* the greedy choice stops where its target is met: fewer picks are the
-		 * first of more, and the same count the same picks */
-		if (j->n == 0 || j->n == last_n) {
+		int again = j->n == 0 || tried_n(lv, j->n);
+		for (uint32_t k = 0; k < nj && !again; k++)
+			again = tr[k].n == j->n;
+		if (again) {
 			free(j->pk);
 			continue;
 		}
-		last_n = j->n;
-		*j = (struct level_job){ .p = p, .rs = rs, .pk = j->pk, .n = j->n, .sk = j->sk,
-			.q = *pp, .r = -1 };
+		tr[nj] = (struct level_tried){ .t = t[l], .rc_peak = rc_peak, .n = j->n };
+		*j = (struct level_job){ .p = lv->p, .rs = lv->rs, .pk = j->pk, .n = j->n,
+			.sk = j->sk, .q = *lv->pp, .r = -1 };
+		/* (0 would be no limit: a level past the deadline gets a moment) */
+		if (isfinite(lv->deadline))
+			j->q.time_limit_s = fmax(lv->deadline - mono_now(), 1e-3);
 		nj++;
 	}
 	for (uint32_t k = 0; k < nj && !oom; k++)
@@ -275,19 +316,118 @@ plan_make_recompute(const struct prof *p, const struct replay_set *rs, const uin
 			oom = 1;
 			continue;
 		}
-		if (!oom && plan_better(&job[k].out.pl, have ? &out->pl : moves_only)) {
-			if (have)
-				plan_rc_fini(out);
-			*out = job[k].out;
-			have = 1;
+		tr[k].peak = job[k].out.pl.peak;
+		tr[k].step_s = job[k].out.pl.step_s;
+		tr[k].met = job[k].out.pl.met;
+		lv->tried[lv->ntried++] = tr[k];
+		if (!oom && plan_better(&job[k].out.pl, lv->have ? &lv->best->pl : lv->moves_only)) {
+			if (lv->have)
+				plan_rc_fini(lv->best);
+			*lv->best = job[k].out;
+			lv->have = 1;
 		} else {
 			plan_rc_fini(&job[k].out);
 		}
 	}
-	if (oom) {
-		if (have)
+	return oom ? -1 : 0;
+}
+
+/* Whether level a is better than level b, by plan_better's rule. */
+static int
+tried_better(const struct level_tried *a, const struct level_tried *b)
+{
+	if (a->met != b->met)
+		return a->met;
+	if (!a->met && a->peak != b->peak)
+		return a->peak < b->peak;
+	return a->step_s < b->step_s;
+}
+
+/* Add x to the n targets of t (room for 4) unless it is outside (lo, hi)
+ * or t is full. Returns the new count. */
+static uint32_t
+add_target(uint64_t *t, uint32_t n, uint64_t x, uint64_t lo, uint64_t hi)
+{
+	if (n < 4 && x > lo && x < hi)
+		t[n++] = x;
+	return n;
+}
+
+/*
+ * The recompute-only targets worth planning next, into t (room for 4),
+ * around the best level so far: halfway and a quarter of the way to the
+ * planned levels on either side of it (pp->target below the lowest, p's
+ * peak, before, above the highest). On the first round, first the target
+ * a level that missed points at: its moves took its peak down by some
+ * bytes, their reach; recomputing down to pp->target plus that reach
+ * leaves the rest to moves of about the same reach. Returns how many; 0
+ * when both neighbours are within 1/64 of the distance from before to
+ * pp->target.
+ */
+static uint32_t
+next_targets(const struct levels *lv, uint64_t before, int first, uint64_t *t)
+{
+	uint64_t target = lv->pp->target, lo = target, hi = before;
+	uint64_t close = (before - target) / 64;
+	const struct level_tried *best = &lv->tried[0], *miss = NULL;
+	uint32_t n = 0;
+
+	for (uint32_t k = 1; k < lv->ntried; k++)
+		if (tried_better(&lv->tried[k], best))
+			best = &lv->tried[k];
+	for (uint32_t k = 0; k < lv->ntried; k++) {
+		const struct level_tried *x = &lv->tried[k];
+		if (x->t < best->t && x->t > lo)
+			lo = x->t;
+		if (x->t > best->t && x->t < hi)
+			hi = x->t;
+		if (!x->met && x->rc_peak > x->peak && (miss == NULL || x->t < miss->t))
+			miss = x;
+	}
+	if (first && miss != NULL)
+		n = add_target(t, n, target + (miss->rc_peak - miss->peak), target, before);
+	if (best->t - lo > close) {
+		n = add_target(t, n, best->t - (best->t - lo) / 2, lo, best->t);
+		n = add_target(t, n, best->t - (best->t - lo) / 4, lo, best->t);
+	}
+	if (hi - best->t > close) {
+		n = add_target(t, n, best->t + (hi - best->t) / 2, best->t, hi);
+		n = add_target(t, n, best->t + (hi - best->t) / 4, best->t, hi);
+	}
+	return n;
+}
+
+/* Plan with recompute (planrun.h). Returns 1 (out: a better plan than
+ * moves_only), 0 (moves_only stays), or -1 when out of memory. */
+int
+plan_make_recompute(const struct prof *p, const struct replay_set *rs, const uint8_t *usable,
+    const uint32_t *stream, const struct plan_params *pp, const struct plan *moves_only,
+    struct plan_rc *out)
+{
+	static const double level[] = { 1.0, 0.75, 0.5, 0.25 };
+	uint64_t before = prof_peak(p, NULL);
+	struct levels lv = { .p = p, .rs = rs, .usable = usable, .stream = stream, .pp = pp,
+		.moves_only = moves_only, .best = out,
+		.deadline = pp->time_limit_s > 0 ? mono_now() + pp->time_limit_s : INFINITY };
+	uint64_t t[4];
+
+	memset(out, 0, sizeof *out);
+	if (rs->n == 0 || before <= pp->target)
+		return 0;
+	for (uint32_t l = 0; l < 4; l++)
+		t[l] = before - (uint64_t)(level[l] * (double)(before - pp->target));
+	int r = plan_round(&lv, t, 4);
+	/* two rounds around the best level so far */
+	for (int round = 0; r == 0 && round < 2 && mono_now() < lv.deadline; round++) {
+		uint32_t n = next_targets(&lv, before, round == 0, t);
+		if (n == 0)
+			break;
+		r = plan_round(&lv, t, n);
+	}
+	if (r < 0) {
+		if (lv.have)
 			plan_rc_fini(out);
 		return -1;
 	}
-	return have;
+	return lv.have;
 }

@@ -48,23 +48,28 @@ struct plan_rc {
 };
 
 /*
- * Plan p with recompute: for each level of recompute f of 1, 0.75, 0.5 and
- * 0.25, the gaps rc_choose picks for the recompute-only target peak - f *
- * (peak - pp->target) (peak: p's with nothing moved; usable and stream as
- * rc_choose's), then plan_make on the profile with them (rc_derive) for
- * the rest by moves: the levels side by side, a thread each (one after the
- * other where no thread can be made), each under pp->time_limit_s. A level
- * whose picks are those of the level before (the
- * greedy choice stops where its target is met, so fewer picks are the
- * first of more) is not planned again. The best plan is kept: one that
- * meets pp->target before one that does not, then the least predicted
- * step_s (the derived profile's durations hold the replays, its host side
- * their launches); of two that miss, the lower peak. moves_only, p's plan
- * without recompute (plan_make's), is the level with no recompute: it is
- * compared, not copied or freed. Returns 1 when out holds a plan with
- * recompute that is better than moves_only (free it with plan_rc_fini), 0
- * when moves_only stays the best (out empty), or -1 when out of memory (out
- * empty).
+ * Plan p with recompute: levels of recompute, each the gaps rc_choose picks
+ * for a recompute-only target (usable and stream as rc_choose's), then
+ * plan_make on the profile with them (rc_derive) for the rest by moves.
+ * First the levels f of 1, 0.75, 0.5 and 0.25, whose targets are
+ * peak - f * (peak - pp->target) (peak: p's with nothing moved); then two
+ * rounds around the best level so far, each at most four levels: halfway
+ * and a quarter of the way to the planned levels on either side (the first
+ * round also at pp->target plus the reach of the moves of a level that
+ * missed: what those moves took off its peak). The levels of a round run
+ * side by side, a thread each (one after the other where no thread can be
+ * made), each plan_make under what is left of pp->time_limit_s, which the
+ * rounds share (no round starts past it); a level whose picks were
+ * planned already (the greedy choice stops where its target is met, so
+ * fewer picks are the first of more) is not planned again. The best plan is
+ * kept: one that meets pp->target before one that does not, then the least
+ * predicted step_s (the derived profile's durations hold the replays, its
+ * host side their launches); of two that miss, the lower peak. moves_only,
+ * p's plan without recompute (plan_make's), is the level with no
+ * recompute: it is compared, not copied or freed. Returns 1 when out holds
+ * a plan with recompute that is better than moves_only (free it with
+ * plan_rc_fini), 0 when moves_only stays the best (out empty), or -1 when
+ * out of memory (out empty).
  */
 int plan_make_recompute(const struct prof *p, const struct replay_set *rs, const uint8_t *usable,
     const uint32_t *stream, const struct plan_params *pp, const struct plan *moves_only,
