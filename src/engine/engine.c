@@ -687,7 +687,8 @@ op_begin(struct ebb_op *op)
 	if (ebb_trace_on())
 		trace_op(op, k, unresolved, xfer, s);
 	uint32_t token = op_token(op, k);
-	exec_op(op->seq, token, s->v, s->n, xfer, op->sync, st);
+	exec_op(op->seq, token, s->v, s->n, xfer, op->sync, st,
+	    __atomic_load_n(&engine.self.recorded_ns, __ATOMIC_RELAXED));
 	/* its launch record, only while the iteration is recorded */
 	if (op->kind == EBB_OP_LAUNCH && engine.life == LIFE_RECORDING)
 		exec_launch(op->seq, &op->launch, k, op->stream, op->per_thread, st, captured);
@@ -766,7 +767,8 @@ note_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 	    : (uintptr_t)handle;
 	if (ebb_trace_on())
 		ebb_trace_write_sync(ebb_now_ns(), seq, sync_kind_names[kind], h);
-	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1, NULL);
+	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1, NULL,
+	    __atomic_load_n(&engine.self.recorded_ns, __ATOMIC_RELAXED));
 	int action = life_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
 	int moved = exec_after_op(seq, NULL);
 	int plan_due = life_plan_due() && engine.capturing == 0;	/* its sync would end a capture */

@@ -89,6 +89,12 @@ struct self_time {
 	uint64_t calls[2][SELF_KINDS];	/* calls timed */
 	uint64_t setup_ns;		/* the mover's setup (its bandwidth calibration), once:
 					 * reported apart, not in the allocation it came in */
+	/* while an iteration is recorded (recording: set by life.c), the host
+	 * time in ebb's part of every call, waits included, summed whether or
+	 * not EBB_SELF_TIME is on: the plan's model of the job's host pace
+	 * leaves it out (exec_op) */
+	int recording;
+	uint64_t recorded_ns;
 };
 
 /*
@@ -144,8 +150,10 @@ extern struct engine engine;
 /*
  * EBB_SELF_TIME: the host time spent in ebb's part of each call (the real
  * driver call left out), summed by kind with relaxed atomics, as any thread
- * may add. self_begin returns 0 when it is off; self_end adds the time since
- * t0 and, where counted, one call; self_end_less leaves less ns out of it.
+ * may add; and, while an iteration is recorded, into recorded_ns whatever
+ * EBB_SELF_TIME says. self_begin returns 0 when neither counts; self_end
+ * adds the time since t0 and, where counted, one call; self_end_less
+ * leaves less ns out of it.
  */
 static inline uint64_t
 self_clock(void)
@@ -158,7 +166,8 @@ self_clock(void)
 static inline uint64_t
 self_begin(void)
 {
-	return engine.conf != NULL && engine.conf->self_time ? self_clock() : 0;
+	return (engine.conf != NULL && engine.conf->self_time) ||
+	    __atomic_load_n(&engine.self.recording, __ATOMIC_RELAXED) ? self_clock() : 0;
 }
 
 static inline void
@@ -167,9 +176,13 @@ self_end_less(enum self_kind kind, uint64_t t0, int counted, uint64_t less)
 	if (t0 == 0)
 		return;
 	uint64_t ns = self_clock() - t0;
+	ns = ns > less ? ns - less : 0;
+	if (__atomic_load_n(&engine.self.recording, __ATOMIC_RELAXED))
+		__atomic_fetch_add(&engine.self.recorded_ns, ns, __ATOMIC_RELAXED);
+	if (engine.conf == NULL || !engine.conf->self_time)
+		return;
 	int after = __atomic_load_n(&engine.learned, __ATOMIC_RELAXED) != 0;
-	__atomic_fetch_add(&engine.self.ns[after][kind], ns > less ? ns - less : 0,
-	    __ATOMIC_RELAXED);
+	__atomic_fetch_add(&engine.self.ns[after][kind], ns, __ATOMIC_RELAXED);
 	if (counted)
 		__atomic_fetch_add(&engine.self.calls[after][kind], 1, __ATOMIC_RELAXED);
 }

@@ -183,6 +183,7 @@ static void
 life_set(enum life_state s)
 {
 	__atomic_store_n(&engine.life, s, __ATOMIC_RELAXED);
+	__atomic_store_n(&engine.self.recording, s == LIFE_RECORDING, __ATOMIC_RELAXED);
 }
 
 /*
@@ -248,7 +249,7 @@ boundary(uint64_t next_seq, uint64_t period)
 			life_set(without_planning(LIFE_ARMED));
 		break;
 	case LIFE_RECORDING:
-		exec_record_end();
+		exec_record_end(__atomic_load_n(&engine.self.recorded_ns, __ATOMIC_RELAXED));
 		/* its write sets: the next iteration is probed (no capture runs: the
 		 * probe takes device memory and loads a module) */
 		if (engine.conf->recompute && engine.capturing == 0 && probe_begin(next_seq, &engine.tab) == 0)

@@ -102,7 +102,6 @@ recording_free(void)
 {
 	exec.recording = 0;
 	exec.ended = 0;
-	mover_time_self(0);
 	probe_drop();
 	probe_shape_drop();
 	recorded_fini(&exec.cur);
@@ -193,7 +192,6 @@ exec_record_begin(uint64_t s0, uint64_t period)
 	exec.times_n = period;
 	pthread_mutex_unlock(&exec.times_lock);
 	exec.recording = 1;
-	mover_time_self(1);
 	if (exec.conf->recompute && probe_shape_begin((uint32_t)period) < 0)
 		ebb_log(EBB_LOG_WARN, "no memory to learn the write sets of an iteration of %llu "
 		    "operations (EBB_RECOMPUTE); nothing is recomputed", (unsigned long long)period);
@@ -202,13 +200,12 @@ exec_record_begin(uint64_t s0, uint64_t period)
 }
 
 void
-exec_record_end(void)
+exec_record_end(uint64_t self_ns)
 {
 	if (!exec.recording)
 		return;
 	exec.cur.host[exec.cur.r.p.nops] = ebb_now_ns();
-	exec.cur.self[exec.cur.r.p.nops] = mover_self_ns();
-	mover_time_self(0);
+	exec.cur.self[exec.cur.r.p.nops] = self_ns;
 	exec.recording = 0;
 	exec.ended = 1;
 	const struct lrec_stats *ls = &exec.cur.launches.st;
@@ -304,7 +301,7 @@ exec_free(struct ebb_buf *b, uint64_t last_seq)
 
 void
 exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, unsigned xfer,
-    int sync, struct ebb_stream *st)
+    int sync, struct ebb_stream *st, uint64_t self_ns)
 {
 	if (!exec.recording || seq < exec.cur.r.s0 || seq - exec.cur.r.s0 >= exec.cur.r.p.nops)
 		return;
@@ -313,7 +310,7 @@ exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, uns
 	if (exec.cur.st != NULL)
 		exec.cur.st[i] = st;
 	exec.cur.host[i] = ebb_now_ns();
-	exec.cur.self[i] = mover_self_ns();
+	exec.cur.self[i] = self_ns;
 	exec.cur.sync[i] = sync != 0;
 	rec_xfer(&exec.cur.r, seq, xfer);
 	if (exec.conf->recompute)

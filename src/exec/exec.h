@@ -51,8 +51,9 @@ void exec_init(const struct ebb_conf *conf, struct buftab *tab);
  * plan). */
 int exec_record_begin(uint64_t s0, uint64_t period);
 
-/* The recorded iteration ended: its last operation was issued. */
-void exec_record_end(void);
+/* The recorded iteration ended: its last operation was issued (self_ns as
+ * exec_op's). */
+void exec_record_end(uint64_t self_ns);
 
 /* Forget the recording, open or ended (a departure). */
 void exec_record_drop(void);
@@ -69,9 +70,11 @@ void exec_free(struct ebb_buf *b, uint64_t last_seq);
 /* Operation seq (token: its identity for the finder) used bufs; xfer: the
  * copy engine it uses, when it is a copy between host and device (PROF_XFER_*);
  * sync: the host waits until the device has done it (a synchronisation, a
- * synchronous copy); st: its stream (NULL: none). */
+ * synchronous copy); st: its stream (NULL: none); self_ns: the host time in
+ * ebb's part of the job's calls so far while recording (the engine's sum),
+ * which the job's host pace leaves out. */
 void exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n,
-    unsigned xfer, int sync, struct ebb_stream *st);
+    unsigned xfer, int sync, struct ebb_stream *st, uint64_t self_ns);
 
 /* Operation seq is the launch l (k: its kernel's layout, NULL when none is
  * known; stream and per_thread as the call named it, tracker ebb's tracker

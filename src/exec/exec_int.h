@@ -62,7 +62,7 @@ struct exec_recorded {
 	uint64_t *addr;			/* address of each buffer alive at its start */
 	uint32_t naddr;
 	uint32_t *tok;			/* each operation's token */
-	uint64_t *host, *self;		/* host issue times, the mover's host time */
+	uint64_t *host, *self;		/* host issue times, ebb's host time by then */
 	uint8_t *sync;			/* the host waited for the device there */
 	struct ebb_stream **st;		/* each operation's stream (NULL: none) */
 	double *gpu;			/* GPU times from CUPTI, by position (taken out only) */

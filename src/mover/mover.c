@@ -45,7 +45,6 @@ struct mover_serving {
 	int host_short;		/* an offload found no pinned host memory */
 	int planned;		/* the engine's plan moves buffers (mover_set_planned) */
 	struct block *blocks;	/* freed big buffers, the newest first */
-	int self_timing;	/* the entry points' host time is counted (mover_time_self) */
 	int said_refused;	/* a refusal was said at EBB_LOG_WARN (later ones: NOTE) */
 	int said_host_short;	/* running out of pinned host memory was said */
 	int said_over_limit;	/* the driver's allocations over EBB_LIMIT were said */
@@ -611,9 +610,9 @@ reuse_block(size_t rsize, struct ebb_stream *s, CUdeviceptr *va)
 	return h;
 }
 
-/* mover_alloc, untimed. */
-static CUresult
-alloc_impl(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dptr)
+/* Allocate size bytes for b (mover.h). */
+CUresult
+mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dptr)
 {
 	if (!mover_on())
 		return MOVER_DECLINE;
@@ -687,12 +686,12 @@ fence_after(CUevent ev)
 	return f;
 }
 
-/* mover_free, untimed: a small buffer's slot goes back to its slab, a big
+/* The job freed b (mover.h): a small buffer's slot goes back to its slab, a big
  * buffer's memory becomes a freed block (resident), or its host copy and
  * range go back (on the host). Returns 1 when the mover keeps the struct,
  * a worker item still referring to it. */
-static int
-free_impl(struct ebb_buf *b, const struct ebb_tag *tag)
+int
+mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
 {
 	if (b->mv.managed == EBB_MANAGED_SMALL) {
 		mover_slab_free(b, tag);
@@ -802,12 +801,6 @@ mover_stats(struct mover_stats *out)
 	out->host_pin_ns = hostpool_pin_ns();
 }
 
-/* Host nanoseconds counted in the entry points while timed. */
-uint64_t
-mover_self_ns(void)
-{
-	return mover.stats.self_ns;
-}
 
 /* The mean host seconds of one offload (issuing it, and unmapping once it
  * has landed) and of one restore; 0 where none was made. */
@@ -823,50 +816,7 @@ mover_move_costs(double *offload_s, double *restore_s)
 	*restore_s /= 1e9;
 }
 
-/* ---- the entry points, timed ---- */
-
-/* Count the entry points' host time (exec.c turns it on while it records
- * an iteration; off, it stays off the path of every launch and allocation). */
-void
-mover_time_self(int timing)
-{
-	serving.self_timing = timing;
-}
-
-/* The start of an entry point's time: now while timing, else 0. */
-static uint64_t
-self_begin(void)
-{
-	return serving.self_timing ? ebb_now_ns() : 0;
-}
-
-/* Add the time since t0 (0: untimed) to self_ns. */
-static void
-self_end(uint64_t t0)
-{
-	if (t0 != 0)
-		mover.stats.self_ns += ebb_now_ns() - t0;
-}
-
-/* Allocate size bytes for b (mover.h). */
-CUresult
-mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dptr)
-{
-	uint64_t t0 = self_begin();
-	CUresult r = alloc_impl(b, size, s, dptr);
-	self_end(t0);
-	return r;
-}
-
-/* The job freed b (mover.h). */
-int
-mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
-{
-	uint64_t t0 = self_begin();
-	int r = free_impl(b, tag);
-	self_end(t0);
-	return r;
-}
+/* ---- the entry points ---- */
 
 /* Device memory of ebb's own, within EBB_LIMIT and never moved (mover.h). */
 CUresult
@@ -911,20 +861,14 @@ mover_own_free(struct ebb_buf *b, struct ebb_stream *st, uint64_t seq)
 int
 mover_plan_offload(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq)
 {
-	uint64_t t0 = self_begin();
-	int r = mover_copy_plan_offload(b, after, seq);
-	self_end(t0);
-	return r;
+	return mover_copy_plan_offload(b, after, seq);
 }
 
 /* The plan's drop of b (mover.h). */
 enum mover_drop
 mover_plan_drop(struct ebb_buf *b, uint64_t seq)
 {
-	uint64_t t0 = self_begin();
-	enum mover_drop r = mover_copy_plan_drop(b, seq);
-	self_end(t0);
-	return r;
+	return mover_copy_plan_drop(b, seq);
 }
 
 const char *
@@ -952,20 +896,14 @@ mover_set_remake(mover_remake_fn fn)
 int
 mover_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, uint64_t gate)
 {
-	uint64_t t0 = self_begin();
-	int r = mover_copy_prefetch(b, after, seq, gate);
-	self_end(t0);
-	return r;
+	return mover_copy_prefetch(b, after, seq, gate);
 }
 
 /* Make an operation's buffers resident (mover.h). */
 CUresult
 mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint64_t seq)
 {
-	uint64_t t0 = self_begin();
-	CUresult r = mover_copy_ensure(bufs, n, consumer, seq);
-	self_end(t0);
-	return r;
+	return mover_copy_ensure(bufs, n, consumer, seq);
 }
 
 /* Map b for a question about it, restoring it if it is on the host (mover.h). */
@@ -974,8 +912,5 @@ mover_map(struct ebb_buf *b, uint64_t seq)
 {
 	if (!mover.on || b->mv.managed != EBB_MANAGED_BIG || b->mv.state != EBB_ON_HOST)
 		return CUDA_SUCCESS;
-	uint64_t t0 = self_begin();
-	CUresult r = mover_copy_restore(b, NULL, seq);
-	self_end(t0);
-	return r;
+	return mover_copy_restore(b, NULL, seq);
 }

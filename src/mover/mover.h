@@ -87,8 +87,6 @@ struct mover_stats {
 					 * nothing more could move, and the driver's own */
 	/* the host's time in ebb's moves (the job's thread, or the worker holding
 	 * ebb_state_lock, which the job's thread then waits for) */
-	uint64_t self_ns;		/* in the mover's entry points, waits included,
-					 * while timed (mover_time_self) */
 	uint64_t offload_host_ns, offloads_timed;	/* issuing offload copies */
 	uint64_t restore_host_ns, restores_timed;	/* mapping and issuing restore copies */
 	uint64_t unmap_ns, unmaps_timed;	/* unmapping offloaded buffers (worker) */
@@ -255,13 +253,6 @@ void mover_sample_device(void);
 void mover_capture(int active);
 
 void mover_stats(struct mover_stats *out);
-
-/* Host nanoseconds spent in the mover's entry points (allocations, frees,
- * making an operation's buffers resident, the plan's moves), waits
- * included, while timing them is on (mover_time_self: exec.c, while it
- * records an iteration). */
-uint64_t mover_self_ns(void);
-void mover_time_self(int on);
 
 /*
  * Whether this thread has issued a move (a copy to the host or back, with
