@@ -152,16 +152,24 @@ int prof_host(struct prof *p);
  * The host's side from a recording of nops operations: issue[i], when the
  * host issued operation i (issue[nops]: the iteration's end; 0: an
  * operation ebb issued itself), ebb[i] the host time ebb had spent by then
- * (NULL: none)
- * (its waits for room, restores on use, evictions: what the plan replaces
- * with its own moves), sync[i] whether the host waited there for the
- * device, all in ns. The job's own pace is the time from issuing one
- * operation to issuing the next less ebb's in between; 0 at a
- * synchronisation, which is a barrier (the planner replays the wait), and
- * around an operation ebb issued itself. Returns 0 or -1 when out of memory.
+ * in its part of the job's calls (NULL: none): its recording, its waits
+ * for room, restores on use, evictions, what the plan replaces with its
+ * own moves, call[i] the driver's time to launch a kernel launch (0: not a
+ * launch, or not timed; NULL: none), sync[i] whether the host waited there
+ * for the device, all in ns. The job's own pace is the time from issuing
+ * one operation to issuing the next less ebb's in between, and less what a
+ * launch waited in the driver for room in the device's queue (the device
+ * behind, as it is while ebb moves without a plan): a launch that took
+ * over PROF_QUEUED_X times the median launch and PROF_QUEUED_NS more
+ * counts at the median. 0 at a synchronisation, which is a barrier (the
+ * planner replays the wait), and around an operation ebb issued itself.
+ * *queued_s (when not NULL): the launches' time left out so. Returns 0 or
+ * -1 when out of memory.
  */
 int prof_host_pace(struct prof *p, const uint64_t *issue, const uint64_t *ebb,
-    const uint8_t *sync);
+    const uint64_t *call, const uint8_t *sync, double *queued_s);
+#define PROF_QUEUED_X 4
+#define PROF_QUEUED_NS 20000
 
 /* The seconds the device waits for the host over one iteration with nothing
  * moved (plan.h's host_idle_before_s); 0 without the host's side. */

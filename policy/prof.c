@@ -56,12 +56,50 @@ prof_host(struct prof *p)
 	return p->host != NULL && p->barrier != NULL ? 0 : -1;
 }
 
+/* qsort order of uint64_t. */
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The median of the nonzero of call[0 .. n) (0: none), or UINT64_MAX when
+ * out of memory. */
+static uint64_t
+median_call(const uint64_t *call, uint32_t n)
+{
+	uint32_t m = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		m += call[i] != 0;
+	if (m == 0)
+		return 0;
+	uint64_t *v = malloc(m * sizeof *v), med;
+	if (v == NULL)
+		return UINT64_MAX;
+	m = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (call[i] != 0)
+			v[m++] = call[i];
+	qsort(v, m, sizeof *v, cmp_u64);
+	med = v[m / 2];
+	free(v);
+	return med;
+}
+
 /* The host's side from a recording's issue times (plan.h). Returns 0, or -1
  * when out of memory. */
 int
-prof_host_pace(struct prof *p, const uint64_t *issue, const uint64_t *ebb, const uint8_t *sync)
+prof_host_pace(struct prof *p, const uint64_t *issue, const uint64_t *ebb, const uint64_t *call,
+    const uint8_t *sync, double *queued_s)
 {
+	uint64_t median = 0, queued = 0;
+
 	if (prof_host(p) < 0)
+		return -1;
+	if (call != NULL && (median = median_call(call, p->nops)) == UINT64_MAX)
 		return -1;
 	for (uint32_t i = 0; i < p->nops; i++) {
 		p->barrier[i] = sync[i] != 0;
@@ -69,8 +107,15 @@ prof_host_pace(struct prof *p, const uint64_t *issue, const uint64_t *ebb, const
 		if (sync[i] || issue[i] == 0 || issue[i + 1] <= issue[i])
 			continue;
 		uint64_t gap = issue[i + 1] - issue[i], mine = ebb ? ebb[i + 1] - ebb[i] : 0;
+		if (median > 0 && call[i] > PROF_QUEUED_X * median &&
+		    call[i] - median > PROF_QUEUED_NS) {
+			mine += call[i] - median;
+			queued += call[i] - median;
+		}
 		p->host[i] = gap > mine ? (double)(gap - mine) / 1e9 : 0;
 	}
+	if (queued_s != NULL)
+		*queued_s = (double)queued / 1e9;
 	return 0;
 }
 

@@ -1109,12 +1109,40 @@ START_TEST(host_pace_from_a_recording)
 	const uint64_t issue[] = { 1000, 1500, 4000, 4100, 0, 9000 };
 	const uint64_t ebb[] = { 0, 0, 2000, 2000, 0, 2000 };
 	const uint8_t sync[] = { 0, 0, 1, 0, 0 };
-	ck_assert_int_eq(prof_host_pace(&pr, issue, ebb, sync), 0);
+	ck_assert_int_eq(prof_host_pace(&pr, issue, ebb, NULL, sync, NULL), 0);
 	ck_assert(pr.host[0] == 500e-9);
 	ck_assert(pr.host[1] == 500e-9);	/* 2500, of which ebb's 2000 */
 	ck_assert(pr.host[2] == 0 && pr.barrier[2]);
 	ck_assert(pr.host[3] == 0 && pr.host[4] == 0);	/* around the one ebb issued */
 	ck_assert(!pr.barrier[0] && !pr.barrier[1] && !pr.barrier[3] && !pr.barrier[4]);
+}
+END_TEST
+
+/*
+ * A launch that waited in the driver for room in the device's queue: its
+ * time past the median launch is left out of the pace, where it is over
+ * PROF_QUEUED_X times the median and PROF_QUEUED_NS more; a launch a
+ * little slower than the median keeps its time.
+ */
+START_TEST(host_pace_without_the_queue)
+{
+	prof_fini(&pr);
+	ck_assert_int_eq(prof_init(&pr, 6), 0);
+	/* every 10 us apart but 3, which took 500 us, 200 of them in the driver */
+	const uint64_t issue[] = { 1000, 11000, 21000, 31000, 531000, 541000, 551000 };
+	/* 0 launched in 4 us, 1 and 5 in 5, 2 in 9 (over twice, under 4x),
+	 * 3 in 200 (queued: 195 left out), 4 not a launch */
+	const uint64_t call[] = { 4000, 5000, 9000, 200000, 0, 5000 };
+	const uint8_t sync[6] = { 0 };
+	double queued = -1;
+	ck_assert_int_eq(prof_host_pace(&pr, issue, NULL, call, sync, &queued), 0);
+	ck_assert(pr.host[0] == 10000e-9 && pr.host[1] == 10000e-9 && pr.host[2] == 10000e-9);
+	ck_assert_double_eq_tol(pr.host[3], 305000e-9, 1e-15);
+	ck_assert(pr.host[4] == 10000e-9 && pr.host[5] == 10000e-9);
+	ck_assert_double_eq_tol(queued, 195000e-9, 1e-15);
+	/* without the calls, all of it */
+	ck_assert_int_eq(prof_host_pace(&pr, issue, NULL, NULL, sync, &queued), 0);
+	ck_assert(pr.host[3] == 500000e-9 && queued == 0);
 }
 END_TEST
 
@@ -1400,6 +1428,7 @@ main(void)
 	tcase_add_test(tc, moves_cost_the_host);
 	tcase_add_test(tc, host_waits_at_a_barrier);
 	tcase_add_test(tc, host_pace_from_a_recording);
+	tcase_add_test(tc, host_pace_without_the_queue);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

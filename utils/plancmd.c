@@ -644,7 +644,7 @@ build_profile(struct plancmd_src *s, const struct plancmd_scan *sc, const struct
 		return oom(s);
 	/* with the GPU's times, the host's side: its pace, from the issue times
 	 * (an observe trace: ebb's own time in them is small) */
-	if (!b->host && prof_host_pace(&b->r.p, b->issue, NULL, b->sync) < 0)
+	if (!b->host && prof_host_pace(&b->r.p, b->issue, NULL, NULL, b->sync, NULL) < 0)
 		return oom(s);
 	return 0;
 }

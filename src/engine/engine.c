@@ -718,6 +718,8 @@ ebb_engine_op_begin(struct ebb_op *op)
 	uint64_t t0 = self_begin();
 	CUresult r = op_begin(op);
 	self_end(SELF_OP, t0, 1);
+	op->issued_ns = t0 != 0 && __atomic_load_n(&engine.self.recording, __ATOMIC_RELAXED) ?
+	    self_clock() : 0;
 	return r;
 }
 
@@ -751,6 +753,12 @@ void
 ebb_engine_op_end(struct ebb_op *op, int error)
 {
 	uint64_t t0 = self_begin();
+	/* the driver's call, for the job's host pace */
+	if (op->issued_ns != 0 && t0 > op->issued_ns && op->kind == EBB_OP_LAUNCH) {
+		int mode = engine_enter();
+		exec_op_called(op->seq, t0 - op->issued_ns);
+		engine_leave(mode);
+	}
 	op_end(op, error);
 	self_end(SELF_OP, t0, 0);
 }

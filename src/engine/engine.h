@@ -93,6 +93,9 @@ struct ebb_op {
 	struct streams_begun begun;	/* offload mode: on tracker's list until op_end */
 	uint8_t timed;		/* a CUPTI correlation id was pushed */
 	uint8_t probed;		/* its buffers were hashed before it (probe.h): again after it */
+	uint64_t issued_ns;	/* while an iteration is recorded: when ebb_engine_op_begin
+				 * returned (the driver's call takes from there to
+				 * ebb_engine_op_end); else 0 */
 };
 
 /* Add an address the operation touches (0 is ignored). */

@@ -92,6 +92,7 @@ recorded_fini(struct exec_recorded *r)
 	free(r->tok);
 	free(r->host);
 	free(r->self);
+	free(r->call);
 	free(r->sync);
 	free(r->st);
 	free(r->gpu);
@@ -168,10 +169,12 @@ exec_record_begin(uint64_t s0, uint64_t period)
 	exec.cur.tok = calloc(period, sizeof *exec.cur.tok);
 	exec.cur.host = calloc(period + 1, sizeof *exec.cur.host);
 	exec.cur.self = calloc(period + 1, sizeof *exec.cur.self);
+	exec.cur.call = calloc(period, sizeof *exec.cur.call);
 	exec.cur.sync = calloc(period, 1);
 	exec.cur.st = calloc(period, sizeof *exec.cur.st);
 	double *t = calloc(period, sizeof *t);
-	if (exec.cur.tok == NULL || exec.cur.host == NULL || exec.cur.self == NULL || exec.cur.sync == NULL ||
+	if (exec.cur.tok == NULL || exec.cur.host == NULL || exec.cur.self == NULL ||
+	    exec.cur.call == NULL || exec.cur.sync == NULL ||
 	    exec.cur.st == NULL || t == NULL) {
 		free(t);
 		recording_free();
@@ -297,6 +300,13 @@ exec_free(struct ebb_buf *b, uint64_t last_seq)
 	if (b->plan_ord != 0 && b->plan_ord <= n && slot[b->plan_ord - 1] == b)
 		slot[b->plan_ord - 1] = NULL;
 	b->plan_ord = 0;
+}
+
+void
+exec_op_called(uint64_t seq, uint64_t call_ns)
+{
+	if (exec.recording && seq >= exec.cur.r.s0 && seq - exec.cur.r.s0 < exec.cur.r.p.nops)
+		exec.cur.call[seq - exec.cur.r.s0] = call_ns;
 }
 
 void

@@ -76,6 +76,9 @@ void exec_free(struct ebb_buf *b, uint64_t last_seq);
 void exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n,
     unsigned xfer, int sync, struct ebb_stream *st, uint64_t self_ns);
 
+/* The driver took call_ns to launch operation seq (while recording). */
+void exec_op_called(uint64_t seq, uint64_t call_ns);
+
 /* Operation seq is the launch l (k: its kernel's layout, NULL when none is
  * known; stream and per_thread as the call named it, tracker ebb's tracker
  * of it; captured: a stream capture takes it into a graph): while an

@@ -387,6 +387,21 @@ plan_logs(const struct exec_made *rp)
 		    "a faster plan", gib(rp->target), exec.conf->plan_seconds);
 }
 
+/* The trace's notes of the job's host pace in recording rc (profile p):
+ * its sum, ebb's host time the pace left out, and the launches' waits for
+ * the device's queue it left out (queued_s). */
+static void
+note_pace(const struct prof *p, const struct exec_recorded *rc, double queued_s)
+{
+	double pace = 0;
+
+	for (uint32_t i = 0; i < p->nops; i++)
+		pace += p->host[i];
+	ebb_trace_note_u64("plan-host-pace-ns", (uint64_t)(pace * 1e9));
+	ebb_trace_note_u64("plan-host-ebb-ns", rc->self[p->nops] - rc->self[0]);
+	ebb_trace_note_u64("plan-host-queued-ns", (uint64_t)(queued_s * 1e9));
+}
+
 const struct lrec *
 exec_recorded_launch(const struct exec_recorded *r, uint64_t i)
 {
@@ -408,8 +423,11 @@ exec_plan_make(struct exec_recorded *rc)
 	rec_end(r);
 	r->p.fixed = rc->fixed;
 	/* the host's side, when the durations are the device's */
-	if (strcmp(m->source, "host") != 0)
-		prof_host_pace(&r->p, rc->host, rc->self, rc->sync);	/* (without memory, none) */
+	if (strcmp(m->source, "host") != 0) {
+		double queued = 0;
+		if (prof_host_pace(&r->p, rc->host, rc->self, rc->call, rc->sync, &queued) == 0)
+			note_pace(&r->p, rc, queued);
+	}	/* (without memory, none) */
 
 	mover_bandwidth(&m->d2h, &m->h2d);
 	if (r->p.replay != NULL) {
