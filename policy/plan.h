@@ -154,17 +154,18 @@ int prof_host(struct prof *p);
  * operation ebb issued itself), ebb[i] the host time ebb had spent by then
  * in its part of the job's calls (NULL: none): its recording, its waits
  * for room, restores on use, evictions, what the plan replaces with its
- * own moves, call[i] the driver's time to launch a kernel launch (0: not a
- * launch, or not timed; NULL: none), sync[i] whether the host waited there
- * for the device, all in ns. The job's own pace is the time from issuing
- * one operation to issuing the next less ebb's in between, and less what a
- * launch waited in the driver for room in the device's queue (the device
- * behind, as it is while ebb moves without a plan): a launch that took
- * over PROF_QUEUED_X times the median launch and PROF_QUEUED_NS more
+ * own moves, call[i] the driver's time in operation i's call (0: not
+ * timed; NULL: none), sync[i] whether the host waited there for the
+ * device, all in ns. The job's own pace is the time from issuing one
+ * operation to issuing the next less ebb's in between, and less what a
+ * call waited in the driver for the device (the device behind, as it is
+ * while ebb moves without a plan: a launch waits for room in the device's
+ * queue, a copy to pageable memory for the work before it): a call that
+ * took over PROF_QUEUED_X times the median call and PROF_QUEUED_NS more
  * counts at the median. 0 at a synchronisation, which is a barrier (the
  * planner replays the wait), and around an operation ebb issued itself.
- * *queued_s (when not NULL): the launches' time left out so. Returns 0 or
- * -1 when out of memory.
+ * *queued_s (when not NULL): the calls' time left out so. Returns 0 or -1
+ * when out of memory.
  */
 int prof_host_pace(struct prof *p, const uint64_t *issue, const uint64_t *ebb,
     const uint64_t *call, const uint8_t *sync, double *queued_s);

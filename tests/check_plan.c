@@ -1119,10 +1119,10 @@ START_TEST(host_pace_from_a_recording)
 END_TEST
 
 /*
- * A launch that waited in the driver for room in the device's queue: its
- * time past the median launch is left out of the pace, where it is over
- * PROF_QUEUED_X times the median and PROF_QUEUED_NS more; a launch a
- * little slower than the median keeps its time.
+ * A call that waited in the driver for the device (a launch for room in
+ * the device's queue): its time past the median call is left out of the
+ * pace, where it is over PROF_QUEUED_X times the median and PROF_QUEUED_NS
+ * more; a call a little slower than the median keeps its time.
  */
 START_TEST(host_pace_without_the_queue)
 {
@@ -1130,8 +1130,8 @@ START_TEST(host_pace_without_the_queue)
 	ck_assert_int_eq(prof_init(&pr, 6), 0);
 	/* every 10 us apart but 3, which took 500 us, 200 of them in the driver */
 	const uint64_t issue[] = { 1000, 11000, 21000, 31000, 531000, 541000, 551000 };
-	/* 0 launched in 4 us, 1 and 5 in 5, 2 in 9 (over twice, under 4x),
-	 * 3 in 200 (queued: 195 left out), 4 not a launch */
+	/* 0 called in 4 us, 1 and 5 in 5, 2 in 9 (over twice, under 4x),
+	 * 3 in 200 (queued: 195 left out), 4 not timed */
 	const uint64_t call[] = { 4000, 5000, 9000, 200000, 0, 5000 };
 	const uint8_t sync[6] = { 0 };
 	double queued = -1;

@@ -333,12 +333,14 @@ ebb_engine_on_pointer_query(CUdeviceptr p)
 {
 	if (engine.conf->mode != EBB_MODE_OFFLOAD || p == 0)
 		return;
+	uint64_t t0 = self_begin();
 	int mode = engine_enter();
 	struct ebb_buf *b = buftab_find(&engine.tab, p);
 	if (b != NULL)
 		mover_map(b, engine.seq_counter);
 	engine_leave(mode);
 	scrub_if_moved(0);
+	self_end(SELF_QUERY, t0, 1);
 }
 
 /* Table an allocation the driver made; one ebb cannot track (out of
@@ -754,7 +756,7 @@ ebb_engine_op_end(struct ebb_op *op, int error)
 {
 	uint64_t t0 = self_begin();
 	/* the driver's call, for the job's host pace */
-	if (op->issued_ns != 0 && t0 > op->issued_ns && op->kind == EBB_OP_LAUNCH) {
+	if (op->issued_ns != 0 && t0 > op->issued_ns) {
 		int mode = engine_enter();
 		exec_op_called(op->seq, t0 - op->issued_ns);
 		engine_leave(mode);

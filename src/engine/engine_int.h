@@ -73,6 +73,7 @@ enum self_kind {
 	SELF_ALLOC,
 	SELF_FREE,
 	SELF_SYNC,
+	SELF_QUERY,	/* a pointer query (offload mode: maps its buffer if away) */
 	SELF_KINDS
 };
 

@@ -84,6 +84,7 @@ static const char *const vmm_names[VMM_NCALLS] = {
 
 static const char *const self_names[SELF_KINDS] = {
 	[SELF_OP] = "op", [SELF_ALLOC] = "alloc", [SELF_FREE] = "free", [SELF_SYNC] = "sync",
+	[SELF_QUERY] = "query",
 };
 
 /* EBB_SELF_TIME's sums of kind, while learning (after 0) or after it:
@@ -108,11 +109,13 @@ self_line(int after)
 #define PER(k) (calls[k] ? (double)ns[k] / (double)calls[k] : 0.0)
 	ebb_log(EBB_LOG_NOTE, "host time in ebb (EBB_SELF_TIME) %s: %.3f s; %llu operations, "
 	    "%.0f ns each; %llu allocations, %.0f ns each; %llu frees, %.0f ns each; %llu "
-	    "synchronisations, %.0f ns each", after ? "after learning" : "while learning",
+	    "synchronisations, %.0f ns each; %llu pointer queries, %.0f ns each",
+	    after ? "after learning" : "while learning",
 	    (double)all / 1e9, (unsigned long long)calls[SELF_OP], PER(SELF_OP),
 	    (unsigned long long)calls[SELF_ALLOC], PER(SELF_ALLOC),
 	    (unsigned long long)calls[SELF_FREE], PER(SELF_FREE),
-	    (unsigned long long)calls[SELF_SYNC], PER(SELF_SYNC));
+	    (unsigned long long)calls[SELF_SYNC], PER(SELF_SYNC),
+	    (unsigned long long)calls[SELF_QUERY], PER(SELF_QUERY));
 #undef PER
 }
 

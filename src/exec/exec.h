@@ -76,7 +76,7 @@ void exec_free(struct ebb_buf *b, uint64_t last_seq);
 void exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n,
     unsigned xfer, int sync, struct ebb_stream *st, uint64_t self_ns);
 
-/* The driver took call_ns to launch operation seq (while recording). */
+/* The driver's call of operation seq took call_ns (while recording). */
 void exec_op_called(uint64_t seq, uint64_t call_ns);
 
 /* Operation seq is the launch l (k: its kernel's layout, NULL when none is

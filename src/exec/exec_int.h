@@ -63,7 +63,7 @@ struct exec_recorded {
 	uint32_t naddr;
 	uint32_t *tok;			/* each operation's token */
 	uint64_t *host, *self;		/* host issue times, ebb's host time by then */
-	uint64_t *call;			/* the driver's time to launch each launch (else 0) */
+	uint64_t *call;			/* the driver's time in each operation's call */
 	uint8_t *sync;			/* the host waited for the device there */
 	struct ebb_stream **st;		/* each operation's stream (NULL: none) */
 	double *gpu;			/* GPU times from CUPTI, by position (taken out only) */
