@@ -768,6 +768,55 @@ run_plan(const char *iters, const char *extra, const char *path, struct run_resu
 	trace_load(path, t);
 }
 
+/* The job's host pace (plan-host-pace-ns) of the planner's loop with 300 us
+ * of the host's own work a layer, under limit (with slow mappings), and
+ * ebb's time left out of it (plan-host-ebb-ns). */
+static uint64_t
+host_pace(const char *limit, uint64_t *ebb_ns)
+{
+	const char *path = tmp_file("pace");
+	char *argv[] = { workload_path(0), "plan", "10", NULL };
+	char lim[64];
+	snprintf(lim, sizeof lim, "EBB_LIMIT=%s", limit);
+	const char *env[] = { "EBB_MODE=offload", lim, "WORKLOAD_HOST_US=300",
+		"WORKLOAD_LAYER_US=50", "FAKECUDA_VMM_DELAY_US=3000", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	uint64_t pace = strtoull(note_value(&t, "plan-host-pace-ns"), NULL, 10);
+	*ebb_ns = strtoull(note_value(&t, "plan-host-ebb-ns"), NULL, 10);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+	return pace;
+}
+
+/*
+ * The host's pace of the recorded iteration is the job's own: recorded
+ * under a limit, where ebb restores buffers on use and waits for room in
+ * the job's calls (slowly: mapping takes 3 ms), it stays near the pace
+ * recorded without pressure, though ebb's time is many times the job's.
+ * What a call of ebb's does before the operation's issue falls in the gap
+ * before it; counted in the next gap instead, the clamp at zero there
+ * keeps it in the pace (three times the job's own here).
+ */
+START_TEST(host_pace_leaves_ebb_out)
+{
+	uint64_t ebb_free, ebb_limit;
+	uint64_t free_pace = host_pace("4G", &ebb_free);
+	uint64_t limit_pace = host_pace("56M", &ebb_limit);
+
+	ck_assert_uint_gt(free_pace, 24 * 300 * 1000ULL);	/* 24 layers of 300 us at least */
+	ck_assert_uint_gt(ebb_limit, 2 * free_pace);
+	ck_assert_msg(limit_pace < free_pace * 3 / 2, "pace %llu ns under the limit (ebb's %llu), "
+	    "%llu without", (unsigned long long)limit_pace, (unsigned long long)ebb_limit,
+	    (unsigned long long)free_pace);
+}
+END_TEST
+
 /*
  * The planner's loop (weights, optimizer state used once an iteration,
  * activations kept from the forward pass to the backward, a sync an
@@ -2382,6 +2431,7 @@ main(void)
 	tcase_add_test(tc, recompute_workspace_flags);
 	tcase_add_test(tc, recompute_from_a_recomputed_input);
 	tcase_add_test(tc, release_without_the_lock);
+	tcase_add_test(tc, host_pace_leaves_ebb_out);
 	tcase_add_test(tc, free_of_a_remade_buffer_does_not_wait);
 	tcase_add_test(tc, recompute_reads_a_small_buffer);
 	tcase_add_test(tc, plan_off);

@@ -592,6 +592,25 @@ op_token(const struct ebb_op *op, const struct ebb_kinfo *k)
 	}
 }
 
+/* When this thread's operation or synchronisation entered ebb (self_begin's
+ * t0; 0: outside one, or untimed). */
+static _Thread_local uint64_t tl_call_t0;
+
+/*
+ * ebb's host time in the job's calls while recording, up to now: the sum
+ * of the calls done, and the part of the one this thread is in. exec_op
+ * takes it at an operation's issue, so that what the call did before that
+ * (restores on use, waits for room) falls in the gap before it, where it
+ * delayed the issue.
+ */
+static uint64_t
+recorded_so_far(void)
+{
+	uint64_t ns = __atomic_load_n(&engine.self.recorded_ns, __ATOMIC_RELAXED);
+
+	return tl_call_t0 != 0 ? ns + (self_clock() - tl_call_t0) : ns;
+}
+
 /* An operation is about to reach the driver (engine.h). Returns
  * CUDA_SUCCESS, or the error that restoring its buffers ended in: then the
  * operation must not reach the driver. */
@@ -689,8 +708,7 @@ op_begin(struct ebb_op *op)
 	if (ebb_trace_on())
 		trace_op(op, k, unresolved, xfer, s);
 	uint32_t token = op_token(op, k);
-	exec_op(op->seq, token, s->v, s->n, xfer, op->sync, st,
-	    __atomic_load_n(&engine.self.recorded_ns, __ATOMIC_RELAXED));
+	exec_op(op->seq, token, s->v, s->n, xfer, op->sync, st, recorded_so_far());
 	/* its launch record, only while the iteration is recorded */
 	if (op->kind == EBB_OP_LAUNCH && engine.life == LIFE_RECORDING)
 		exec_launch(op->seq, &op->launch, k, op->stream, op->per_thread, st, captured);
@@ -718,7 +736,9 @@ CUresult
 ebb_engine_op_begin(struct ebb_op *op)
 {
 	uint64_t t0 = self_begin();
+	tl_call_t0 = t0;
 	CUresult r = op_begin(op);
+	tl_call_t0 = 0;
 	self_end(SELF_OP, t0, 1);
 	op->issued_ns = t0 != 0 && __atomic_load_n(&engine.self.recording, __ATOMIC_RELAXED) ?
 	    self_clock() : 0;
@@ -777,8 +797,7 @@ note_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 	    : (uintptr_t)handle;
 	if (ebb_trace_on())
 		ebb_trace_write_sync(ebb_now_ns(), seq, sync_kind_names[kind], h);
-	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1, NULL,
-	    __atomic_load_n(&engine.self.recorded_ns, __ATOMIC_RELAXED));
+	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1, NULL, recorded_so_far());
 	int action = life_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
 	int moved = exec_after_op(seq, NULL);
 	int plan_due = life_plan_due() && engine.capturing == 0;	/* its sync would end a capture */
@@ -794,7 +813,9 @@ void
 ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 {
 	uint64_t t0 = self_begin();
+	tl_call_t0 = t0;
 	note_sync(kind, handle, per_thread);
+	tl_call_t0 = 0;
 	self_end(SELF_SYNC, t0, 1);
 }
 

@@ -423,10 +423,17 @@ exec_plan_make(struct exec_recorded *rc)
 	rec_end(r);
 	r->p.fixed = rc->fixed;
 	/* the host's side, when the durations are the device's */
+	double queued = 0;
 	if (strcmp(m->source, "host") != 0) {
-		double queued = 0;
 		if (prof_host_pace(&r->p, rc->host, rc->self, rc->call, rc->sync, &queued) == 0)
 			note_pace(&r->p, rc, queued);
+	} else {
+		/* the durations are the host's: the pace only for the notes */
+		struct prof q = { 0 };
+		if (prof_init(&q, r->p.nops) == 0 &&
+		    prof_host_pace(&q, rc->host, rc->self, rc->call, rc->sync, &queued) == 0)
+			note_pace(&q, rc, queued);
+		prof_fini(&q);
 	}	/* (without memory, none) */
 
 	mover_bandwidth(&m->d2h, &m->h2d);

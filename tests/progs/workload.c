@@ -1254,6 +1254,21 @@ scenario_ahead(int iters)
  * Checks every activation's last word each iteration and the optimizer
  * state (o += w with w = 1.0f) at the end.
  */
+/* Spin the host for us microseconds (its own work, not a wait). */
+static void
+host_work(unsigned us)
+{
+	struct timespec t0, t;
+
+	if (us == 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000u + (uint64_t)(t.tv_nsec - t0.tv_nsec) / 1000u <
+	    us);
+}
+
 static int
 scenario_plan(int iters)
 {
@@ -1270,6 +1285,9 @@ scenario_plan(int iters)
 	/* micro-batches of gradient accumulation: forward and backward this many
 	 * times an iteration, no sync between them */
 	int accum = getenv("WORKLOAD_ACCUM") ? atoi(getenv("WORKLOAD_ACCUM")) : 1;
+	/* the host's own work after each layer's launches, in us (a job whose
+	 * host sets the pace) */
+	unsigned host_us = (unsigned)(getenv("WORKLOAD_HOST_US") ? atoi(getenv("WORKLOAD_HOST_US")) : 0);
 
 	CK(cu.StreamCreate(&s, 0));
 	for (int i = 0; i < NW; i++) {
@@ -1290,10 +1308,12 @@ scenario_plan(int iters)
 				launch_copy(act[l], w[l % NW], 4096, s);	/* reads a weight */
 				fill_bytes(act[l] + 4096, (uint32_t)(it * 1000 + l), n - 4096, s);
 				launch_sleep(us, s);
+				host_work(host_us);
 			}
 			for (int l = L - 1; l >= 0; l--) {
 				size_t n = asz[(l + shift) % 3];
 				launch_sleep(2 * us, s);
+				host_work(host_us);
 				launch_copy(res + (CUdeviceptr)l * 4, act[l] + n - 4, 4, s);
 				CK(cu.MemFreeAsync(act[l], s));
 			}
