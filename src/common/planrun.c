@@ -211,10 +211,9 @@ struct level_job {
 struct level_tried {
 	uint64_t t;		/* its recompute-only target */
 	uint64_t rc_peak;	/* the peak its picks reach alone */
-	uint64_t peak;		/* the peak of its plan, with the moves */
-	double step_s;		/* its plan's predicted step */
+	struct plan pl;		/* its plan's met, peak and step_s (no more: for
+				 * plan_better) */
 	uint32_t n;		/* its picks */
-	int met;
 };
 
 /* The most levels one search plans: the first round's four, and two rounds
@@ -316,9 +315,9 @@ plan_round(struct levels *lv, const uint64_t *t, uint32_t nt)
 			oom = 1;
 			continue;
 		}
-		tr[k].peak = job[k].out.pl.peak;
-		tr[k].step_s = job[k].out.pl.step_s;
-		tr[k].met = job[k].out.pl.met;
+		tr[k].pl.met = job[k].out.pl.met;
+		tr[k].pl.peak = job[k].out.pl.peak;
+		tr[k].pl.step_s = job[k].out.pl.step_s;
 		lv->tried[lv->ntried++] = tr[k];
 		if (!oom && plan_better(&job[k].out.pl, lv->have ? &lv->best->pl : lv->moves_only)) {
 			if (lv->have)
@@ -330,17 +329,6 @@ plan_round(struct levels *lv, const uint64_t *t, uint32_t nt)
 		}
 	}
 	return oom ? -1 : 0;
-}
-
-/* Whether level a is better than level b, by plan_better's rule. */
-static int
-tried_better(const struct level_tried *a, const struct level_tried *b)
-{
-	if (a->met != b->met)
-		return a->met;
-	if (!a->met && a->peak != b->peak)
-		return a->peak < b->peak;
-	return a->step_s < b->step_s;
 }
 
 /* Add x to the n targets of t (room for 4) unless it is outside (lo, hi)
@@ -373,7 +361,7 @@ next_targets(const struct levels *lv, uint64_t before, int first, uint64_t *t)
 	uint32_t n = 0;
 
 	for (uint32_t k = 1; k < lv->ntried; k++)
-		if (tried_better(&lv->tried[k], best))
+		if (plan_better(&lv->tried[k].pl, &best->pl))
 			best = &lv->tried[k];
 	for (uint32_t k = 0; k < lv->ntried; k++) {
 		const struct level_tried *x = &lv->tried[k];
@@ -381,11 +369,11 @@ next_targets(const struct levels *lv, uint64_t before, int first, uint64_t *t)
 			lo = x->t;
 		if (x->t > best->t && x->t < hi)
 			hi = x->t;
-		if (!x->met && x->rc_peak > x->peak && (miss == NULL || x->t < miss->t))
+		if (!x->pl.met && x->rc_peak > x->pl.peak && (miss == NULL || x->t < miss->t))
 			miss = x;
 	}
 	if (first && miss != NULL)
-		n = add_target(t, n, target + (miss->rc_peak - miss->peak), target, before);
+		n = add_target(t, n, target + (miss->rc_peak - miss->pl.peak), target, before);
 	if (best->t - lo > close) {
 		n = add_target(t, n, best->t - (best->t - lo) / 2, lo, best->t);
 		n = add_target(t, n, best->t - (best->t - lo) / 4, lo, best->t);
