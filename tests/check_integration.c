@@ -906,9 +906,15 @@ START_TEST(plan_moves_ahead_of_use)
 	    "the plan", faults, evictions);
 	ck_assert_uint_gt(count_under_plan(&t, 'B', 4, "prefetch"), 20);
 	ck_assert_uint_gt(count_under_plan(&t, 'O', 4, "plan"), 20);
-	/* the optimizer state, offloaded after its update, would still be
-	 * copying when the job copies its results to the host: after that */
-	ck_assert_uint_gt(offloads_after_copies(&t), 20);
+	/* an offload the plan defers past the job's copy to the host (the
+	 * optimizer state's, where the plan predicts it still copying then:
+	 * that depends on the host-timed durations, check_plan.c has the rule)
+	 * is issued after that copy in every planned iteration but the last,
+	 * whose final check departs */
+	uint64_t deferred = strtoull(note_value(&t, "plan-offloads-deferred"), NULL, 10);
+	uint64_t planned = summary(&t, "plan-iterations");
+	ck_assert_uint_ge(offloads_after_copies(&t), deferred * (planned - 1));
+	ck_assert_uint_le(offloads_after_copies(&t), deferred * planned);
 	ck_assert_uint_ge(count_type_field(&t, 'C', 5, "d2h"), 30);	/* one an iteration */
 	ck_assert_ptr_nonnull(strstr(r.err, "plan: 1 made"));
 	trace_free(&t);

@@ -596,15 +596,10 @@ op_token(const struct ebb_op *op, const struct ebb_kinfo *k)
  * t0; 0: outside one, or untimed). */
 static _Thread_local uint64_t tl_call_t0;
 
-/*
- * ebb's host time in the job's calls while recording, up to now: the sum
- * of the calls done, and the part of the one this thread is in. exec_op
- * takes it at an operation's issue, so that what the call did before that
- * (restores on use, waits for room) falls in the gap before it, where it
- * delayed the issue.
- */
-static uint64_t
-recorded_so_far(void)
+/* ebb's host time in the job's calls while recording, up to now
+ * (engine_int.h). */
+uint64_t
+engine_recorded_so_far(void)
 {
 	uint64_t ns = __atomic_load_n(&engine.self.recorded_ns, __ATOMIC_RELAXED);
 
@@ -708,7 +703,7 @@ op_begin(struct ebb_op *op)
 	if (ebb_trace_on())
 		trace_op(op, k, unresolved, xfer, s);
 	uint32_t token = op_token(op, k);
-	exec_op(op->seq, token, s->v, s->n, xfer, op->sync, st, recorded_so_far());
+	exec_op(op->seq, token, s->v, s->n, xfer, op->sync, st, engine_recorded_so_far());
 	/* its launch record, only while the iteration is recorded */
 	if (op->kind == EBB_OP_LAUNCH && engine.life == LIFE_RECORDING)
 		exec_launch(op->seq, &op->launch, k, op->stream, op->per_thread, st, captured);
@@ -797,7 +792,7 @@ note_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 	    : (uintptr_t)handle;
 	if (ebb_trace_on())
 		ebb_trace_write_sync(ebb_now_ns(), seq, sync_kind_names[kind], h);
-	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1, NULL, recorded_so_far());
+	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1, NULL, engine_recorded_so_far());
 	int action = life_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
 	int moved = exec_after_op(seq, NULL);
 	int plan_due = life_plan_due() && engine.capturing == 0;	/* its sync would end a capture */

@@ -164,6 +164,15 @@ self_clock(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * ebb's host time in the job's calls while an iteration is recorded, up to
+ * now: recorded_ns, the calls done, and the part of the one this thread is
+ * in. exec_op takes it at an operation's issue, so that what the call did
+ * before that (restores on use, waits for room) falls in the gap before
+ * it, where it delayed the issue.
+ */
+uint64_t engine_recorded_so_far(void);
+
 static inline uint64_t
 self_begin(void)
 {

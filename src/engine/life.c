@@ -249,7 +249,7 @@ boundary(uint64_t next_seq, uint64_t period)
 			life_set(without_planning(LIFE_ARMED));
 		break;
 	case LIFE_RECORDING:
-		exec_record_end(__atomic_load_n(&engine.self.recorded_ns, __ATOMIC_RELAXED));
+		exec_record_end(engine_recorded_so_far());
 		/* its write sets: the next iteration is probed (no capture runs: the
 		 * probe takes device memory and loads a module) */
 		if (engine.conf->recompute && engine.capturing == 0 && probe_begin(next_seq, &engine.tab) == 0)
