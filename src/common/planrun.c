@@ -349,8 +349,8 @@ add_target(uint64_t *t, uint32_t n, uint64_t x, uint64_t lo, uint64_t hi)
  * a level that missed points at: its moves took its peak down by some
  * bytes, their reach; recomputing down to pp->target plus that reach
  * leaves the rest to moves of about the same reach. Returns how many; 0
- * when both neighbours are within 1/64 of the distance from before to
- * pp->target.
+ * when no level was planned, or both neighbours are within 1/64 of the
+ * distance from before to pp->target.
  */
 static uint32_t
 next_targets(const struct levels *lv, uint64_t before, int first, uint64_t *t)
@@ -360,6 +360,8 @@ next_targets(const struct levels *lv, uint64_t before, int first, uint64_t *t)
 	const struct level_tried *best = &lv->tried[0], *miss = NULL;
 	uint32_t n = 0;
 
+	if (lv->ntried == 0)
+		return 0;	/* no level with picks of its own */
 	for (uint32_t k = 1; k < lv->ntried; k++)
 		if (plan_better(&lv->tried[k].pl, &best->pl))
 			best = &lv->tried[k];
