@@ -102,6 +102,7 @@ int
 ebb_engine_init(const struct ebb_conf *c)
 {
 	engine.conf = c;
+	engine.self.timing = c->self_time;
 	buftab_init(&engine.tab);
 	kparam_init(&engine.kcache);
 	engine.life = LIFE_SEARCH;
@@ -741,23 +742,30 @@ ebb_engine_op_begin(struct ebb_op *op)
 }
 
 /* The operation returned error: stream progress, the plan's moves after it,
- * and an X record for an error. */
+ * and an X record for an error; call_ns, the driver's call while an
+ * iteration is recorded (else 0), goes to the recording. */
 static void
-op_end(struct ebb_op *op, int error)
+op_end(struct ebb_op *op, int error, uint64_t call_ns)
 {
 	int moved = 0;
 
 	if (op->timed)
 		ebb_cupti_pop();
-	/* stream progress matters to the mover only: observe mode takes no second lock */
-	if (engine.conf->mode == EBB_MODE_OFFLOAD && op->tracker != NULL) {
+	/* stream progress matters to the mover only: observe mode takes no second
+	 * lock (nor does it record an iteration) */
+	if (engine.conf->mode == EBB_MODE_OFFLOAD && (op->tracker != NULL || call_ns != 0)) {
 		int mode = engine_enter();
-		/* before streams_after: what covers this operation covers its hashes */
-		if (op->probed && error == 0 && tl_set.seq == op->seq)
-			probe_after(op->seq, streams_handle(op->tracker), tl_set.v, tl_set.n);
-		streams_after(op->tracker, op->seq, 1);
-		if (error == 0)
-			moved = exec_after_op(op->seq, op->tracker);
+		/* the driver's call, for the job's host pace */
+		if (call_ns != 0)
+			exec_op_called(op->seq, call_ns);
+		if (op->tracker != NULL) {
+			/* before streams_after: what covers this operation covers its hashes */
+			if (op->probed && error == 0 && tl_set.seq == op->seq)
+				probe_after(op->seq, streams_handle(op->tracker), tl_set.v, tl_set.n);
+			streams_after(op->tracker, op->seq, 1);
+			if (error == 0)
+				moved = exec_after_op(op->seq, op->tracker);
+		}
 		engine_leave(mode);
 	}
 	if (engine.conf->mode == EBB_MODE_OFFLOAD)
@@ -770,13 +778,7 @@ void
 ebb_engine_op_end(struct ebb_op *op, int error)
 {
 	uint64_t t0 = self_begin();
-	/* the driver's call, for the job's host pace */
-	if (op->issued_ns != 0 && t0 > op->issued_ns) {
-		int mode = engine_enter();
-		exec_op_called(op->seq, t0 - op->issued_ns);
-		engine_leave(mode);
-	}
-	op_end(op, error);
+	op_end(op, error, op->issued_ns != 0 && t0 > op->issued_ns ? t0 - op->issued_ns : 0);
 	self_end(SELF_OP, t0, 0);
 }
 

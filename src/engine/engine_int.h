@@ -96,6 +96,8 @@ struct self_time {
 	 * leaves it out (exec_op) */
 	int recording;
 	uint64_t recorded_ns;
+	int timing;		/* EBB_SELF_TIME or recording: the calls are timed (one
+				 * load on every call's path) */
 };
 
 /*
@@ -176,8 +178,7 @@ uint64_t engine_recorded_so_far(void);
 static inline uint64_t
 self_begin(void)
 {
-	return (engine.conf != NULL && engine.conf->self_time) ||
-	    __atomic_load_n(&engine.self.recording, __ATOMIC_RELAXED) ? self_clock() : 0;
+	return __atomic_load_n(&engine.self.timing, __ATOMIC_RELAXED) ? self_clock() : 0;
 }
 
 static inline void

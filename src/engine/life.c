@@ -184,6 +184,8 @@ life_set(enum life_state s)
 {
 	__atomic_store_n(&engine.life, s, __ATOMIC_RELAXED);
 	__atomic_store_n(&engine.self.recording, s == LIFE_RECORDING, __ATOMIC_RELAXED);
+	__atomic_store_n(&engine.self.timing, engine.conf->self_time || s == LIFE_RECORDING,
+	    __ATOMIC_RELAXED);
 }
 
 /*
