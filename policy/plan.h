@@ -216,8 +216,11 @@ struct plan_params {
 	double copy_latency_s;	/* fixed cost of one copy */
 	uint64_t min_bytes;	/* smallest buffer worth moving */
 	/* with the profile's host side: the host's seconds to issue one move */
-	double host_offload_s;	/* an offload, its memory's release included */
+	double host_offload_s;	/* an offload */
 	double host_restore_s;
+	double host_drop_s;	/* a recompute's drop */
+	double host_remake_s;	/* a recompute's remake: mapping its memory again (its
+				 * launches are counted apart, struct rc_params) */
 	int allow_stall;	/* 0: only gaps whose restores are on time */
 	int no_waits;		/* with allow_stall: the greedy search's stalls only, not
 				 * also waits where the floor wants them (plan_make,

@@ -228,7 +228,12 @@ START_TEST(moves_cost_the_host_time)
 	static const char *const bad[] = { "-t", "1G", "--move-cost", "25000", NULL };
 	plan(&r, write_trace("", ""), bad);
 	ck_assert_int_eq(r.status, 2);
-	ck_assert_ptr_nonnull(strstr(r.err, "--move-cost '25000' is not two numbers"));
+	ck_assert_ptr_nonnull(strstr(r.err, "--move-cost '25000' is not two or four numbers"));
+	run_free(&r);
+	static const char *const three[] = { "-t", "1G", "--move-cost", "1,2,3", NULL };
+	plan(&r, write_trace("", ""), three);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "--move-cost '1,2,3' is not two or four numbers"));
 	run_free(&r);
 }
 END_TEST

@@ -882,6 +882,12 @@ START_TEST(plan_moves_ahead_of_use)
 	    strtoll(note_value(&t, "plan-stall-ns"), NULL, 10);
 	ck_assert_msg(llabs(step - parts) <= 2, "plan-step-ns %lld, its parts %lld", step, parts);
 	ck_assert_uint_gt(strtoull(note_value(&t, "plan-host-restore-ns"), NULL, 10), 0);
+	/* before any drop, a drop costs an offload's time; a remake's mapping
+	 * a mapping's mean, measured from the job's allocations */
+	ck_assert_str_eq(note_value(&t, "plan-host-drop-ns"), note_value(&t, "plan-host-offload-ns"));
+	uint64_t remake_ns = strtoull(note_value(&t, "plan-host-remake-ns"), NULL, 10);
+	ck_assert_uint_gt(remake_ns, 0);
+	ck_assert_uint_le(remake_ns, summary(&t, "vmm-map-ns") / summary(&t, "vmm-map-calls") * 4);
 	/* the rates ebb's own copies got before the plan: each a median of some */
 	const char *rate_notes[] = { "d2h-gbps-copies", "h2d-gbps-copies" };
 	for (int d = 0; d < 2; d++) {

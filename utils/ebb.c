@@ -41,7 +41,7 @@ usage(FILE *f)
 	    "       ebb report TRACE\n"
 	    "       ebb plan TRACE [--target SIZE]... [--fraction F]... [--d2h GBPS] [--h2d GBPS]\n"
 	    "                [--min-bytes SIZE] [--allow-stall [--no-waits]] [--moves]\n"
-	    "                [--move-cost US,US] [--time-limit S] [--replay] [--iteration N]\n"
+	    "                [--move-cost US,US[,US,US]] [--time-limit S] [--replay] [--iteration N]\n"
 	    "       ebb --version | --help\n"
 	    "\n"
 	    "run      run CMD with libebb.so preloaded (see ebb(1); variables in ebb(7))\n"
@@ -77,9 +77,10 @@ usage(FILE *f)
 	    "      --replay        from the trace's write sets (EBB_RECOMPUTE=1): the gaps\n"
 	    "                      a recompute by replay could bridge, and the last\n"
 	    "                      target's plan that recomputes some, beside the moves alone\n"
-	    "      --move-cost OFF,RES  the host's microseconds to issue an offload and a\n"
-	    "                      restore (default: the trace's plan-host-offload-ns and\n"
-	    "                      plan-host-restore-ns notes, else 0)\n"
+	    "      --move-cost OFF,RES[,DROP,REMAKE]  the host's microseconds to issue an\n"
+	    "                      offload, a restore, a drop and a remake's mapping (two:\n"
+	    "                      a drop as an offload, a remake as a restore; default:\n"
+	    "                      the trace's plan-host-*-ns notes, else 0)\n"
 	    "      --time-limit S  each target's search at most S seconds (default 60, as\n"
 	    "                      EBB_PLAN_SECONDS; 0: no limit)\n"
 	    "      --iteration N   plan iteration N (its I record's number) rather than the\n"
@@ -558,6 +559,38 @@ cmd_run(int argc, char **argv)
 }
 
 /* Parse `ebb plan`'s options and run it; usage errors exit with 2. */
+/* --move-cost's OFF,RES or OFF,RES,DROP,REMAKE microseconds into us (with
+ * two, a drop costs as an offload and a remake as a restore). Returns 0, or
+ * -1 when arg is not two or four numbers of at least 0, comma-separated. */
+static int
+parse_move_cost(const char *arg, double us[4])
+{
+	int n = 0;
+	const char *f = arg;
+
+	for (;;) {
+		char num[64];
+		size_t len = strcspn(f, ",");
+		if (n == 4 || len == 0 || len >= sizeof num)
+			return -1;
+		memcpy(num, f, len);
+		num[len] = '\0';
+		if (ebb_conf_parse_real(num, &us[n]) < 0 || us[n] < 0)
+			return -1;
+		n++;
+		if (f[len] == '\0')
+			break;
+		f += len + 1;
+	}
+	if (n != 2 && n != 4)
+		return -1;
+	if (n == 2) {
+		us[2] = us[0];
+		us[3] = us[1];
+	}
+	return 0;
+}
+
 static int
 cmd_plan(int argc, char **argv)
 {
@@ -661,25 +694,15 @@ cmd_plan(int argc, char **argv)
 			}
 			o.time_limit_s = v;
 			break;
-		case 'C': {
-			char *comma = strchr(optarg, ',');
-			double a, b;
-			if (comma != NULL)
-				*comma = '\0';
-			int ok = comma != NULL && ebb_conf_parse_real(optarg, &a) == 0 && a >= 0 &&
-			    ebb_conf_parse_real(comma + 1, &b) == 0 && b >= 0;
-			if (comma != NULL)
-				*comma = ',';
-			if (!ok) {
-				fprintf(stderr, "%s plan: --move-cost '%s' is not two numbers of "
-				    "microseconds, at least 0, as OFF,RES\n", progname, optarg);
+		case 'C':
+			if (parse_move_cost(optarg, o.move_us) < 0) {
+				fprintf(stderr, "%s plan: --move-cost '%s' is not two or four numbers of "
+				    "microseconds, at least 0, as OFF,RES or OFF,RES,DROP,REMAKE\n",
+				    progname, optarg);
 				goto out;
 			}
 			o.move_given = 1;
-			o.move_us[0] = a;
-			o.move_us[1] = b;
 			break;
-		}
 		case 'h':
 			usage(stdout);
 			rc = 0;

@@ -330,8 +330,12 @@ scan_trace(struct plancmd_src *s, struct plancmd_scan *sc)
 				    s->rd.rec.field[2]);
 				return -1;
 			}
-			int c = strcmp(s->rd.rec.field[1], "plan-host-offload-ns") == 0 ? 0 :
-			    strcmp(s->rd.rec.field[1], "plan-host-restore-ns") == 0 ? 1 : -1;
+			static const char *const cost_notes[4] = { "plan-host-offload-ns",
+				"plan-host-restore-ns", "plan-host-drop-ns", "plan-host-remake-ns" };
+			int c = -1;
+			for (int k = 0; k < 4; k++)
+				if (strcmp(s->rd.rec.field[1], cost_notes[k]) == 0)
+					c = k;
 			if (c >= 0) {
 				uint64_t ns;
 				if (ebb_trace_u64(&s->rd.rec, 2, &ns) < 0) {
@@ -785,6 +789,20 @@ learn(struct plancmd *g, const struct ebb_plan_opts *o)
 	return 0;
 }
 
+/* The host's seconds for move kind k (0 offload, 1 restore, 2 drop, 3 a
+ * remake's mapping): given with --move-cost, else the trace's note; a trace
+ * without the drop or remake note (made before they were noted) costs them
+ * as an offload and a restore; else 0. */
+static double
+move_cost(const struct plancmd *g, const struct ebb_plan_opts *o, int k)
+{
+	if (o->move_given)
+		return o->move_us[k] * 1e-6;
+	if (g->sc.move_ns[k] < 0 && k >= 2)
+		k -= 2;
+	return g->sc.move_ns[k] >= 0 ? g->sc.move_ns[k] / 1e9 : 0;
+}
+
 /*
  * The planner's parameters, but for the target: each bandwidth given, else
  * the trace's, else assumed; what a move costs the host given, else the
@@ -813,10 +831,10 @@ set_params(struct plancmd *g, const struct ebb_plan_opts *o)
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = o->min_bytes,
 		.allow_stall = o->allow_stall, .no_waits = o->no_waits,
 		.time_limit_s = o->time_limit_s,
-		.host_offload_s = (o->move_given ? o->move_us[0] * 1e3 :
-		    g->sc.move_ns[0] >= 0 ? g->sc.move_ns[0] : 0) / 1e9,
-		.host_restore_s = (o->move_given ? o->move_us[1] * 1e3 :
-		    g->sc.move_ns[1] >= 0 ? g->sc.move_ns[1] : 0) / 1e9,
+		.host_offload_s = move_cost(g, o, 0),
+		.host_restore_s = move_cost(g, o, 1),
+		.host_drop_s = move_cost(g, o, 2),
+		.host_remake_s = move_cost(g, o, 3),
 	};
 }
 
@@ -864,7 +882,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 {
 	struct plancmd g = {
 		.s = { .path = path, .err = err },
-		.sc = { .move_ns = { -1, -1 } },
+		.sc = { .move_ns = { -1, -1, -1, -1 } },
 	};
 	uint64_t target = 0;
 	int rc = 1;

@@ -28,7 +28,8 @@ struct ebb_plan_opts {
 	int replay;		/* say what recompute by replay could bridge, from the
 				 * trace's write sets (V records) */
 	int move_given;		/* move_us given: else the trace's plan-host-* notes, else 0 */
-	double move_us[2];	/* the host's microseconds for an offload, a restore */
+	double move_us[4];	/* the host's microseconds for an offload, a restore, a
+				 * drop and a remake's mapping */
 	uint64_t iteration;	/* plan this iteration (its I record's number; 0: choose;
 				 * PLAN_ITER_RECORDED: the one the library recorded for
 				 * its first plan, as the plan-recording note says) */

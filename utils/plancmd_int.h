@@ -60,9 +60,9 @@ struct plancmd_scan {
 	size_t ndep, cdep;
 	uint64_t last_seq;	/* the last operation of the trace */
 	double gbps[2];		/* d2h, h2d from Q notes; 0: none */
-	double move_ns[2];	/* the host's cost of an offload, a restore, from the
-				 * last plan-host-offload-ns, plan-host-restore-ns notes;
-				 * -1: none */
+	double move_ns[4];	/* the host's cost of an offload, a restore, a drop, a
+				 * remake's mapping, from the last plan-host-offload-ns,
+				 * -restore-ns, -drop-ns, -remake-ns notes; -1: none */
 	int offload;		/* the trace has offload mode's moves (O or B records) */
 	uint64_t recording;	/* the first plan-recording note's operation (0: none) */
 	struct plancmd_access *v;	/* V records, in the trace's order */

@@ -184,9 +184,7 @@ plan_level(const struct prof *p, const struct replay_set *rs, struct rc_pick *pk
 		r->bytes_recomputed += rs->c[pk[j].cand].bytes;
 		r->hoisted += pk[j].r < rs->c[pk[j].cand].r_hi;
 	}
-	/* a drop releases memory as an offload does, a remake maps it as a
-	 * restore does */
-	struct rc_params rp = { .host_drop_s = q->host_offload_s, .host_remake_s = q->host_restore_s };
+	struct rc_params rp = { .host_drop_s = q->host_drop_s, .host_remake_s = q->host_remake_s };
 	if (rc_derive(p, rs, pk, n, &rp, &r->derived, &r->orig) < 0 ||
 	    plan_make(&r->derived, q, &r->pl) < 0) {
 		plan_rc_fini(r);

@@ -599,7 +599,7 @@ exec_record_take(void)
 	probe_shape_drop();
 	r->fixed = mover_fixed_held();
 	r->limit = mover_limit();
-	mover_move_costs(&r->off_s, &r->res_s);
+	mover_move_costs(&r->costs);
 	/* the GPU times are in (CUPTI was flushed): take them with the rest,
 	 * before a departure lets another recording start */
 	pthread_mutex_lock(&exec.times_lock);

@@ -14,6 +14,7 @@
 #include "exec.h"
 #include "idmap.h"
 #include "lrec.h"
+#include "mover.h"
 #include "record.h"
 
 struct ebb_conf;
@@ -70,7 +71,7 @@ struct exec_recorded {
 	uint64_t ngpu;
 	uint64_t fixed, limit;		/* the mover's fixed bytes, what ebb may hold (taken out
 					 * only) */
-	double off_s, res_s;		/* what a move has cost the host so far */
+	struct mover_costs costs;	/* what a move has cost the host so far */
 	struct lrec_set launches;	/* each launch's record, by position */
 };
 

@@ -287,6 +287,8 @@ plan_notes(const struct exec_made *rp)
 	ebb_trace_note_u64("plan-host-idle-before-ns", (uint64_t)(pl->host_idle_before_s * 1e9));
 	ebb_trace_note_u64("plan-host-offload-ns", (uint64_t)(pp->host_offload_s * 1e9));
 	ebb_trace_note_u64("plan-host-restore-ns", (uint64_t)(pp->host_restore_s * 1e9));
+	ebb_trace_note_u64("plan-host-drop-ns", (uint64_t)(pp->host_drop_s * 1e9));
+	ebb_trace_note_u64("plan-host-remake-ns", (uint64_t)(pp->host_remake_s * 1e9));
 	ebb_trace_note_u64("plan-stall-capped", (uint64_t)pl->stall_capped);
 	ebb_trace_note_u64("plan-time-capped", (uint64_t)pl->time_capped);
 	ebb_trace_note_u64("plan-waited", (uint64_t)pl->waited);
@@ -340,9 +342,10 @@ plan_logs(const struct exec_made *rp)
 	    pl->step_before_s + pl->host_idle_before_s, (double)rp->made_ns / 1e9, pl->simulations);
 	if (r->p.host != NULL)
 		ebb_log(EBB_LOG_INFO, "plan: of that, the device waits %.3f s for the host to issue "
-		    "work (%.3f s without moves; a move costs the host %.0f us to the host, %.0f us "
-		    "back, as measured so far)", pl->host_idle_s, pl->host_idle_before_s,
-		    pp->host_offload_s * 1e6, pp->host_restore_s * 1e6);
+		    "work (%.3f s without moves; as measured so far, an offload costs the host "
+		    "%.0f us, a restore %.0f us, a drop %.0f us, a remake %.0f us and its "
+		    "launches)", pl->host_idle_s, pl->host_idle_before_s, pp->host_offload_s * 1e6,
+		    pp->host_restore_s * 1e6, pp->host_drop_s * 1e6, pp->host_remake_s * 1e6);
 	else
 		ebb_log(EBB_LOG_INFO, "plan: the host's time is not in the prediction (the "
 		    "durations are the host's)");
@@ -454,7 +457,8 @@ exec_plan_make(struct exec_recorded *rc)
 		/* under the bound, stalls rather than faults */
 		.allow_stall = 1, .no_waits = !exec.conf->plan_waits,
 		.time_limit_s = exec.conf->plan_seconds,
-		.host_offload_s = rc->off_s, .host_restore_s = rc->res_s,
+		.host_offload_s = rc->costs.offload_s, .host_restore_s = rc->costs.restore_s,
+		.host_drop_s = rc->costs.drop_s, .host_remake_s = rc->costs.remake_s,
 	};
 	uint64_t t0 = ebb_now_ns();
 	m->have = !r->oom && m->d2h > 0 && m->h2d > 0 && plan_make(&r->p, &m->pp, &m->pl) == 0;

@@ -802,18 +802,22 @@ mover_stats(struct mover_stats *out)
 }
 
 
-/* The mean host seconds of one offload (issuing it, and unmapping once it
- * has landed) and of one restore; 0 where none was made. */
+/* What a move has cost the host so far (mover.h). */
 void
-mover_move_costs(double *offload_s, double *restore_s)
+mover_move_costs(struct mover_costs *out)
 {
 	const struct mover_stats *c = &mover.stats;
+	struct vmm_stats vs;
 
-	*offload_s = (c->offloads_timed ? (double)c->offload_host_ns / (double)c->offloads_timed : 0) +
-	    (c->unmaps_timed ? (double)c->unmap_ns / (double)c->unmaps_timed : 0);
-	*restore_s = c->restores_timed ? (double)c->restore_host_ns / (double)c->restores_timed : 0;
-	*offload_s /= 1e9;
-	*restore_s /= 1e9;
+	vmm_stats(&vs);
+	double unmap = c->unmaps_timed ? (double)c->unmap_ns / c->unmaps_timed / 1e9 : 0;
+	double issue = c->offloads_timed ? (double)c->offload_host_ns / c->offloads_timed / 1e9 : 0;
+	out->offload_s = issue + unmap;
+	out->restore_s = c->restores_timed ? (double)c->restore_host_ns / c->restores_timed / 1e9 : 0;
+	out->drop_s = (c->drops_timed ? (double)c->drop_host_ns / c->drops_timed / 1e9 : issue) +
+	    unmap;
+	out->remake_s = vs.calls[VMM_MAP] ? (double)vs.ns[VMM_MAP] / vs.calls[VMM_MAP] / 1e9 :
+	    out->restore_s;
 }
 
 /* ---- the entry points ---- */

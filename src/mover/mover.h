@@ -90,6 +90,7 @@ struct mover_stats {
 	uint64_t offload_host_ns, offloads_timed;	/* issuing offload copies */
 	uint64_t restore_host_ns, restores_timed;	/* mapping and issuing restore copies */
 	uint64_t unmap_ns, unmaps_timed;	/* unmapping offloaded buffers (worker) */
+	uint64_t drop_host_ns, drops_timed;	/* issuing drops */
 };
 
 /*
@@ -262,10 +263,19 @@ void mover_stats(struct mover_stats *out);
  */
 int mover_moved_here(void);
 
-/* The mean host seconds of one offload (issuing its copy, and unmapping the
- * memory once it has landed) and of one restore (mapping, issuing the copy)
- * so far in the process; 0 where none was made. */
-void mover_move_costs(double *offload_s, double *restore_s);
+/* What a move costs the host (struct mover_costs), from the moves so far
+ * in the process; 0 where none was made. */
+struct mover_costs {
+	double offload_s;	/* issuing an offload's copy, and unmapping the memory
+				 * once it has landed (ebb's worker does, and the
+				 * driver's mappings wait for each other) */
+	double restore_s;	/* mapping the memory, issuing the copy */
+	double drop_s;		/* issuing a drop (an offload's copy before any drop),
+				 * and unmapping the memory, as an offload's */
+	double remake_s;	/* a remake's mapping, its launches aside (a mapping's
+				 * mean; a restore's cost before any mapping) */
+};
+void mover_move_costs(struct mover_costs *c);
 
 /* Stop the workers (at exit). */
 void mover_shutdown(void);

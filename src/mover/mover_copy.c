@@ -483,6 +483,7 @@ mover_copy_offload(struct ebb_buf *b, uint64_t seq, const char *why)
 static int
 drop(struct ebb_buf *b, uint64_t seq)
 {
+	uint64_t t0 = ebb_now_ns();
 	CUevent ev = NULL;
 	CUresult r = after_all_uses(b, mover.drop);
 	if (r == CUDA_SUCCESS && (ev = streams_event_get(1)) == NULL)
@@ -505,6 +506,8 @@ drop(struct ebb_buf *b, uint64_t seq)
 	*w = (struct work){ .kind = W_DROPPED, .ev = ev, .b = b };
 	enqueue(w);
 	mover_trace_move('O', seq, b, 0, "drop");
+	mover.stats.drop_host_ns += ebb_now_ns() - t0;
+	mover.stats.drops_timed++;
 	return 1;
 }
 
