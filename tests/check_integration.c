@@ -1309,6 +1309,42 @@ checksum_of(const char *out)
 	return sum;
 }
 
+/*
+ * The same question about a buffer the plan is offloading (WORKLOAD_QUERY=1:
+ * after each layer's launches, the device pointer of the layer before's
+ * activation), the fake's answer slowed (FAKECUDA_QUERY_DELAY_US) so that
+ * the copy lands and the worker would unmap the buffer while the driver
+ * looks the address up: the question cancels the offload as a use does, so
+ * every answer is the pointer's own and the job computes what it does
+ * without the limit.
+ */
+START_TEST(pointer_query_while_offloading)
+{
+	const char *path = tmp_file("queryinflight");
+	char *argv[] = { workload_path(0), "plan", "30", NULL };
+	const char *alone_env[] = { "WORKLOAD_QUERY=1", NULL };
+	const char *env[] = { "WORKLOAD_QUERY=1", "FAKECUDA_QUERY_DELAY_US=3000", "EBB_MODE=offload",
+		"EBB_LIMIT=56M", NULL };
+	struct run_result alone, r;
+	struct trace t;
+
+	run_ebb(argv, alone_env, NULL, &alone);
+	expect_ok(&alone);
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	ck_assert_str_ne(checksum_of(alone.out), "");
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	trace_load(path, &t);
+	ck_assert_uint_gt(summary(&t, "run-iterations"), 0);
+	ck_assert_uint_gt(summary(&t, "planned-offloads"), 0);
+	ck_assert_uint_gt(summary(&t, "restores-cancelled"), 0);
+	trace_free(&t);
+	run_free(&alone);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /* Run the write-set scenario for 16 iterations in offload mode under a
  * limit it fits in, with recompute (EBB_RECOMPUTE=0 or 1) and env added
  * (NULL: none). */
@@ -2405,6 +2441,7 @@ main(void)
 	tcase_add_test(tc, vmm_mappings_seen);
 	tcase_add_test(tc, default_pool_served);
 	tcase_add_test(tc, pointer_query_of_offloaded_buffer);
+	tcase_add_test(tc, pointer_query_while_offloading);
 	tcase_add_test(tc, graph_capture);
 	tcase_add_test(tc, graph_capture_limit);
 	tcase_add_test(tc, capture_past_driver_share);

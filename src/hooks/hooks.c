@@ -269,8 +269,9 @@ cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 /*
  * The driver answers questions about an address only where memory is
- * mapped: ebb maps an offloaded buffer again (its copy back queued, as a
- * use would) before passing the question on. Launchers ask before each
+ * mapped: before passing the question on, ebb keeps the buffer mapped as a
+ * use would (an offload in flight cancelled, one on the host mapped again
+ * with its copy back queued). Launchers ask before each
  * launch (Triton's and inductor's: CU_POINTER_ATTRIBUTE_DEVICE_POINTER of
  * every pointer argument), and a launch would bring it back anyway.
  */

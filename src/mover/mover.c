@@ -910,11 +910,11 @@ mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint6
 	return mover_copy_ensure(bufs, n, consumer, seq);
 }
 
-/* Map b for a question about it, restoring it if it is on the host (mover.h). */
+/* Keep b mapped for a question about it, as a use would (mover.h). */
 CUresult
 mover_map(struct ebb_buf *b, uint64_t seq)
 {
-	if (!mover.on || b->mv.managed != EBB_MANAGED_BIG || b->mv.state != EBB_ON_HOST)
+	if (!mover.on || b->mv.managed != EBB_MANAGED_BIG)
 		return CUDA_SUCCESS;
-	return mover_copy_restore(b, NULL, seq);
+	return mover_copy_ensure(&b, 1, NULL, seq);
 }

@@ -146,10 +146,13 @@ CUresult mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consum
     uint64_t seq);
 
 /*
- * Make b mapped at its address, if it is on the host, for a question the job
- * asks the driver about it: its copy back is queued and later uses wait for
- * it, as after a restore ahead of use (B record of kind query). Returns
- * CUDA_SUCCESS, or the error that left it on the host (no room).
+ * Keep b mapped at its address for a question the job asks the driver about
+ * it, as a use of it would (mover_ensure with no consumer): an offload in
+ * flight is cancelled (the worker would unmap it while the driver answers),
+ * one being unmapped is waited out and restored; on the host, its copy back
+ * is queued and later uses wait for it, as after a restore ahead of use (B
+ * record of kind query). Returns CUDA_SUCCESS, or the error that left it on
+ * the host (no room).
  */
 CUresult mover_map(struct ebb_buf *b, uint64_t seq);
 

@@ -813,8 +813,9 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 		    !copies.stopping)
 			mover_copy_wait_room(&mover.stats.wait_drop_ns, "remake", seq);
 		if (b->mv.state == EBB_RESIDENT) {
-			/* restored ahead of this use: the device waits for the copy */
-			if (b->mv.arrive != NULL) {
+			/* restored ahead of this use: the device waits for the copy
+			 * (a question, with no consumer, needs the mapping only) */
+			if (b->mv.arrive != NULL && consumer != NULL) {
 				CUresult r = ebb_real.cuStreamWaitEvent(streams_handle(consumer),
 				    b->mv.arrive, 0);
 				if (r != CUDA_SUCCESS)

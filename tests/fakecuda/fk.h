@@ -35,6 +35,7 @@ struct fk_config {
     unsigned copy_delay_us;   /* FAKECUDA_COPY_DELAY_US */
     unsigned launch_queue_delay_us; /* FAKECUDA_LAUNCH_QUEUE_DELAY_US */
     unsigned vmm_delay_us;    /* FAKECUDA_VMM_DELAY_US */
+    unsigned query_delay_us;  /* FAKECUDA_QUERY_DELAY_US */
     int no_vmm;               /* FAKECUDA_NO_VMM */
     int verbose;              /* FAKECUDA_VERBOSE */
     uint64_t lazy_load_bytes; /* FAKECUDA_LAZY_LOAD_BYTES */

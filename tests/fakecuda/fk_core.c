@@ -243,6 +243,7 @@ static void config_read(void)
     fk_cfg.launch_queue_delay_us =
         (unsigned)env_number("FAKECUDA_LAUNCH_QUEUE_DELAY_US", 0, 0, 60000000);
     fk_cfg.vmm_delay_us = (unsigned)env_number("FAKECUDA_VMM_DELAY_US", 0, 0, 60000000);
+    fk_cfg.query_delay_us = (unsigned)env_number("FAKECUDA_QUERY_DELAY_US", 0, 0, 60000000);
     fk_cfg.no_vmm = (int)env_number("FAKECUDA_NO_VMM", 0, 0, 1);
     fk_cfg.verbose = (int)env_number("FAKECUDA_VERBOSE", 0, 0, 1);
     fk_cfg.lazy_load_bytes = env_number("FAKECUDA_LAZY_LOAD_BYTES", 1, 0, 1ull << 40);

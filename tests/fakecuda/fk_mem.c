@@ -263,6 +263,14 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
     return CUDA_SUCCESS;
 }
 
+/* FAKECUDA_QUERY_DELAY_US: a question about an address sleeps before it looks the address up,
+ * holding none of the fake's locks (other threads' calls, an unmap among them, go on). */
+static void query_delay(void)
+{
+    if (fk_cfg.query_delay_us > 0)
+        usleep(fk_cfg.query_delay_us);
+}
+
 /* Gives the base and size of the allocation or VMM mapping holding dptr. */
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
@@ -272,6 +280,7 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
     CUresult rc = CUDA_SUCCESS;
 
     FK_ENTER(FK_NEED_CTX);
+    query_delay();
     pthread_mutex_lock(&fk_lock);
     i = region_holding_locked((uintptr_t)dptr);
     if (i >= 0 && regions[i].kind == REGION_DEVICE) {
@@ -625,6 +634,7 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
     FK_ENTER(FK_NEED_INIT);
     if (!data)
         return CUDA_ERROR_INVALID_VALUE;
+    query_delay();
     pthread_mutex_lock(&fk_lock);
     i = region_holding_locked((uintptr_t)ptr);
     if (i >= 0) {

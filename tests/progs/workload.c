@@ -1288,6 +1288,10 @@ scenario_plan(int iters)
 	/* the host's own work after each layer's launches, in us (a job whose
 	 * host sets the pace) */
 	unsigned host_us = (unsigned)(getenv("WORKLOAD_HOST_US") ? atoi(getenv("WORKLOAD_HOST_US")) : 0);
+	/* after each layer's launches, the host asks for the device pointer of
+	 * the layer before's activation, which the plan offloads there (a
+	 * launcher asking about its arguments, as Triton's does) */
+	int query = getenv("WORKLOAD_QUERY") != NULL && atoi(getenv("WORKLOAD_QUERY")) != 0;
 
 	CK(cu.StreamCreate(&s, 0));
 	for (int i = 0; i < NW; i++) {
@@ -1309,6 +1313,14 @@ scenario_plan(int iters)
 				fill_bytes(act[l] + 4096, (uint32_t)(it * 1000 + l), n - 4096, s);
 				launch_sleep(us, s);
 				host_work(host_us);
+				if (query && l > 0) {
+					CUdeviceptr got_ptr = 0;
+					CK(cu.PointerGetAttribute(&got_ptr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+					    act[l - 1]));
+					if (got_ptr != act[l - 1])
+						FAIL("the device pointer of 0x%llx is 0x%llx",
+						    (unsigned long long)act[l - 1], (unsigned long long)got_ptr);
+				}
 			}
 			for (int l = L - 1; l >= 0; l--) {
 				size_t n = asz[(l + shift) % 3];
