@@ -798,7 +798,8 @@ host_pace(const char *limit, uint64_t *ebb_ns)
  * The host's pace of the recorded iteration is the job's own: recorded
  * under a limit, where ebb restores buffers on use and waits for room in
  * the job's calls (slowly: mapping takes 3 ms), it stays near the pace
- * recorded without pressure, though ebb's time is many times the job's.
+ * recorded without pressure, though ebb's time is many times the job's:
+ * less than a quarter of ebb's time shows in it.
  * What a call of ebb's does before the operation's issue falls in the gap
  * before it; counted in the next gap instead, the clamp at zero there
  * keeps it in the pace (three times the job's own here).
@@ -811,8 +812,11 @@ START_TEST(host_pace_leaves_ebb_out)
 
 	ck_assert_uint_gt(free_pace, 24 * 300 * 1000ULL);	/* 24 layers of 300 us at least */
 	ck_assert_uint_gt(ebb_limit, 2 * free_pace);
-	ck_assert_msg(limit_pace < free_pace * 3 / 2, "pace %llu ns under the limit (ebb's %llu), "
-	    "%llu without", (unsigned long long)limit_pace, (unsigned long long)ebb_limit,
+	/* what ebb's time adds to the pace: under a quarter of it (with ebb's
+	 * time counted in the next gap, about half of it; the rest is the
+	 * machine's noise, large on two loaded CPUs) */
+	ck_assert_msg(limit_pace < free_pace + ebb_limit / 4, "pace %llu ns under the limit (ebb's "
+	    "%llu), %llu without", (unsigned long long)limit_pace, (unsigned long long)ebb_limit,
 	    (unsigned long long)free_pace);
 }
 END_TEST
