@@ -1314,6 +1314,27 @@ checksum_of(const char *out)
 }
 
 /*
+ * Run argv under ebb with env into the trace at path (r, t: loaded), and
+ * beside it without a limit (observe mode, alone_env): both exit ok, with
+ * the same checksum.
+ */
+static void
+run_beside_alone(char *const argv[], const char *const *alone_env, const char *const *env,
+    const char *path, struct run_result *r, struct trace *t)
+{
+	struct run_result alone;
+
+	run_ebb(argv, alone_env, NULL, &alone);
+	expect_ok(&alone);
+	run_ebb(argv, env, path, r);
+	expect_ok(r);
+	trace_load(path, t);
+	ck_assert_str_ne(checksum_of(alone.out), "");
+	ck_assert_str_eq(checksum_of(r->out), checksum_of(alone.out));
+	run_free(&alone);
+}
+
+/*
  * The same question about a buffer the plan is offloading (WORKLOAD_QUERY=1:
  * after each layer's launches, the device pointer of the layer before's
  * activation), the fake's answer slowed (FAKECUDA_QUERY_DELAY_US) so that
@@ -1329,21 +1350,14 @@ START_TEST(pointer_query_while_offloading)
 	const char *alone_env[] = { "WORKLOAD_QUERY=1", NULL };
 	const char *env[] = { "WORKLOAD_QUERY=1", "FAKECUDA_QUERY_DELAY_US=3000", "EBB_MODE=offload",
 		"EBB_LIMIT=56M", NULL };
-	struct run_result alone, r;
+	struct run_result r;
 	struct trace t;
 
-	run_ebb(argv, alone_env, NULL, &alone);
-	expect_ok(&alone);
-	run_ebb(argv, env, path, &r);
-	expect_ok(&r);
-	ck_assert_str_ne(checksum_of(alone.out), "");
-	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
-	trace_load(path, &t);
+	run_beside_alone(argv, alone_env, env, path, &r, &t);
 	ck_assert_uint_gt(summary(&t, "run-iterations"), 0);
 	ck_assert_uint_gt(summary(&t, "planned-offloads"), 0);
 	ck_assert_uint_gt(summary(&t, "restores-cancelled"), 0);
 	trace_free(&t);
-	run_free(&alone);
 	run_free(&r);
 	remove(path);
 }
@@ -1806,15 +1820,10 @@ START_TEST(recompute_host_ahead)
 	const char *env[] = { "WORKLOAD_LEAD_US=200000", "FAKECUDA_LAUNCH_QUEUE_DELAY_US=1500",
 		"EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_TARGET=0.7", "EBB_RECOMPUTE=1",
 		"EBB_D2H_GBPS=0.05", "EBB_H2D_GBPS=0.05", NULL };
-	struct run_result alone, r;
+	struct run_result r;
 	struct trace t;
 
-	run_ebb(argv, NULL, NULL, &alone);
-	expect_ok(&alone);
-	run_ebb(argv, env, path, &r);
-	expect_ok(&r);
-	trace_load(path, &t);
-	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	run_beside_alone(argv, NULL, env, path, &r, &t);
 	ck_assert_uint_gt(summary(&t, "recompute-drops"), 0);
 	ck_assert_uint_gt(summary(&t, "recompute-drop-waits"), 0);
 	ck_assert_uint_eq(summary(&t, "recompute-drops-undone"), 0);
@@ -1823,7 +1832,6 @@ START_TEST(recompute_host_ahead)
 	ck_assert_uint_gt(count_type_field(&t, 'H', 3, "drop"), 0);
 	ck_assert_uint_eq(sum_type_field(&t, 'H', 2, 3, "drop"), summary(&t, "host-wait-drop-ns"));
 	trace_free(&t);
-	run_free(&alone);
 	run_free(&r);
 	remove(path);
 }
@@ -1847,16 +1855,10 @@ workspace_case(const char *which)
 	const char *env[] = { which, "WORKLOAD_LEAD_US=200000",
 		"FAKECUDA_LAUNCH_QUEUE_DELAY_US=1500", "EBB_MODE=offload", "EBB_LIMIT=64M",
 		"EBB_TARGET=0.7", "EBB_RECOMPUTE=1", "EBB_D2H_GBPS=0.05", "EBB_H2D_GBPS=0.05", NULL };
-	struct run_result alone, r;
+	struct run_result r;
 	struct trace t;
 
-	run_ebb(argv, alone_env, NULL, &alone);
-	expect_ok(&alone);
-	run_ebb(argv, env, path, &r);
-	expect_ok(&r);
-	trace_load(path, &t);
-	ck_assert_str_ne(checksum_of(alone.out), "");
-	ck_assert_str_eq(checksum_of(r.out), checksum_of(alone.out));
+	run_beside_alone(argv, alone_env, env, path, &r, &t);
 	ck_assert_uint_eq(summary(&t, "replay-refused-writes-other"), 0);
 	ck_assert_uint_gt(summary(&t, "replay-verified"), 0);
 	ck_assert_uint_eq(summary(&t, "replay-failed"), 0);
@@ -1866,7 +1868,6 @@ workspace_case(const char *which)
 	ck_assert_uint_eq(summary(&t, "recompute-failed"), 0);
 	trace_free(&t);
 	run_free(&r);
-	run_free(&alone);
 	remove(path);
 }
 
@@ -1936,16 +1937,8 @@ run_pairs2(const char *extra, const char *extra2, const char *path, struct run_r
 		"FAKECUDA_LAUNCH_QUEUE_DELAY_US=1500", "EBB_MODE=offload", "EBB_LIMIT=96M",
 		"EBB_TARGET=0.4", "EBB_RECOMPUTE=1", "EBB_D2H_GBPS=0.05", "EBB_H2D_GBPS=0.05", extra,
 		extra2, NULL };
-	struct run_result alone;
 
-	run_ebb(argv, alone_env, NULL, &alone);
-	expect_ok(&alone);
-	run_ebb(argv, env, path, r);
-	expect_ok(r);
-	trace_load(path, t);
-	ck_assert_str_ne(checksum_of(alone.out), "");
-	ck_assert_str_eq(checksum_of(r->out), checksum_of(alone.out));
-	run_free(&alone);
+	run_beside_alone(argv, alone_env, env, path, r, t);
 }
 
 /* run_pairs2 with one extra variable. */

@@ -558,7 +558,6 @@ cmd_run(int argc, char **argv)
 	return supervise(argv + optind, conf.mode == EBB_MODE_OFFLOAD);
 }
 
-/* Parse `ebb plan`'s options and run it; usage errors exit with 2. */
 /* --move-cost's OFF,RES or OFF,RES,DROP,REMAKE microseconds into us (with
  * two, a drop costs as an offload and a remake as a restore). Returns 0, or
  * -1 when arg is not two or four numbers of at least 0, comma-separated. */
@@ -591,6 +590,7 @@ parse_move_cost(const char *arg, double us[4])
 	return 0;
 }
 
+/* Parse `ebb plan`'s options and run it; usage errors exit with 2. */
 static int
 cmd_plan(int argc, char **argv)
 {
