@@ -2288,6 +2288,27 @@ START_TEST(offload_room_of_another_size)
 }
 END_TEST
 
+/* Room is made from the memory idle longest: under a limit that holds two
+ * of the three sizes a job goes through, a 6 MiB buffer gets the room of the
+ * 2 MiB one freed at the iteration's start, not the 4 MiB one the job frees
+ * and allocates again in turn. Three handles an iteration (2, 4 and 6 MiB
+ * once each); releasing the newest idle memory first made 4.5. */
+START_TEST(offload_reclaims_the_longest_idle)
+{
+	char *argv[] = { workload_path(0), "reclaim", "12", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=10M", NULL };
+	struct run_result r;
+
+	run_ebb(argv, env, NULL, &r);
+	expect_ok(&r);
+	const char *at = strstr(r.out, "after warm-up ");
+	ck_assert_msg(at != NULL, "%s", r.out);
+	long after = strtol(at + strlen("after warm-up "), NULL, 10);
+	ck_assert_msg(after <= 3 * 10, "%ld handles created in 10 iterations after warm-up", after);
+	run_free(&r);
+}
+END_TEST
+
 /* An offload's memory is released when its copy lands, not after restores
  * queued before it (each copy takes 300 ms: the allocation that sent d to
  * the host waits for d's copy alone, not also for b's behind a's). */
@@ -2485,6 +2506,7 @@ main(void)
 	tcase_add_test(tc, offload_host_exhausted);
 	tcase_add_test(tc, offload_create_fails);
 	tcase_add_test(tc, offload_room_of_another_size);
+	tcase_add_test(tc, offload_reclaims_the_longest_idle);
 	tcase_add_test(tc, offload_lands_past_restores);
 	tcase_add_test(tc, offload_frees_oldest_first);
 	tcase_add_test(tc, offload_free_after_cancel);

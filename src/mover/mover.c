@@ -44,7 +44,8 @@ struct mover_serving {
 				 * used_at_start: the driver's own for the process */
 	int host_short;		/* an offload found no pinned host memory */
 	int planned;		/* the engine's plan moves buffers (mover_set_planned) */
-	struct block *blocks;	/* freed big buffers, the newest first */
+	struct block *blocks;	/* freed big buffers, the oldest freed first */
+	struct block *blocks_tail;	/* the newest freed (NULL when there is none) */
 	int said_refused;	/* a refusal was said at EBB_LOG_WARN (later ones: NOTE) */
 	int said_host_short;	/* running out of pinned host memory was said */
 	int said_over_limit;	/* the driver's allocations over EBB_LIMIT were said */
@@ -66,10 +67,26 @@ mover_block_keep(CUdeviceptr va, struct vmm_handle *h, const struct ebb_tag *tag
 
 	if (k == NULL)
 		return -1;
-	*k = (struct block){ .va = va, .h = h, .tag = *tag, .fence = fence,
-		.next = serving.blocks };
-	serving.blocks = k;
+	*k = (struct block){ .va = va, .h = h, .tag = *tag, .fence = fence };
+	if (serving.blocks_tail != NULL)
+		serving.blocks_tail->next = k;
+	else
+		serving.blocks = k;
+	serving.blocks_tail = k;
 	return 0;
+}
+
+/* Take the block *p off the list (prev: the one before it, NULL for the
+ * first) and return it. */
+static struct block *
+block_unlink(struct block **p, struct block *prev)
+{
+	struct block *k = *p;
+
+	*p = k->next;
+	if (serving.blocks_tail == k)
+		serving.blocks_tail = prev;
+	return k;
 }
 
 /* Whether block k may be used again by any stream now. */
@@ -162,35 +179,42 @@ mover_host_waited(uint64_t *ns, uint64_t t0, const char *what, uint64_t seq)
 
 /* ---- making room under the limit ---- */
 
-/* Unmap a freed block of rsize bytes (any size when 0) whose tag is done,
- * or, when wait, after waiting for the oldest one's, and pool its handle.
- * Returns 1 when one was reclaimed. */
+/*
+ * Unmap a freed block of rsize bytes (any size when 0) whose tag is done,
+ * or, when wait, after waiting for the first freed one's, and pool its
+ * handle. Returns 1 when one was reclaimed.
+ *
+ * The oldest freed comes first, done or waited for: the device passes it
+ * first, and its size is the least likely to be needed again soon. The
+ * sizes the job frees last are the ones it is going through (a layer's
+ * buffers, freed and made again by the next), and the newest free is often
+ * the job's last one, right before the allocation that needs the room:
+ * waiting for it would let the device run dry while the host maps memory.
+ */
 static int
 reclaim_block(int wait, size_t rsize)
 {
-	struct block **oldest = NULL, **p;
+	struct block **p, **first = NULL, *prev = NULL, *first_prev = NULL;
 
-	for (p = &serving.blocks; *p != NULL; p = &(*p)->next) {
+	for (p = &serving.blocks; *p != NULL; prev = *p, p = &(*p)->next) {
 		if (rsize != 0 && (*p)->h->size != rsize)
 			continue;
 		if (block_done(*p))
 			break;
-		oldest = p;	/* the list runs from the newest free */
+		if (first == NULL) {
+			first = p;
+			first_prev = prev;
+		}
 	}
 	if (*p == NULL) {
-		/*
-		 * None is done: wait for the oldest, which the device passes
-		 * first. The newest is often the job's last free, right before
-		 * the allocation that waits: waiting for it would let the
-		 * device run dry while the host then maps the memory. The wait
-		 * holds ebb_state_lock: the work it waits for needs no lock.
-		 */
-		if (!wait || oldest == NULL || block_sync(*oldest) != CUDA_SUCCESS)
+		/* None is done: wait for the first freed. The wait holds
+		 * ebb_state_lock: the work it waits for needs no lock. */
+		if (!wait || first == NULL || block_sync(*first) != CUDA_SUCCESS)
 			return 0;
-		p = oldest;
+		p = first;
+		prev = first_prev;
 	}
-	struct block *k = *p;
-	*p = k->next;
+	struct block *k = block_unlink(p, prev);
 	if (vmm_unmap(k->va, k->h->size) != CUDA_SUCCESS) {
 		/* still mapped: the range and its handle are never used again */
 		mover.stats.unmaps_failed++;
@@ -580,31 +604,33 @@ mover_note_unmanaged(int64_t bytes)
 /* ---- allocation ---- */
 
 /* A freed block of rsize bytes an allocation may have now on stream s (NULL for
- * cuMemAlloc), off the list, with its address in *va: one that is done or
- * ordered on s, else one s is made to wait for. NULL when there is none. */
+ * cuMemAlloc), off the list, with its address in *va: the first freed that is
+ * done or ordered on s, else the first freed, which s is made to wait for.
+ * NULL when there is none. */
 static struct vmm_handle *
 reuse_block(size_t rsize, struct ebb_stream *s, CUdeviceptr *va)
 {
-	/* a freed block of this size: done, or ordered on this stream */
-	struct block **pick = NULL;
-	for (struct block **p = &serving.blocks; *p != NULL; p = &(*p)->next) {
+	struct block **pick = NULL, *prev = NULL, *pick_prev = NULL;
+	for (struct block **p = &serving.blocks; *p != NULL; prev = *p, p = &(*p)->next) {
 		if ((*p)->h->size != rsize)
 			continue;
 		const struct ebb_tag *t = &(*p)->tag;
 		if (block_done(*p) ||
 		    (s != NULL && t->n == 1 && !t->all && t->s[0] == s && (*p)->fence == NULL)) {
 			pick = p;
+			pick_prev = prev;
 			break;
 		}
-		if (pick == NULL && s != NULL)
+		if (pick == NULL && s != NULL) {
 			pick = p;	/* usable after a stream wait */
+			pick_prev = prev;
+		}
 	}
 	if (pick == NULL || !(block_done(*pick) ||
 	    block_wait(*pick, streams_handle(s)) == CUDA_SUCCESS))
 		return NULL;
-	struct block *k = *pick;
+	struct block *k = block_unlink(pick, pick_prev);
 	struct vmm_handle *h = k->h;
-	*pick = k->next;
 	*va = k->va;
 	block_free(k);
 	return h;

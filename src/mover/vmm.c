@@ -23,7 +23,8 @@ static struct vmm {
 	CUdevice device;		/* the device handles are made on (vmm_init) */
 	size_t gran;			/* its allocation granularity */
 	uint64_t held;			/* bytes of the handles made and not released */
-	struct vmm_handle *pool;	/* handles kept unmapped for reuse */
+	struct vmm_handle *pool;	/* handles kept unmapped for reuse, the oldest pooled first */
+	struct vmm_handle *pool_tail;	/* the newest pooled (NULL when the pool is empty) */
 	struct range *free_ranges;	/* reserved ranges not in use */
 	struct vmm_stats vst;		/* the calls counted and timed (vmm_stats) */
 } vmm;
@@ -120,29 +121,34 @@ vmm_unreserve(CUdeviceptr va, size_t rsize)
 	vmm.free_ranges = x;
 }
 
+/* Unlink *h from the pool, prev being its predecessor (NULL for the first). */
+static struct vmm_handle *
+pool_unlink(struct vmm_handle **h, struct vmm_handle *prev)
+{
+	struct vmm_handle *x = *h;
+
+	*h = x->next;
+	if (vmm.pool_tail == x)
+		vmm.pool_tail = prev;
+	x->next = NULL;
+	return x;
+}
+
 struct vmm_handle *
 vmm_pool_take(size_t rsize)
 {
-	for (struct vmm_handle **h = &vmm.pool; *h != NULL; h = &(*h)->next)
-		if ((*h)->size == rsize) {
-			struct vmm_handle *x = *h;
-			*h = x->next;
-			x->next = NULL;
-			return x;
-		}
+	struct vmm_handle *prev = NULL;
+
+	for (struct vmm_handle **h = &vmm.pool; *h != NULL; prev = *h, h = &(*h)->next)
+		if ((*h)->size == rsize)
+			return pool_unlink(h, prev);
 	return NULL;
 }
 
 struct vmm_handle *
 vmm_pool_any(void)
 {
-	struct vmm_handle *x = vmm.pool;
-
-	if (x != NULL) {
-		vmm.pool = x->next;
-		x->next = NULL;
-	}
-	return x;
+	return vmm.pool != NULL ? pool_unlink(&vmm.pool, NULL) : NULL;
 }
 
 void
@@ -150,8 +156,12 @@ vmm_pool_put(struct vmm_handle *h)
 {
 	if (h->stuck)
 		return;	/* mapped where it could not be unmapped: never used again */
-	h->next = vmm.pool;
-	vmm.pool = h;
+	h->next = NULL;
+	if (vmm.pool_tail != NULL)
+		vmm.pool_tail->next = h;
+	else
+		vmm.pool = h;
+	vmm.pool_tail = h;
 }
 
 CUresult

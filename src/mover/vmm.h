@@ -43,7 +43,9 @@ void vmm_unreserve(CUdeviceptr va, size_t rsize);
 
 /* A handle of rsize bytes from the pool, or NULL. */
 struct vmm_handle *vmm_pool_take(size_t rsize);
-/* Any pooled handle (to be released to make room), or NULL. */
+/* The pooled handle pooled longest ago (to be released to make room), or
+ * NULL. The sizes the job is going through now are the ones it pooled last,
+ * so the oldest is the one least likely to be needed again soon. */
 struct vmm_handle *vmm_pool_any(void);
 /* Put a handle in the pool (one left mapped by a failed vmm_map stays out). */
 void vmm_pool_put(struct vmm_handle *h);

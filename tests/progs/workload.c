@@ -15,6 +15,7 @@
  * offload N (random buffers, streams and operations, every result checked;
  * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
  * sizes (memory freed in one size makes room for a buffer of another),
+ * reclaim N (idle memory of three sizes, two of which fit under the limit),
  * queues (an offload lands while restores queued before it still copy),
  * frees (room from the job's frees, oldest first),
  * train N and plan N (training loops in miniature, every result checked),
@@ -663,6 +664,53 @@ scenario_sizes(void)
 	CK(cu.MemFree(q));
 	CK(cu.MemFree(s));
 	CK(cu.CtxSynchronize());
+	return 0;
+}
+
+/*
+ * Idle memory of three sizes under a limit that holds two of them: each
+ * iteration allocates and frees one buffer of 2 MiB, then goes through
+ * 4 and 6 MiB buffers in turn, four times, one alive at a time. Freed
+ * memory stays idle until room is needed; the memory to release for a 6 MiB
+ * buffer is the 2 MiB freed at the iteration's start, not the 4 MiB the job
+ * is going through. Prints the handles created in all and after the first
+ * two iterations (fakecuda_stats).
+ */
+static int
+scenario_reclaim(int iters)
+{
+	const size_t sz[3] = { 2u << 20, 4u << 20, 6u << 20 };
+	void (*stats)(struct fakecuda_stats *) = (void (*)(struct fakecuda_stats *))
+	    dlsym(driver_lib ? driver_lib : RTLD_DEFAULT, "fakecuda_stats");
+	struct fakecuda_stats fs;
+	uint64_t warm = 0;
+	CUstream s;
+
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	for (int it = 0; it < iters; it++) {
+		for (int k = 0; k < 9; k++) {
+			size_t n = sz[k == 0 ? 0 : 1 + (k - 1) % 2];
+			CUdeviceptr p;
+			CK(cu.MemAllocAsync(&p, n, s));
+			uint32_t v = (uint32_t)(it * 16 + k);
+			fill_bytes(p, v, n, s);
+			check_bytes(p, v, 64, s, "reclaim buffer", it);
+			/* freed in stream order, then passed by the device: the
+			 * memory is idle when the next allocation needs room */
+			CK(cu.MemFreeAsync(p, s));
+			CK(cu.StreamSynchronize(s));
+		}
+		if (it == 1 && stats != NULL) {
+			stats(&fs);
+			warm = fs.mem_create_calls;
+		}
+	}
+	if (stats != NULL) {
+		stats(&fs);
+		printf("handles created: %llu, after warm-up %llu\n",
+		    (unsigned long long)fs.mem_create_calls,
+		    (unsigned long long)(fs.mem_create_calls - warm));
+	}
 	return 0;
 }
 
@@ -1807,6 +1855,8 @@ main(int argc, char **argv)
 		r = scenario_toobig();
 	else if (strcmp(what, "sizes") == 0)
 		r = scenario_sizes();
+	else if (strcmp(what, "reclaim") == 0)
+		r = scenario_reclaim(arg > 0 ? arg : 12);
 	else if (strcmp(what, "queues") == 0)
 		r = scenario_queues();
 	else if (strcmp(what, "frees") == 0)
