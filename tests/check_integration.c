@@ -2309,6 +2309,42 @@ START_TEST(offload_reclaims_the_longest_idle)
 }
 END_TEST
 
+/*
+ * The buffers a running plan keeps resident come from the arena
+ * (WORKLOAD_TEMPS=1: each layer's temporary, forward and backward, 2 to
+ * 8 MiB, under a limit whose arena chunks are 8 MiB): every temporary of
+ * every planned iteration is served from shared chunks, which are mapped
+ * far less often than buffers are served, and the job computes what it does
+ * without ebb. With EBB_ARENA=0 none is.
+ */
+START_TEST(arena_serves_what_the_plan_keeps)
+{
+	const char *path = tmp_file("arena");
+	char *argv[] = { workload_path(0), "plan", "20", NULL };
+	const char *alone_env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", NULL };
+	const char *env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "EBB_MODE=offload",
+		"EBB_LIMIT=256M", NULL, NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_beside_alone(argv, alone_env, env, path, &r, &t);
+	uint64_t iters = summary(&t, "run-iterations"), served = summary(&t, "arena-allocations");
+	ck_assert_uint_gt(iters, 0);
+	ck_assert_msg(served >= 24 * iters, "%llu buffers from the arena in %llu iterations",
+	    (unsigned long long)served, (unsigned long long)iters);
+	ck_assert_uint_lt(8 * summary(&t, "arena-chunks-mapped"), served);
+	ck_assert_uint_le(summary(&t, "arena-peak-bytes"), 256u << 20);
+	trace_free(&t);
+	run_free(&r);
+	env[4] = "EBB_ARENA=0";
+	run_beside_alone(argv, alone_env, env, path, &r, &t);
+	ck_assert_uint_eq(summary(&t, "arena-allocations"), 0);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /* An offload's memory is released when its copy lands, not after restores
  * queued before it (each copy takes 300 ms: the allocation that sent d to
  * the host waits for d's copy alone, not also for b's behind a's). */
@@ -2507,6 +2543,7 @@ main(void)
 	tcase_add_test(tc, offload_create_fails);
 	tcase_add_test(tc, offload_room_of_another_size);
 	tcase_add_test(tc, offload_reclaims_the_longest_idle);
+	tcase_add_test(tc, arena_serves_what_the_plan_keeps);
 	tcase_add_test(tc, offload_lands_past_restores);
 	tcase_add_test(tc, offload_frees_oldest_first);
 	tcase_add_test(tc, offload_free_after_cancel);

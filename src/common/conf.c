@@ -68,6 +68,8 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	  "Memory for the launch records of a recorded iteration in offload mode (what it takes to launch each again: function, geometry, stream, attributes, parameter bytes); the launches past it are not recorded (0: none is).", 0, 0 },
 	{ "EBB_RECOMPUTE", EBB_CONF_BOOL, F(recompute), 0, 1, NULL, "0",
 	  "In offload mode with a plan, learn which buffers could be remade by launching their producers again: the iteration after the recorded one is probed (every buffer a launch references is hashed on the device before and after it), each candidate is replayed once into scratch memory and compared, and then the plan is made again with the verified gaps: a buffer whose producers are cheaper to launch again than its bytes are to move is dropped after a use and remade before the next (reported at exit).", 0, 0 },
+	{ "EBB_ARENA", EBB_CONF_BOOL, F(arena), 0, 1, NULL, "1",
+	  "In offload mode, once a plan runs, the big buffers it neither moves nor drops (of 64 MiB at most) share 64 MiB chunks of device memory instead of each holding memory of its own size, so that memory freed in one size serves another without the driver's calls to release and map it (0: each has its own).", 0, 0 },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0 }
 };
 

@@ -56,6 +56,7 @@ struct ebb_conf {
 	double d2h_gbps, h2d_gbps;	/* EBB_D2H_GBPS, EBB_H2D_GBPS: 0 = measure */
 	uint64_t launch_record_bytes;	/* EBB_LAUNCH_RECORD_BYTES */
 	int recompute;			/* EBB_RECOMPUTE */
+	int arena;			/* EBB_ARENA */
 };
 
 struct ebb_conf_var {

@@ -37,6 +37,8 @@ struct ebb_buf_mover {
 				 * unmaps it with ebb_state_lock released: still
 				 * EBB_OFFLOADING, and nothing else may touch its memory
 				 * until this is cleared */
+	uint8_t arena;		/* its memory is a part of an arena chunk (mover_arena.c),
+				 * not a handle of its own: it never moves */
 	uint16_t pending;	/* worker items that refer to it */
 	uint64_t rsize;		/* bytes of its range and physical handle */
 	struct vmm_handle *handle;	/* its physical memory while mapped */
@@ -95,7 +97,8 @@ enum {
 	EBB_PIN_NCCL = 2,	/* registered with NCCL */
 	EBB_PIN_CAPTURE = 4,	/* allocated while a stream was capturing */
 	EBB_PIN_SMALL = 8,	/* below EBB_MIN_OFFLOAD_BYTES */
-	EBB_PIN_FAILED = 16	/* an offload of it failed */
+	EBB_PIN_FAILED = 16,	/* an offload of it failed */
+	EBB_PIN_ARENA = 32	/* served from the arena: the running plan keeps it resident */
 };
 
 /* Hints of a table: a cache of lookups by 64 KiB region, BUFTAB_HINT_SETS

@@ -239,6 +239,12 @@ summary_records(const struct engine_totals *t)
 		summary_record("handles-created", ms->handles_created);
 		summary_record("handles-created-after-learning",
 		    engine.learned ? ms->handles_created - engine.created_at_learned : 0);
+		struct mover_arena_stats as;
+		mover_arena_stats(&as);
+		summary_record("arena-allocations", as.allocs);
+		summary_record("arena-peak-bytes", as.bytes_peak);
+		summary_record("arena-chunks-mapped", as.chunks_mapped);
+		summary_record("arena-chunks-released", as.chunks_released);
 		summary_record("plans", xs->plans);
 		summary_record("plan-iterations", xs->iterations_run);
 		summary_record("plan-departures", t->departures);
@@ -371,6 +377,15 @@ summary_lines(const struct engine_totals *t)
 		    (unsigned long long)ms->handles_created,
 		    (unsigned long long)(engine.learned ?
 		    ms->handles_created - engine.created_at_learned : 0));
+		struct mover_arena_stats as;
+		mover_arena_stats(&as);
+		if (as.allocs > 0) {
+			char peak_s[32];
+			ebb_log(EBB_LOG_NOTE, "arena: %llu buffers the plan keeps served from shared "
+			    "chunks (at most %s at once); %llu chunks mapped, %llu released for room",
+			    (unsigned long long)as.allocs, human(as.bytes_peak, peak_s, sizeof peak_s),
+			    (unsigned long long)as.chunks_mapped, (unsigned long long)as.chunks_released);
+		}
 		if (engine.plan_on || xs->plans > 0)
 			ebb_log(EBB_LOG_NOTE, "plan: %llu made, %llu iterations run by it, %llu departures; "
 			    "%llu offloads and %llu restores ahead of use by the plan (%llu restores skipped "

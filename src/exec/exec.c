@@ -40,6 +40,19 @@ movable(const struct ebb_buf *b)
 /* The buffer xb names in the running iteration (remake_resolve_fn). */
 static struct ebb_buf *resolve_name(const struct xbuf *xb);
 
+/* Whether the running plan keeps the allocation about to be made, the next
+ * ordinal of the iteration, resident (mover_keep_fn): it is of the size
+ * learned and the plan neither moves nor drops that ordinal. */
+static int
+keeps(size_t rsize)
+{
+	const struct xplan *x = exec.running;
+	uint32_t o = exec.run_ord;
+
+	return x != NULL && x->ord_kept != NULL && exec.run_s0 != 0 && o < x->nord &&
+	    x->ord_size[o] == rsize && x->ord_kept[o];
+}
+
 void
 exec_init(const struct ebb_conf *c, struct buftab *t)
 {
@@ -47,6 +60,8 @@ exec_init(const struct ebb_conf *c, struct buftab *t)
 	exec.tab = t;
 	if (c->recompute && c->mode == EBB_MODE_OFFLOAD)
 		remake_init(resolve_name);
+	if (c->arena && c->mode == EBB_MODE_OFFLOAD && c->plan)
+		mover_set_keeper(keeps);
 }
 
 /* ---- the plan's life ---- */
@@ -62,6 +77,7 @@ exec_xplan_free(struct xplan *x)
 	free(x->gate_mark);
 	free(x->act);
 	free(x->ord_size);
+	free(x->ord_kept);
 	free(x->slot);
 	free(x->slot_id);
 	free(x->small_size);
@@ -397,6 +413,25 @@ exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end)
 
 /* ---- running ---- */
 
+/* Mark the ordinals x keeps resident: those no move of x names, nor any
+ * buffer of its recomputes (dropped, their inputs and scratch). Without
+ * memory for the marks, none is kept. */
+static void
+mark_kept(struct xplan *x)
+{
+	if (x->ord_kept != NULL || x->nord == 0 || (x->ord_kept = malloc(x->nord)) == NULL)
+		return;
+	memset(x->ord_kept, 1, x->nord);
+	for (uint32_t i = 0; i < x->nbuf; i++)
+		if (!x->buf[i].persistent && !x->buf[i].small && x->buf[i].ord < x->nord)
+			x->ord_kept[x->buf[i].ord] = 0;
+	for (uint32_t i = 0; x->rc != NULL && i < x->rc->nbufs; i++) {
+		const struct xbuf *xb = &x->rc->bufs[i];
+		if (!xb->persistent && !xb->small && xb->ord < x->nord)
+			x->ord_kept[xb->ord] = 0;
+	}
+}
+
 void
 exec_run_start(uint64_t next_seq)
 {
@@ -407,6 +442,7 @@ exec_run_start(uint64_t next_seq)
 	exec_retire(exec.running);
 	exec.running = exec.ready;
 	exec.ready = NULL;
+	mark_kept(exec.running);
 	if (exec.running->rc != NULL && remake_start(exec.running->rc) == 0)
 		ebb_trace_note_u64("plan-recompute-started", next_seq);
 	mover_set_planned(1);

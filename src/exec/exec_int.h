@@ -45,6 +45,8 @@ struct xplan {
 	struct xact *act;
 	uint64_t *ord_size;	/* size of each movable-class allocation of the iteration */
 	uint32_t nord;
+	uint8_t *ord_kept;	/* each of them neither moved nor dropped (exec_run_start;
+				 * NULL: none is known to be) */
 	struct ebb_buf **slot;	/* this iteration's buffer of each ordinal */
 	uint64_t *slot_id;
 	/* the small buffers the iteration allocates (record.h), apart */

@@ -340,9 +340,9 @@ past_driver_share(size_t rsize, CUresult *err)
  * operation seq (whose buffers are not evicted; 0 for an allocation).
  * Over the limit, a pooled handle or a passed freed block of that size comes
  * first; then memory held idle in other sizes (pooled handles, passed freed
- * blocks) is released, so that a new handle fits; only then does the host
- * wait for offloads in flight (one of that size first, before evicting
- * another buffer) or evict. The plan counts bytes, not handles: memory idle
+ * blocks, and last the arena's empty chunks) is released, so that a new
+ * handle fits; only then does the host wait for offloads in flight (one of
+ * that size first, before evicting another buffer) or evict. The plan counts bytes, not handles: memory idle
  * in another size makes room as well as a handle of this one, so the host
  * never waits for a copy while such memory sits unused. Returns the handle,
  * or NULL with *err set (CUDA_ERROR_OUT_OF_MEMORY when nothing more can be
@@ -370,6 +370,12 @@ mover_get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 		}
 		if (reclaim_block(0, 0))
 			continue;
+		/* the arena's empty chunks last: the buffers it serves come back
+		 * every iteration, and want them again */
+		if (mover_arena_release_one()) {
+			device_full = 0;
+			continue;
+		}
 		if (mover_copy_inflight_sized(rsize)) {
 			mover_copy_wait_room(&mover.stats.wait_room_ns, "room", seq);
 			continue;
@@ -636,9 +642,10 @@ reuse_block(size_t rsize, struct ebb_stream *s, CUdeviceptr *va)
 	return h;
 }
 
-/* Allocate size bytes for b (mover.h). */
-CUresult
-mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dptr)
+/* Allocate size bytes for b on stream s (NULL: cuMemAlloc); keep: the plan
+ * keeps it resident, so it may come from the arena. Returns as mover_alloc. */
+static CUresult
+alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, int keep, CUdeviceptr *dptr)
 {
 	if (!mover_on())
 		return MOVER_DECLINE;
@@ -654,6 +661,11 @@ mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *d
 		mover_refuse(size, "larger than EBB_LIMIT");
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
+	/* a buffer the plan keeps shares the arena's chunks; where it cannot (no
+	 * arena, no room for a chunk) it gets memory of its own, as any other */
+	if (keep && mover_arena_serves(rsize) && !mover.capturing &&
+	    mover_arena_alloc(b, rsize, s, dptr) == CUDA_SUCCESS)
+		return CUDA_SUCCESS;
 	CUdeviceptr va;
 	struct vmm_handle *h = reuse_block(rsize, s, &va);
 	if (h == NULL) {
@@ -696,6 +708,14 @@ mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *d
 	return CUDA_SUCCESS;
 }
 
+/* Allocate size bytes for b (mover.h). */
+CUresult
+mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dptr)
+{
+	int keep = mover.keep != NULL && !mover_slab_serves(size) && mover.keep(vmm_round(size));
+	return alloc(b, size, s, keep, dptr);
+}
+
 /* An event done once ev is, recorded on the fence stream (which waits for
  * ev), so that it stays valid after ev's owner recycles ev; NULL when one
  * cannot be made. */
@@ -725,6 +745,10 @@ mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
 	}
 	if (b->mv.managed != EBB_MANAGED_BIG)
 		return 0;
+	if (b->mv.arena) {
+		mover_arena_free(b, tag);
+		return 0;
+	}
 	mover_lru_remove(b);
 	switch (b->mv.state) {
 	case EBB_RESIDENT: {
@@ -858,7 +882,7 @@ mover_own_alloc(size_t size, struct ebb_buf **out)
 	*out = NULL;
 	if (b == NULL)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	CUresult r = mover_alloc(b, size, NULL, &p);
+	CUresult r = alloc(b, size, NULL, 0, &p);
 	if (r != CUDA_SUCCESS) {
 		ebb_buf_put(b);
 		return r == MOVER_DECLINE ? CUDA_ERROR_NOT_SUPPORTED : r;
@@ -920,6 +944,12 @@ void
 mover_set_remake(mover_remake_fn fn)
 {
 	mover.remake = fn;
+}
+
+void
+mover_set_keeper(mover_keep_fn fn)
+{
+	mover.keep = fn;
 }
 
 /* The plan's restore of b ahead of its use (mover.h). */

@@ -204,6 +204,16 @@ const char *mover_drop_why(enum mover_drop why);
 void mover_set_remake(mover_remake_fn fn);
 
 /*
+ * Whether the allocation about to be made, of rsize bytes (the granularity's
+ * multiple), is one the running plan keeps resident: it neither moves nor
+ * drops it. Such a buffer is served from the arena (mover_arena.c), where
+ * buffers share chunks instead of each holding a handle of its own size.
+ * Set by the executor (NULL: none is kept).
+ */
+typedef int (*mover_keep_fn)(size_t rsize);
+void mover_set_keeper(mover_keep_fn fn);
+
+/*
  * Restore b ahead of its use: an H2D copy on ebb's stream that starts once
  * operation seq on stream after is done; later uses wait for the copy on
  * the device, never on the host. The host first waits until the device
@@ -257,6 +267,15 @@ void mover_sample_device(void);
 void mover_capture(int active);
 
 void mover_stats(struct mover_stats *out);
+
+/* What the arena of buffers the plan keeps has done (mover_arena.c). */
+struct mover_arena_stats {
+	uint64_t allocs;		/* buffers it served */
+	uint64_t bytes, bytes_peak;	/* bytes of its live buffers now, and at most */
+	uint64_t chunks_mapped;		/* chunks mapped (each a new handle) */
+	uint64_t chunks_released;	/* chunks released to make room elsewhere */
+};
+void mover_arena_stats(struct mover_arena_stats *out);
 
 /*
  * Whether this thread has issued a move (a copy to the host or back, with

@@ -45,6 +45,7 @@ struct mover {
 	int capturing;			/* a stream capture runs: the plan's moves pause, and a
 					 * consumer waits on a restore's event (kept for the graph) */
 	struct mover_stats stats;	/* the counters mover_stats reports */
+	mover_keep_fn keep;		/* the buffers the plan keeps (mover_set_keeper) */
 };
 extern struct mover mover;
 
@@ -85,6 +86,29 @@ int mover_block_keep(CUdeviceptr va, struct vmm_handle *h, const struct ebb_tag 
 /* Explain an allocation or restore of size bytes that fails with
  * CUDA_ERROR_OUT_OF_MEMORY, for the reason why. */
 void mover_refuse(size_t size, const char *why);
+
+/* ---- mover_arena.c ---- */
+
+/* Whether a buffer of rsize bytes (a multiple of the granularity) fits in
+ * an arena chunk. */
+int mover_arena_serves(size_t rsize);
+
+/* Serve b's rsize bytes from the arena for an allocation on stream s (NULL
+ * for cuMemAlloc): units a chunk already has free, freed on s, or of a
+ * chunk mapped for it within the limit. Returns CUDA_SUCCESS with b set up
+ * (resident, pinned with EBB_PIN_ARENA, no handle), or an error when the
+ * arena cannot serve it (MOVER_DECLINE: none; else the error of making room
+ * or of mapping): the buffer then gets a handle of its own. */
+CUresult mover_arena_alloc(struct ebb_buf *b, size_t rsize, struct ebb_stream *s,
+    CUdeviceptr *dptr);
+
+/* The job freed arena buffer b: its units are reused once tag is done (or
+ * at once for an allocation on tag's one stream). */
+void mover_arena_free(struct ebb_buf *b, const struct ebb_tag *tag);
+
+/* Release one mapped arena chunk none of whose units is in use, the highest
+ * first. Returns 1 when one was released. */
+int mover_arena_release_one(void);
 
 /* ---- mover_slab.c ---- */
 

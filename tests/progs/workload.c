@@ -1321,8 +1321,14 @@ static int
 scenario_plan(int iters)
 {
 	enum { L = 12, NW = 4, NO = 2 };
-	const size_t wsz = 4u << 20, osz = 8u << 20;
-	const size_t asz[3] = { 2u << 20, 4u << 20, 6u << 20 };
+	/* every buffer this many times larger */
+	size_t scale = getenv("WORKLOAD_SCALE") ? (size_t)atoi(getenv("WORKLOAD_SCALE")) : 1;
+	const size_t wsz = (4u << 20) * scale, osz = (8u << 20) * scale;
+	const size_t asz[3] = { (2u << 20) * scale, (4u << 20) * scale, (6u << 20) * scale };
+	/* each layer also allocates a temporary, forward and backward, that it
+	 * fills from its activation and frees: 2 to 8 MiB, a size a layer */
+	int temps = getenv("WORKLOAD_TEMPS") != NULL && atoi(getenv("WORKLOAD_TEMPS")) != 0;
+	const size_t tsz[4] = { 2u << 20, 4u << 20, 6u << 20, 8u << 20 };
 	CUstream s;
 	CUdeviceptr w[NW], o[NO], act[L], res;
 	uint32_t got[L];
@@ -1361,6 +1367,12 @@ scenario_plan(int iters)
 				fill_bytes(act[l] + 4096, (uint32_t)(it * 1000 + l), n - 4096, s);
 				launch_sleep(us, s);
 				host_work(host_us);
+				if (temps) {
+					CUdeviceptr t;
+					CK(cu.MemAllocAsync(&t, tsz[l % 4], s));
+					launch_copy(t, act[l], 4096, s);
+					CK(cu.MemFreeAsync(t, s));
+				}
 				if (query && l > 0) {
 					CUdeviceptr got_ptr = 0;
 					CK(cu.PointerGetAttribute(&got_ptr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
@@ -1374,6 +1386,12 @@ scenario_plan(int iters)
 				size_t n = asz[(l + shift) % 3];
 				launch_sleep(2 * us, s);
 				host_work(host_us);
+				if (temps) {
+					CUdeviceptr t;
+					CK(cu.MemAllocAsync(&t, tsz[(l + 1) % 4], s));
+					launch_copy(t, act[l], 4096, s);
+					CK(cu.MemFreeAsync(t, s));
+				}
 				launch_copy(res + (CUdeviceptr)l * 4, act[l] + n - 4, 4, s);
 				CK(cu.MemFreeAsync(act[l], s));
 			}
