@@ -22,6 +22,7 @@
 
 #include "log.h"
 #include "mover_int.h"
+#include "trace.h"
 #include "vmm.h"
 
 #define ARENA_CHUNK_MAX ((size_t)64 << 20)
@@ -205,6 +206,37 @@ mover_arena_serves(size_t rsize)
 	return arena_setup() == 0 && rsize <= arena.chunk_bytes;
 }
 
+/* Units for n on stream s in a mapped chunk, the lowest with room first so
+ * that the high ones empty and can be released, or in a chunk mapped for
+ * them: the chunk in *c, the first unit returned, or -1 with *err set
+ * (MOVER_DECLINE when every chunk is mapped and full). */
+static int
+find_units(struct ebb_stream *s, unsigned n, uint32_t *c, CUresult *err)
+{
+	int u = take_freed(s, n, c);
+
+	if (u >= 0)
+		return u;
+	collect();
+	int unmapped = -1;
+	for (uint32_t k = 0; k < arena.nchunks; k++) {
+		if (arena.chunk[k].h == NULL) {
+			if (unmapped < 0)
+				unmapped = (int)k;
+			continue;
+		}
+		if ((u = free_run(arena.chunk[k].used, n)) >= 0) {
+			*c = k;
+			return u;
+		}
+	}
+	*err = unmapped < 0 ? MOVER_DECLINE : map_chunk((uint32_t)unmapped);
+	if (*err != CUDA_SUCCESS)
+		return -1;
+	*c = (uint32_t)unmapped;
+	return 0;
+}
+
 CUresult
 mover_arena_alloc(struct ebb_buf *b, size_t rsize, struct ebb_stream *s, CUdeviceptr *dptr)
 {
@@ -212,30 +244,29 @@ mover_arena_alloc(struct ebb_buf *b, size_t rsize, struct ebb_stream *s, CUdevic
 		return MOVER_DECLINE;
 	unsigned n = (unsigned)(rsize / arena.unit);
 	uint32_t c = 0;
-	int u = take_freed(s, n, &c);
-	if (u < 0) {
-		collect();
-		/* a mapped chunk with room, the lowest first, so that the high
-		 * ones empty and can be released */
-		int unmapped = -1;
-		for (uint32_t k = 0; k < arena.nchunks && u < 0; k++) {
-			if (arena.chunk[k].h == NULL) {
-				if (unmapped < 0)
-					unmapped = (int)k;
-				continue;
-			}
-			if ((u = free_run(arena.chunk[k].used, n)) >= 0)
-				c = k;
-		}
-		if (u < 0) {
-			if (unmapped < 0)
-				return MOVER_DECLINE;	/* every chunk mapped and full */
-			CUresult r = map_chunk((uint32_t)unmapped);
-			if (r != CUDA_SUCCESS)
-				return r == CUDA_ERROR_OUT_OF_MEMORY ? r : MOVER_DECLINE;
-			c = (uint32_t)unmapped;
-			u = 0;
-		}
+	CUresult err = CUDA_SUCCESS;
+	int u;
+	/*
+	 * No room, and none for a chunk: the memory the job freed into the
+	 * arena ahead of the device is what the plan counted on. Wait for the
+	 * device to pass the oldest such free, as for a freed block of a buffer
+	 * of its own (the wait holds ebb_state_lock; the work it waits for needs
+	 * none), and look again.
+	 */
+	while ((u = find_units(s, n, &c, &err)) < 0) {
+		if (err != CUDA_ERROR_OUT_OF_MEMORY || arena.freed == NULL)
+			return err;
+		uint64_t t0 = ebb_now_ns();
+		CUresult r = mover_tag_sync(&arena.freed->tag);
+		mover_host_waited(&mover.stats.wait_room_ns, t0, "frees", 0);
+		if (r != CUDA_SUCCESS)
+			return r;
+		struct arena_freed *f = arena.freed;
+		arena.chunk[f->chunk].used &= ~units_mask(f->unit, f->n);
+		arena.freed = f->next;
+		if (arena.freed_tail == f)
+			arena.freed_tail = NULL;
+		free(f);
 	}
 	arena.chunk[c].used |= units_mask((unsigned)u, n);
 	arena.st.allocs++;
