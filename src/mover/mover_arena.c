@@ -247,14 +247,14 @@ mover_arena_alloc(struct ebb_buf *b, size_t rsize, struct ebb_stream *s, CUdevic
 	CUresult err = CUDA_SUCCESS;
 	int u;
 	/*
-	 * No room, and none for a chunk: the memory the job freed into the
-	 * arena ahead of the device is what the plan counted on. Wait for the
-	 * device to pass the oldest such free, as for a freed block of a buffer
-	 * of its own (the wait holds ebb_state_lock; the work it waits for needs
-	 * none), and look again.
+	 * No room, and none for a chunk (or every chunk is mapped): the memory
+	 * the job freed into the arena ahead of the device is what the plan
+	 * counted on. Wait for the device to pass the oldest such free, as for
+	 * a freed block of a buffer of its own (the wait holds ebb_state_lock;
+	 * the work it waits for needs none), and look again.
 	 */
 	while ((u = find_units(s, n, &c, &err)) < 0) {
-		if (err != CUDA_ERROR_OUT_OF_MEMORY || arena.freed == NULL)
+		if ((err != CUDA_ERROR_OUT_OF_MEMORY && err != MOVER_DECLINE) || arena.freed == NULL)
 			return err;
 		uint64_t t0 = ebb_now_ns();
 		CUresult r = mover_tag_sync(&arena.freed->tag);
