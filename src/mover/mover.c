@@ -622,7 +622,7 @@ reuse_block(size_t rsize, struct ebb_stream *s, CUdeviceptr *va)
 			continue;
 		const struct ebb_tag *t = &(*p)->tag;
 		if (block_done(*p) ||
-		    (s != NULL && t->n == 1 && !t->all && t->s[0] == s && (*p)->fence == NULL)) {
+		    (mover_tag_only(t, s) && (*p)->fence == NULL)) {
 			pick = p;
 			pick_prev = prev;
 			break;
@@ -642,10 +642,11 @@ reuse_block(size_t rsize, struct ebb_stream *s, CUdeviceptr *va)
 	return h;
 }
 
-/* Allocate size bytes for b on stream s (NULL: cuMemAlloc); keep: the plan
- * keeps it resident, so it may come from the arena. Returns as mover_alloc. */
+/* Allocate size bytes for b on stream s (NULL: cuMemAlloc); job: the job's
+ * allocation, which comes from the arena when the plan keeps it resident
+ * (mover_set_keeper), not ebb's own. Returns as mover_alloc. */
 static CUresult
-alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, int keep, CUdeviceptr *dptr)
+alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, int job, CUdeviceptr *dptr)
 {
 	if (!mover_on())
 		return MOVER_DECLINE;
@@ -663,8 +664,8 @@ alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, int keep, CUdevicept
 	}
 	/* a buffer the plan keeps shares the arena's chunks; where it cannot (no
 	 * arena, no room for a chunk) it gets memory of its own, as any other */
-	if (keep && mover_arena_serves(rsize) && !mover.capturing &&
-	    mover_arena_alloc(b, rsize, s, dptr) == CUDA_SUCCESS)
+	if (job && mover.keep != NULL && !mover.capturing && mover_arena_serves(rsize) &&
+	    mover.keep(rsize) && mover_arena_alloc(b, rsize, s, dptr) == CUDA_SUCCESS)
 		return CUDA_SUCCESS;
 	CUdeviceptr va;
 	struct vmm_handle *h = reuse_block(rsize, s, &va);
@@ -712,8 +713,7 @@ alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, int keep, CUdevicept
 CUresult
 mover_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdeviceptr *dptr)
 {
-	int keep = mover.keep != NULL && !mover_slab_serves(size) && mover.keep(vmm_round(size));
-	return alloc(b, size, s, keep, dptr);
+	return alloc(b, size, s, 1, dptr);
 }
 
 /* An event done once ev is, recorded on the fence stream (which waits for

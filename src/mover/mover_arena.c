@@ -116,6 +116,21 @@ free_run(uint32_t used, unsigned n)
 	return -1;
 }
 
+/* Take the freed entry *p off the list (prev: the one before it, NULL for
+ * the first); with release, its units become free and the entry goes. */
+static void
+freed_unlink(struct arena_freed **p, struct arena_freed *prev, int release)
+{
+	struct arena_freed *f = *p;
+
+	*p = f->next;
+	if (arena.freed_tail == f)
+		arena.freed_tail = prev;
+	if (release)
+		arena.chunk[f->chunk].used &= ~units_mask(f->unit, f->n);
+	free(f);
+}
+
 /* Freed units whose tags are done become free, the oldest first, looking
  * at 64 at most. */
 static void
@@ -130,11 +145,7 @@ collect(void)
 			p = &f->next;
 			continue;
 		}
-		arena.chunk[f->chunk].used &= ~units_mask(f->unit, f->n);
-		*p = f->next;
-		if (arena.freed_tail == f)
-			arena.freed_tail = prev;
-		free(f);
+		freed_unlink(p, prev, 1);
 	}
 }
 
@@ -152,8 +163,7 @@ take_freed(struct ebb_stream *s, unsigned n, uint32_t *c)
 		return -1;
 	for (struct arena_freed **p = &arena.freed; *p != NULL && looked < 64;
 	    prev = *p, p = &(*p)->next, looked++) {
-		const struct ebb_tag *t = &(*p)->tag;
-		if ((*p)->n < n || t->all || t->n != 1 || t->s[0] != s)
+		if ((*p)->n < n || !mover_tag_only(&(*p)->tag, s))
 			continue;
 		if (best == NULL || (*p)->n < (*best)->n) {
 			best = p;
@@ -172,10 +182,7 @@ take_freed(struct ebb_stream *s, unsigned n, uint32_t *c)
 		f->n = (uint8_t)(f->n - n);
 		return u;
 	}
-	*best = f->next;
-	if (arena.freed_tail == f)
-		arena.freed_tail = best_prev;
-	free(f);
+	freed_unlink(best, best_prev, 0);	/* its units are the allocation's now */
 	return u;
 }
 
@@ -261,12 +268,7 @@ mover_arena_alloc(struct ebb_buf *b, size_t rsize, struct ebb_stream *s, CUdevic
 		mover_host_waited(&mover.stats.wait_room_ns, t0, "frees", 0);
 		if (r != CUDA_SUCCESS)
 			return r;
-		struct arena_freed *f = arena.freed;
-		arena.chunk[f->chunk].used &= ~units_mask(f->unit, f->n);
-		arena.freed = f->next;
-		if (arena.freed_tail == f)
-			arena.freed_tail = NULL;
-		free(f);
+		freed_unlink(&arena.freed, NULL, 1);
 	}
 	arena.chunk[c].used |= units_mask((unsigned)u, n);
 	arena.st.allocs++;

@@ -140,6 +140,10 @@ CUresult mover_tag_wait(const struct ebb_tag *t, CUstream waiter);
 /* Block until t is done. Returns CUDA_SUCCESS or the driver's error. */
 CUresult mover_tag_sync(const struct ebb_tag *t);
 
+/* Whether t names stream s alone (s not NULL): memory freed under it may be
+ * used at once by work on s, stream order covering its last use. */
+int mover_tag_only(const struct ebb_tag *t, const struct ebb_stream *s);
+
 /* Record a marker where each stream of t now is, unless one covers t there. */
 void mover_tag_mark(const struct ebb_tag *t);
 

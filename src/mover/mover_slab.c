@@ -128,8 +128,7 @@ reuse_slot(struct slabclass *c, struct ebb_stream *s)
 		int looked = 0;
 		for (; *p != NULL && looked < 64; prev = *p, p = &(*p)->next, looked++) {
 			struct slot *y = *p;
-			int same = s != NULL && y->tag.n == 1 && !y->tag.all && y->tag.s[0] == s;
-			if (same || mover_tag_done(&y->tag)) {
+			if (mover_tag_only(&y->tag, s) || mover_tag_done(&y->tag)) {
 				*p = y->next;
 				if (c->pending_tail == y)
 					c->pending_tail = prev;

@@ -77,6 +77,13 @@ mover_tag_wait(const struct ebb_tag *t, CUstream waiter)
 	return tag_apply(t, TAG_WAIT, waiter);
 }
 
+/* Whether t names stream s alone (mover_int.h). */
+int
+mover_tag_only(const struct ebb_tag *t, const struct ebb_stream *s)
+{
+	return s != NULL && t->n == 1 && !t->all && t->s[0] == s;
+}
+
 /*
  * Record a marker where each stream of t now is, unless one covers t there
  * already (streams.c marks every 32 operations): a wait for t then ends
