@@ -162,8 +162,10 @@ int prof_host(struct prof *p);
  * while ebb moves without a plan: a launch waits for room in the device's
  * queue, a copy to pageable memory for the work before it): a call that
  * took over PROF_QUEUED_X times the median call and PROF_QUEUED_NS more
- * counts at the median. 0 at a synchronisation, which is a barrier (the
- * planner replays the wait), and around an operation ebb issued itself.
+ * counts at the median. A synchronisation is a barrier (the planner replays
+ * the wait): issued when its call was made, its pace is what follows the
+ * wait, its gap less its call (0 where the call is not timed); 0 around an
+ * operation ebb issued itself.
  * *queued_s (when not NULL): the calls' time left out so. Returns 0 or -1
  * when out of memory.
  */

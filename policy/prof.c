@@ -65,15 +65,15 @@ cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The median of the nonzero of call[0 .. n) (0: none), or UINT64_MAX when
- * out of memory. */
+/* The median of the nonzero of call[0 .. n) that are no synchronisation's
+ * (sync), 0: none; or UINT64_MAX when out of memory. */
 static uint64_t
-median_call(const uint64_t *call, uint32_t n)
+median_call(const uint64_t *call, const uint8_t *sync, uint32_t n)
 {
 	uint32_t m = 0;
 
 	for (uint32_t i = 0; i < n; i++)
-		m += call[i] != 0;
+		m += call[i] != 0 && !sync[i];
 	if (m == 0)
 		return 0;
 	uint64_t *v = malloc(m * sizeof *v), med;
@@ -81,7 +81,7 @@ median_call(const uint64_t *call, uint32_t n)
 		return UINT64_MAX;
 	m = 0;
 	for (uint32_t i = 0; i < n; i++)
-		if (call[i] != 0)
+		if (call[i] != 0 && !sync[i])
 			v[m++] = call[i];
 	qsort(v, m, sizeof *v, cmp_u64);
 	med = v[m / 2];
@@ -99,15 +99,21 @@ prof_host_pace(struct prof *p, const uint64_t *issue, const uint64_t *ebb, const
 
 	if (prof_host(p) < 0)
 		return -1;
-	if (call != NULL && (median = median_call(call, p->nops)) == UINT64_MAX)
+	if (call != NULL && (median = median_call(call, sync, p->nops)) == UINT64_MAX)
 		return -1;
 	for (uint32_t i = 0; i < p->nops; i++) {
 		p->barrier[i] = sync[i] != 0;
 		p->host[i] = 0;
-		if (sync[i] || issue[i] == 0 || issue[i + 1] <= issue[i])
+		/* a synchronisation's gap is its wait (its call), which the
+		 * planner replays, then the host's own time: known only with
+		 * the call's time */
+		if ((sync[i] && (call == NULL || call[i] == 0)) || issue[i] == 0 ||
+		    issue[i + 1] <= issue[i])
 			continue;
 		uint64_t gap = issue[i + 1] - issue[i], mine = ebb ? ebb[i + 1] - ebb[i] : 0;
-		if (median > 0 && call[i] > PROF_QUEUED_X * median &&
+		if (sync[i]) {
+			mine += call[i];
+		} else if (median > 0 && call[i] > PROF_QUEUED_X * median &&
 		    call[i] - median > PROF_QUEUED_NS) {
 			mine += call[i] - median;
 			queued += call[i] - median;

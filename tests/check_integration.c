@@ -822,6 +822,50 @@ START_TEST(host_pace_leaves_ebb_out)
 END_TEST
 
 /*
+ * A synchronisation's wait is not the job's host time: the planner's loop
+ * issues an iteration of 29 ms of the device's work in well under a
+ * millisecond, then copies its results to the host and waits for the
+ * stream. The wait counts from the call (the Y record's time), so the pace
+ * recorded is the issuing alone; counted in the gap of the copy before the
+ * sync, it made the pace the device's whole iteration, and any move the
+ * plan adds a cost to the step.
+ */
+START_TEST(host_pace_leaves_the_wait_out)
+{
+	const char *path = tmp_file("wait");
+	char *argv[] = { workload_path(0), "plan", "10", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=4G", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	uint64_t pace = strtoull(note_value(&t, "plan-host-pace-ns"), NULL, 10);
+	uint64_t step = strtoull(note_value(&t, "plan-step-before-ns"), NULL, 10);
+	ck_assert_uint_gt(step, 24 * 3 * 400 * 1000ULL);	/* the device's 28.8 ms */
+	ck_assert_msg(pace < step / 8, "pace %llu ns, the device's iteration %llu",
+	    (unsigned long long)pace, (unsigned long long)step);
+	/* the Y record carries the call's time: the wait runs from it to the
+	 * next record of the thread */
+	int found = 0;
+	for (size_t i = 0; i < t.n && !found; i++) {
+		const struct rec *y = &t.r[i];
+		if (y->type != 'Y' || strcmp(y->f[2], "stream") != 0)
+			continue;
+		size_t j = i + 1;
+		while (j < t.n && strchr("LCM", t.r[j].type) == NULL)
+			j++;
+		found = j < t.n && num(&t.r[j], 0) > num(y, 0) + 10 * 1000 * 1000ULL;
+	}
+	ck_assert_msg(found, "no stream sync followed by an operation 10 ms after its call");
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
  * The planner's loop (weights, optimizer state used once an iteration,
  * activations kept from the forward pass to the backward, a sync an
  * iteration) under a limit it cannot fit without moving: the plan is made
@@ -2535,6 +2579,7 @@ main(void)
 	tcase_add_test(tc, recompute_from_a_recomputed_input);
 	tcase_add_test(tc, release_without_the_lock);
 	tcase_add_test(tc, host_pace_leaves_ebb_out);
+	tcase_add_test(tc, host_pace_leaves_the_wait_out);
 	tcase_add_test(tc, free_of_a_remade_buffer_does_not_wait);
 	tcase_add_test(tc, recompute_reads_a_small_buffer);
 	tcase_add_test(tc, plan_off);

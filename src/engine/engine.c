@@ -782,10 +782,11 @@ ebb_engine_op_end(struct ebb_op *op, int error)
 	self_end(SELF_OP, t0, 0);
 }
 
-/* The host synchronised with a context, a stream or an event: a Y record,
- * and an operation for learning and the plan. */
+/* The host synchronised with a context, a stream or an event in a call made
+ * at called: a Y record of that time, and an operation issued then for
+ * learning and the plan (its wait is its call's time). */
 static void
-note_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
+note_sync(enum ebb_sync_kind kind, const void *handle, int per_thread, uint64_t called)
 {
 	int mode = engine_enter();
 	uint64_t seq = ++engine.seq_counter;
@@ -793,8 +794,9 @@ note_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 	uintptr_t h = kind == EBB_SYNC_STREAM ? stream_hex(stream_of((CUstream)handle, per_thread))
 	    : (uintptr_t)handle;
 	if (ebb_trace_on())
-		ebb_trace_write_sync(ebb_now_ns(), seq, sync_kind_names[kind], h);
+		ebb_trace_write_sync(called, seq, sync_kind_names[kind], h);
 	exec_op(seq, TOK_SYNC | (uint32_t)kind, NULL, 0, 0, 1, NULL, engine_recorded_so_far());
+	exec_sync_called(seq, called);
 	int action = life_step(seq, TOK_SYNC | (uint32_t)kind, ITER_SYNC, NULL);
 	int moved = exec_after_op(seq, NULL);
 	int plan_due = life_plan_due() && engine.capturing == 0;	/* its sync would end a capture */
@@ -807,11 +809,11 @@ note_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
 }
 
 void
-ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread)
+ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread, uint64_t called)
 {
 	uint64_t t0 = self_begin();
 	tl_call_t0 = t0;
-	note_sync(kind, handle, per_thread);
+	note_sync(kind, handle, per_thread, called);
 	tl_call_t0 = 0;
 	self_end(SELF_SYNC, t0, 1);
 }

@@ -158,8 +158,10 @@ CUresult ebb_engine_op_begin(struct ebb_op *op);
 /* The operation returned error (0: success; a CUresult, or an ncclResult_t). */
 void ebb_engine_op_end(struct ebb_op *op, int error);
 
-/* The host synchronised with a context, a stream or an event. */
-void ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread);
+/* The host synchronised with a context, a stream or an event, in a call
+ * made at called (ebb_now_ns) that has returned now. */
+void ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thread,
+    uint64_t called);
 
 /* The steps of a stream capture: before the driver's begin call, after it
  * (result: the driver's), and after the end call (result: the driver's). */

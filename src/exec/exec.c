@@ -326,6 +326,16 @@ exec_op_called(uint64_t seq, uint64_t call_ns)
 }
 
 void
+exec_sync_called(uint64_t seq, uint64_t called)
+{
+	if (!exec.recording || seq < exec.cur.r.s0 || seq - exec.cur.r.s0 >= exec.cur.r.p.nops)
+		return;
+	uint64_t i = seq - exec.cur.r.s0, now = exec.cur.host[i];
+	exec.cur.host[i] = called;
+	exec.cur.call[i] = now > called ? now - called : 0;
+}
+
+void
 exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, unsigned xfer,
     int sync, struct ebb_stream *st, uint64_t self_ns)
 {

@@ -79,6 +79,13 @@ void exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n
 /* The driver's call of operation seq took call_ns (while recording). */
 void exec_op_called(uint64_t seq, uint64_t call_ns);
 
+/* Operation seq, a synchronisation, was called at called (ebb_now_ns) and
+ * waited in the driver until now (while recording): it counts as issued at
+ * the call, and the wait as its call's time, so that the wait falls in its
+ * own gap, which the job's host pace leaves out (prof_host_pace), not in the
+ * gap of the operation before it. */
+void exec_sync_called(uint64_t seq, uint64_t called);
+
 /* Operation seq is the launch l (k: its kernel's layout, NULL when none is
  * known; stream and per_thread as the call named it, tracker ebb's tracker
  * of it; captured: a stream capture takes it into a graph): while an

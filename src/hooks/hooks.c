@@ -14,6 +14,7 @@
 #include "ebb.h"
 #include "engine.h"
 #include "interpose.h"
+#include "trace.h"
 
 /*
  * Start of every wrapper: initialise, and go straight to the driver when
@@ -470,14 +471,16 @@ CAPTURE_END(cuStreamEndCapture_ptsz, 1)
 /* ---- synchronisation ---- */
 
 /* A sync wrapper: the driver's call, then the engine told of it (kind, the
- * handle waited for, whether 0 names the per-thread default stream). */
+ * handle waited for, whether 0 names the per-thread default stream, and
+ * when the call was made: the host's wait for the device starts there). */
 #define SYNC_HOOK(elf, params, args, kind, handle, pt)			\
 	EBB_EXPORT CUresult						\
 	elf params							\
 	{								\
 		HOOK_PROLOGUE(elf, args);				\
+		uint64_t called = ebb_now_ns();				\
 		CUresult r = ebb_real.elf args;				\
-		ebb_engine_on_sync(kind, handle, pt);			\
+		ebb_engine_on_sync(kind, handle, pt, called);		\
 		return r;						\
 	}
 SYNC_HOOK(cuCtxSynchronize, (void), (), EBB_SYNC_CTX, NULL, 0)
