@@ -1882,6 +1882,43 @@ START_TEST(recompute_host_ahead)
 END_TEST
 
 /*
+ * The plan with recomputes is costed by the moves of the plan that runs
+ * before it: every call of the driver's virtual memory since that plan
+ * started (2 ms each here), on every thread, is charged to its moves, half
+ * at each end of a move's cycle. A cycle maps its memory at least once
+ * and unmaps it at least once, so each end costs at least a call's time
+ * less the moves whose unmapping is still to come; the recording's costs
+ * count a mapping alone for a remake.
+ */
+START_TEST(recompute_costed_by_the_running_plan)
+{
+	const char *path = tmp_file("recomputecost");
+	char *argv[] = { workload_path(0), "recompute", "16", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", "EBB_RECOMPUTE=1",
+		"FAKECUDA_VMM_DELAY_US=2000", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_beside_alone(argv, NULL, env, path, &r, &t);
+	ck_assert_uint_ge(summary(&t, "plans"), 2);
+	const char *kinds[] = { "offload", "restore", "drop", "remake" };
+	uint64_t ns[4];
+	for (int k = 0; k < 4; k++) {
+		char key[64];
+		snprintf(key, sizeof key, "plan-recompute-host-%s-ns", kinds[k]);
+		const char *v = note_value(&t, key);
+		ck_assert_msg(v != NULL, "no %s note", key);
+		ns[k] = strtoull(v, NULL, 10);
+		ck_assert_msg(ns[k] >= 1000 * 1000ULL, "%s: %llu ns", key, (unsigned long long)ns[k]);
+		ck_assert_uint_ge(ns[k], ns[3]);	/* each at least the calls' half */
+	}
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
  * Activations made through a workspace the job keeps (WORKLOAD_WORKSPACE=1:
  * scaled_ws writes the workspace, then its output from it, as a GEMM
  * does): each producer writes another buffer, so its candidates replay it
@@ -2574,6 +2611,7 @@ main(void)
 	tcase_add_test(tc, recompute_runs);
 	tcase_add_test(tc, recompute_departure);
 	tcase_add_test(tc, recompute_host_ahead);
+	tcase_add_test(tc, recompute_costed_by_the_running_plan);
 	tcase_add_test(tc, recompute_workspace);
 	tcase_add_test(tc, recompute_workspace_flags);
 	tcase_add_test(tc, recompute_from_a_recomputed_input);

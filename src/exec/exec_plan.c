@@ -33,6 +33,10 @@
  * before the restore's copy may start (the host runs ahead). */
 #define GATE_LEAD_S 1e-3
 
+/* The moves the running plan must have made for the plan with recomputes
+ * to be costed by them (cost_by_run). */
+#define RUN_COSTED_MOVES 8
+
 static double
 gib(uint64_t b)
 {
@@ -251,6 +255,9 @@ struct exec_made {
 	struct replay_set replay;	/* the gaps a replay could bridge */
 	int kept;			/* exec.kept holds it until its recompute plan
 					 * (exec_made_free leaves it) */
+	int run_costed;			/* run_costs holds what the running plan's moves
+					 * cost the host (exec_replan_take) */
+	struct mover_costs run_costs;
 };
 
 /* Write the plan's trace notes (plan-*, and the copy rates assumed and got). */
@@ -614,6 +621,7 @@ exec_replan_take(uint8_t **ok)
 	exec.kept = NULL;
 	verify_forget();
 	m->kept = 0;
+	m->run_costed = mover_move_costs_since(&exec.run_costs, RUN_COSTED_MOVES, &m->run_costs);
 	return m;
 }
 
@@ -771,6 +779,42 @@ fail:
 	return NULL;
 }
 
+/*
+ * The plan with recomputes under what the running plan's moves have cost
+ * the host, where it made enough of them (m->run_costs): the recording's
+ * costs leave out the memory a moving buffer takes at each allocation and
+ * what is made and released for room. The plan of moves alone is made again
+ * under them, for a fair comparison; where that fails, both keep the
+ * recording's costs.
+ */
+static void
+cost_by_run(struct exec_made *m)
+{
+	struct plan_params q = m->pp;
+	struct plan fresh;
+
+	if (!m->run_costed || !m->have)
+		return;
+	q.host_offload_s = m->run_costs.offload_s;
+	q.host_restore_s = m->run_costs.restore_s;
+	q.host_drop_s = m->run_costs.drop_s;
+	q.host_remake_s = m->run_costs.remake_s;
+	if (plan_make(&m->rec->r.p, &q, &fresh) != 0)
+		return;
+	plan_fini(&m->pl);
+	m->pl = fresh;
+	m->pp = q;
+	ebb_trace_note_u64("plan-recompute-host-offload-ns", (uint64_t)(q.host_offload_s * 1e9));
+	ebb_trace_note_u64("plan-recompute-host-restore-ns", (uint64_t)(q.host_restore_s * 1e9));
+	ebb_trace_note_u64("plan-recompute-host-drop-ns", (uint64_t)(q.host_drop_s * 1e9));
+	ebb_trace_note_u64("plan-recompute-host-remake-ns", (uint64_t)(q.host_remake_s * 1e9));
+	ebb_log(EBB_LOG_INFO, "plan: the plan with recomputes counts what the running plan's moves "
+	    "cost the host, its driver's memory calls on every thread included: an offload %.0f "
+	    "us, a restore %.0f us, a drop %.0f us, a remake %.0f us and its launches; by moves "
+	    "alone %.3f s an iteration so", q.host_offload_s * 1e6, q.host_restore_s * 1e6,
+	    q.host_drop_s * 1e6, q.host_remake_s * 1e6, fresh.step_s);
+}
+
 struct exec_remade *
 exec_replan_make(struct exec_made *m, const uint8_t *ok)
 {
@@ -786,6 +830,8 @@ exec_replan_make(struct exec_made *m, const uint8_t *ok)
 	for (uint32_t i = 0; i < m->replay.n; i++)
 		r->verified += ok[i] != 0;
 	uint64_t t0 = ebb_now_ns();
+	if (r->verified > 0)
+		cost_by_run(m);
 	int got = r->verified > 0 ? plan_make_recompute(&m->rec->r.p, &m->replay, ok, sid, &m->pp,
 	    &m->pl, &r->rc) : 0;
 	r->have = got == 1;

@@ -299,6 +299,30 @@ struct mover_costs {
 };
 void mover_move_costs(struct mover_costs *c);
 
+/* Where the moves and the driver's virtual memory calls stood
+ * (mover_cost_mark), for mover_move_costs_since. */
+struct mover_cost_mark {
+	uint64_t moves;			/* offloads and drops issued */
+	uint64_t vmm_ns;		/* every thread's creations, releases, mappings
+					 * and unmappings */
+	uint64_t map_ns, maps;
+	uint64_t offload_host_ns, offloads_timed, restore_host_ns, restores_timed;
+	uint64_t drop_host_ns, drops_timed;
+};
+void mover_cost_mark(struct mover_cost_mark *m);
+
+/*
+ * What a move has cost since mark m, into c, with every call of the driver's
+ * virtual memory since charged to the moves: under a plan a buffer that
+ * moves, unlike one it keeps, also takes memory of its own at each
+ * allocation, and memory made or released for room goes with the moves;
+ * the driver's calls on ebb's workers wait for the job's and theirs for
+ * them. A move's cycle (away and back) is charged half the calls' time a
+ * move at each end, beside issuing it. Returns 1, or 0 (c untouched) when
+ * fewer than min moves were made since m.
+ */
+int mover_move_costs_since(const struct mover_cost_mark *m, uint64_t min, struct mover_costs *c);
+
 /* Stop the workers (at exit). */
 void mover_shutdown(void);
 
