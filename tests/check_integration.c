@@ -841,6 +841,8 @@ START_TEST(host_pace_leaves_the_wait_out)
 	run_ebb(argv, env, path, &r);
 	expect_ok(&r);
 	trace_load(path, &t);
+	ck_assert_ptr_nonnull(note_value(&t, "plan-host-pace-ns"));
+	ck_assert_ptr_nonnull(note_value(&t, "plan-step-before-ns"));
 	uint64_t pace = strtoull(note_value(&t, "plan-host-pace-ns"), NULL, 10);
 	uint64_t step = strtoull(note_value(&t, "plan-step-before-ns"), NULL, 10);
 	/* the device's 28.8 ms of kernels, as the host's times see them */
