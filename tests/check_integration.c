@@ -1896,14 +1896,13 @@ END_TEST
 START_TEST(recompute_costed_by_the_running_plan)
 {
 	const char *path = tmp_file("recomputecost");
-	char *argv[] = { workload_path(0), "recompute", "16", NULL };
+	char *argv[] = { workload_path(0), "recompute", "24", NULL };
 	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", "EBB_RECOMPUTE=1",
 		"FAKECUDA_VMM_DELAY_US=2000", NULL };
 	struct run_result r;
 	struct trace t;
 
 	run_beside_alone(argv, NULL, env, path, &r, &t);
-	ck_assert_uint_ge(summary(&t, "plans"), 2);
 	const char *kinds[] = { "offload", "restore", "drop", "remake" };
 	uint64_t ns[4];
 	for (int k = 0; k < 4; k++) {
