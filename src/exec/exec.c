@@ -318,17 +318,24 @@ exec_free(struct ebb_buf *b, uint64_t last_seq)
 	b->plan_ord = 0;
 }
 
+/* Whether operation seq is in the iteration being recorded. */
+static int
+recorded(uint64_t seq)
+{
+	return exec.recording && seq >= exec.cur.r.s0 && seq - exec.cur.r.s0 < exec.cur.r.p.nops;
+}
+
 void
 exec_op_called(uint64_t seq, uint64_t call_ns)
 {
-	if (exec.recording && seq >= exec.cur.r.s0 && seq - exec.cur.r.s0 < exec.cur.r.p.nops)
+	if (recorded(seq))
 		exec.cur.call[seq - exec.cur.r.s0] = call_ns;
 }
 
 void
 exec_sync_called(uint64_t seq, uint64_t called)
 {
-	if (!exec.recording || seq < exec.cur.r.s0 || seq - exec.cur.r.s0 >= exec.cur.r.p.nops)
+	if (!recorded(seq))
 		return;
 	uint64_t i = seq - exec.cur.r.s0, now = exec.cur.host[i];
 	exec.cur.host[i] = called;
@@ -339,7 +346,7 @@ void
 exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, unsigned xfer,
     int sync, struct ebb_stream *st, uint64_t self_ns)
 {
-	if (!exec.recording || seq < exec.cur.r.s0 || seq - exec.cur.r.s0 >= exec.cur.r.p.nops)
+	if (!recorded(seq))
 		return;
 	uint64_t i = seq - exec.cur.r.s0;
 	exec.cur.tok[i] = token;
@@ -423,6 +430,16 @@ exec_gpu_time(uint64_t seq, uint64_t start, uint64_t end)
 
 /* ---- running ---- */
 
+/* The ordinals of the n buffers b of x, each allocated in the iteration,
+ * are not kept. */
+static void
+unkeep(struct xplan *x, const struct xbuf *b, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (!b[i].persistent && !b[i].small && b[i].ord < x->nord)
+			x->ord_kept[b[i].ord] = 0;
+}
+
 /* Mark the ordinals x keeps resident: those no move of x names, nor any
  * buffer of its recomputes (dropped, their inputs and scratch). Without
  * memory for the marks, none is kept. */
@@ -432,14 +449,9 @@ mark_kept(struct xplan *x)
 	if (x->ord_kept != NULL || x->nord == 0 || (x->ord_kept = malloc(x->nord)) == NULL)
 		return;
 	memset(x->ord_kept, 1, x->nord);
-	for (uint32_t i = 0; i < x->nbuf; i++)
-		if (!x->buf[i].persistent && !x->buf[i].small && x->buf[i].ord < x->nord)
-			x->ord_kept[x->buf[i].ord] = 0;
-	for (uint32_t i = 0; x->rc != NULL && i < x->rc->nbufs; i++) {
-		const struct xbuf *xb = &x->rc->bufs[i];
-		if (!xb->persistent && !xb->small && xb->ord < x->nord)
-			x->ord_kept[xb->ord] = 0;
-	}
+	unkeep(x, x->buf, x->nbuf);
+	if (x->rc != NULL)
+		unkeep(x, x->rc->bufs, x->rc->nbufs);
 }
 
 void

@@ -9,6 +9,13 @@
 #include "mover_int.h"
 #include "vmm.h"
 
+/* ns over n, in seconds (0 when n is 0). */
+static double
+mean_s(uint64_t ns, uint64_t n)
+{
+	return n ? (double)ns / (double)n / 1e9 : 0;
+}
+
 /* What a move has cost the host so far (mover.h). */
 void
 mover_move_costs(struct mover_costs *out)
@@ -17,13 +24,12 @@ mover_move_costs(struct mover_costs *out)
 	struct vmm_stats vs;
 
 	vmm_stats(&vs);
-	double unmap = c->unmaps_timed ? (double)c->unmap_ns / c->unmaps_timed / 1e9 : 0;
-	double issue = c->offloads_timed ? (double)c->offload_host_ns / c->offloads_timed / 1e9 : 0;
+	double unmap = mean_s(c->unmap_ns, c->unmaps_timed);
+	double issue = mean_s(c->offload_host_ns, c->offloads_timed);
 	out->offload_s = issue + unmap;
-	out->restore_s = c->restores_timed ? (double)c->restore_host_ns / c->restores_timed / 1e9 : 0;
-	out->drop_s = (c->drops_timed ? (double)c->drop_host_ns / c->drops_timed / 1e9 : issue) +
-	    unmap;
-	out->remake_s = vs.calls[VMM_MAP] ? (double)vs.ns[VMM_MAP] / vs.calls[VMM_MAP] / 1e9 :
+	out->restore_s = mean_s(c->restore_host_ns, c->restores_timed);
+	out->drop_s = (c->drops_timed ? mean_s(c->drop_host_ns, c->drops_timed) : issue) + unmap;
+	out->remake_s = vs.calls[VMM_MAP] ? mean_s(vs.ns[VMM_MAP], vs.calls[VMM_MAP]) :
 	    out->restore_s;
 }
 
@@ -44,13 +50,6 @@ mover_cost_mark(struct mover_cost_mark *m)
 		.restore_host_ns = c->restore_host_ns, .restores_timed = c->restores_timed,
 		.drop_host_ns = c->drop_host_ns, .drops_timed = c->drops_timed,
 	};
-}
-
-/* ns over n, in seconds (0 when n is 0). */
-static double
-mean_s(uint64_t ns, uint64_t n)
-{
-	return n ? (double)ns / (double)n / 1e9 : 0;
 }
 
 /* What a move has cost since a mark (mover.h). */
