@@ -150,11 +150,30 @@ mover_trace_move(char type, uint64_t seq, const struct ebb_buf *b, uint64_t byte
 	}
 }
 
-/* Device bytes ebb holds: handles, slabs and the driver's allocations. */
+/* Device bytes ebb holds: its chunks (handles, slabs, spare) and the
+ * driver's allocations. */
 uint64_t
 mover_held_total(void)
 {
-	return vmm_held() + mover_slab_held() + serving.other_held;
+	return vmm_held() + serving.other_held;
+}
+
+/* Device bytes ebb holds less the chunks' spare: what a new handle adds to
+ * when it is checked against the limit. */
+static uint64_t
+held_in_use(void)
+{
+	return mover_held_total() - vmm_spare();
+}
+
+/* Bytes a handle may take within limit: the chunks' spare, and what the
+ * limit leaves for new chunks. */
+uint64_t
+mover_room(uint64_t limit)
+{
+	uint64_t used = held_in_use();
+
+	return used < limit ? limit - used : 0;
 }
 
 /* Raise held_peak to what ebb holds now. */
@@ -215,7 +234,7 @@ reclaim_block(int wait, size_t rsize)
 		prev = first_prev;
 	}
 	struct block *k = block_unlink(p, prev);
-	if (vmm_unmap(k->va, k->h->size) != CUDA_SUCCESS) {
+	if (vmm_unmap(k->va, k->h) != CUDA_SUCCESS) {
 		/* still mapped: the range and its handle are never used again */
 		mover.stats.unmaps_failed++;
 		block_free(k);
@@ -255,12 +274,14 @@ evict_one(uint64_t seq, size_t rsize)
 	return 0;
 }
 
-/* A new physical handle of rsize bytes, counted as held. Returns
- * CUDA_SUCCESS or the driver's error. */
+/* A new physical handle of rsize bytes within limit (the chunks' spare,
+ * and new chunks while the total stays within it), counted as held.
+ * Returns CUDA_SUCCESS or vmm_create's error (*device_full as there). */
 static CUresult
-make_handle(size_t rsize, struct vmm_handle **h)
+make_handle(size_t rsize, uint64_t limit, struct vmm_handle **h, int *device_full)
 {
-	CUresult r = vmm_create(rsize, h);
+	uint64_t held = mover_held_total();
+	CUresult r = vmm_create(rsize, held < limit ? limit - held : 0, h, device_full);
 
 	if (r == CUDA_SUCCESS) {
 		mover.stats.handles_created++;
@@ -286,19 +307,24 @@ mover_try_handle(size_t rsize, int *device_full, CUresult *err)
 		if (h != NULL)
 			return h;
 		/* what ebb holds may grow: the driver's own memory first, once */
-		if (!*device_full && !sampled && mover_held_total() + rsize <= mover.limit_conf) {
+		if (!*device_full && !sampled && held_in_use() + rsize <= mover.limit_conf) {
 			mover_sample_device();
 			sampled = 1;
 		}
-		if (!*device_full && mover_held_total() + rsize <= mover.limit) {
-			CUresult r = make_handle(rsize, &h);
+		/* over a limit the driver's memory lowered, unused chunks go */
+		if (mover_held_total() > mover.limit)
+			vmm_trim(mover_held_total() - mover.limit);
+		if (mover_room(mover.limit) >= rsize) {
+			int full = 0;
+			CUresult r = make_handle(rsize, *device_full ? 0 : mover.limit, &h, &full);
 			if (r == CUDA_SUCCESS)
 				return h;
 			if (r != CUDA_ERROR_OUT_OF_MEMORY) {
 				*err = r;
 				return NULL;
 			}
-			*device_full = 1;	/* the device itself is full: make room, then try again */
+			if (full)
+				*device_full = 1;	/* the device itself is full: make room, then try again */
 		}
 		if (!reclaim_block(0, rsize))
 			return NULL;
@@ -318,9 +344,11 @@ past_driver_share(size_t rsize, CUresult *err)
 {
 	struct vmm_handle *h;
 
-	if (mover.limit >= mover.limit_conf || mover_held_total() + rsize > mover.limit_conf)
+	int full = 0;
+
+	if (mover.limit >= mover.limit_conf || mover_room(mover.limit_conf) < rsize)
 		return NULL;
-	CUresult r = make_handle(rsize, &h);
+	CUresult r = make_handle(rsize, mover.limit_conf, &h, &full);
 	if (r != CUDA_SUCCESS) {
 		*err = r;
 		return NULL;
@@ -476,6 +504,8 @@ mover_init(const struct ebb_conf *conf)
 		return -1;
 	}
 	mover.limit_conf = mover.limit = conf->limit ? conf->limit : total;
+	/* a chunk's free rest is held and unused: at most a sixteenth of the limit */
+	vmm_set_chunk(mover.limit_conf / 16);
 	serving.min_offload = conf->min_offload_bytes;
 	if (serving.min_offload < vmm_granularity())
 		serving.min_offload = vmm_granularity();
@@ -789,7 +819,7 @@ mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
 				streams_event_put(fence, 0);
 			}
 			if (r == CUDA_SUCCESS && mover_tag_sync(tag) == CUDA_SUCCESS &&
-			    vmm_unmap(b->addr, b->mv.rsize) == CUDA_SUCCESS) {
+			    vmm_unmap(b->addr, b->mv.handle) == CUDA_SUCCESS) {
 				vmm_unreserve(b->addr, b->mv.rsize);
 				vmm_pool_put(b->mv.handle);
 			}
@@ -946,6 +976,17 @@ CUresult
 mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint64_t seq)
 {
 	return mover_copy_ensure(bufs, n, consumer, seq);
+}
+
+/* b's own range, where it has one (mover.h). */
+int
+mover_range(const struct ebb_buf *b, CUdeviceptr *base, size_t *size)
+{
+	if (b->mv.managed != EBB_MANAGED_BIG || b->mv.arena)
+		return 0;
+	*base = b->addr;
+	*size = b->mv.rsize;
+	return 1;
 }
 
 /* Keep b mapped for a question about it, as a use would (mover.h). */
