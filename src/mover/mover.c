@@ -150,7 +150,7 @@ mover_trace_move(char type, uint64_t seq, const struct ebb_buf *b, uint64_t byte
 	}
 }
 
-/* Device bytes ebb holds: its chunks (handles, slabs, spare) and the
+/* Device bytes ebb holds: its pieces (in handles, slabs, or free) and the
  * driver's allocations. */
 uint64_t
 mover_held_total(void)
@@ -158,7 +158,7 @@ mover_held_total(void)
 	return vmm_held() + serving.other_held;
 }
 
-/* Device bytes ebb holds less the chunks' spare: what a new handle adds to
+/* Device bytes ebb holds less its free pieces: what a new handle adds to
  * when it is checked against the limit. */
 static uint64_t
 held_in_use(void)
@@ -166,8 +166,8 @@ held_in_use(void)
 	return mover_held_total() - vmm_spare();
 }
 
-/* Bytes a handle may take within limit: the chunks' spare, and what the
- * limit leaves for new chunks. */
+/* Bytes a handle may take within limit: the free pieces (where their
+ * classes make it), and what the limit leaves for new pieces. */
 uint64_t
 mover_room(uint64_t limit)
 {
@@ -274,8 +274,8 @@ evict_one(uint64_t seq, size_t rsize)
 	return 0;
 }
 
-/* A new physical handle of rsize bytes within limit (the chunks' spare,
- * and new chunks while the total stays within it), counted as held.
+/* A new physical handle of rsize bytes within limit (free pieces, and new
+ * pieces while the total stays within it), counted as held.
  * Returns CUDA_SUCCESS or vmm_create's error (*device_full as there). */
 static CUresult
 make_handle(size_t rsize, uint64_t limit, struct vmm_handle **h, int *device_full)
@@ -311,7 +311,7 @@ mover_try_handle(size_t rsize, int *device_full, CUresult *err)
 			mover_sample_device();
 			sampled = 1;
 		}
-		/* over a limit the driver's memory lowered, unused chunks go */
+		/* over a limit the driver's memory lowered, free pieces go */
 		if (mover_held_total() > mover.limit)
 			vmm_trim(mover_held_total() - mover.limit);
 		if (mover_room(mover.limit) >= rsize) {
@@ -504,8 +504,6 @@ mover_init(const struct ebb_conf *conf)
 		return -1;
 	}
 	mover.limit_conf = mover.limit = conf->limit ? conf->limit : total;
-	/* a chunk's free rest is held and unused: at most a sixteenth of the limit */
-	vmm_set_chunk(mover.limit_conf / 16);
 	serving.min_offload = conf->min_offload_bytes;
 	if (serving.min_offload < vmm_granularity())
 		serving.min_offload = vmm_granularity();

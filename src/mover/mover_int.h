@@ -51,13 +51,13 @@ extern struct mover mover;
 
 /* ---- mover.c ---- */
 
-/* Device bytes ebb holds now: its chunks (handles, slabs and their spare)
- * and the driver's allocations. */
+/* Device bytes ebb holds now: its pieces (in handles, slabs, or free) and
+ * the driver's allocations. */
 uint64_t mover_held_total(void);
 
 /* Bytes a new handle may take within limit (mover.limit or
- * mover.limit_conf): the chunks' spare, and new chunks while the total
- * stays within it. */
+ * mover.limit_conf): the free pieces, and new pieces while the total stays
+ * within it. */
 uint64_t mover_room(uint64_t limit);
 
 /* Raise the held_peak statistic to what ebb holds now, if it is more. */

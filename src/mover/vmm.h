@@ -4,18 +4,16 @@
  * A buffer ebb may move gets its own reserved virtual range; the physical
  * memory behind it is one handle of the range's size. Offloading unmaps the
  * handle (the range stays reserved, so the job's pointer stays valid) and
- * restoring maps one back at the same address. Handles are pooled by size,
- * and ranges too.
+ * restoring maps one back at the same address. Ranges are pooled by size.
  *
- * A handle is not a driver allocation of its own: it is one part (an
- * extent), or a few, of the driver's physical allocations, chunks of
- * vmm_set_chunk's size or fewer made with cuMemCreate as memory is needed and
- * mapped part by part (cuMemMap's offset). The driver's cost of a handle is
- * per call, not per byte, and making and releasing one per buffer cost as
- * much as mapping it; carving parts out of chunks and giving them back
- * costs no driver call, so memory idle in one size serves another at the
- * cost of mapping alone. Chunks are released only when wholly unused and
- * the device or the limit wants their memory (vmm_trim).
+ * A handle is made of pieces: driver allocations (cuMemCreate), mapped one
+ * after the other in its range, one where the free pieces hold one of its
+ * size, more where it takes free pieces of other sizes (at most
+ * VMM_EXTENTS). The driver maps a handle only whole, at offset 0 (it refuses
+ * another offset with CUDA_ERROR_NOT_SUPPORTED), and releasing one and
+ * making another costs more than mapping it; pieces let memory freed in one
+ * size serve another without either. A piece is released only to make
+ * room. Free pieces are held and counted as held, as pooled handles were.
  *
  * Not thread-safe: the engine holds its mutex.
  */
@@ -27,29 +25,17 @@
 
 #include "cuda_compat.h"
 
-/* A driver allocation (cuMemCreate) that handles are parts of. */
-struct vmm_chunk;
+/* A driver allocation (cuMemCreate): a part of handles. */
+struct vmm_piece;
 
-/* The most extents a handle has: one where a free part of a chunk holds it,
- * more only when the free memory is in smaller pieces (one map call each). */
+/* The most pieces a handle has. */
 #define VMM_EXTENTS 4
 
-/* The most bytes of a chunk made for a smaller handle (vmm_set_chunk); a
- * buffer larger gets a chunk of its own size. */
-#define VMM_CHUNK_MAX ((size_t)1 << 30)
-
-struct vmm_extent {
-	struct vmm_chunk *chunk;
-	size_t off;			/* where in the chunk */
-	size_t size;
-};
-
 struct vmm_handle {
-	size_t size;			/* the sum of its extents */
+	size_t size;			/* the sum of its pieces */
 	int stuck;			/* a failed map left it mapped: never pooled */
-	int n;				/* extents, mapped in order from the range's start */
-	struct vmm_extent e[VMM_EXTENTS];
-	struct vmm_handle *next;	/* in the pool */
+	int n;				/* pieces, mapped in order from the range's start */
+	struct vmm_piece *e[VMM_EXTENTS];
 };
 
 /*
@@ -57,11 +43,6 @@ struct vmm_handle {
  * support (said once; ebb then moves nothing).
  */
 int vmm_init(CUdevice dev);
-
-/* Make chunks of bytes (rounded down to the granularity, at most
- * VMM_CHUNK_MAX, and at most an eighth of what the chunks hold) where there
- * is room; a chunk's free rest is memory no buffer uses until one needs it. */
-void vmm_set_chunk(size_t bytes);
 
 /* The allocation granularity (2 MiB on current GPUs). */
 size_t vmm_granularity(void);
@@ -74,37 +55,37 @@ CUresult vmm_reserve(size_t rsize, CUdeviceptr *va);
 /* Give a range back (it must be unmapped). */
 void vmm_unreserve(CUdeviceptr va, size_t rsize);
 
-/* A handle of rsize bytes from the pool, or NULL. */
+/* A handle of rsize bytes made of free pieces, or NULL. */
 struct vmm_handle *vmm_pool_take(size_t rsize);
-/* The pooled handle pooled longest ago (to be released to make room), or
- * NULL. The sizes the job is going through now are the ones it pooled last,
- * so the oldest is the one least likely to be needed again soon. */
+/* The free piece freed longest ago, as a handle (to be released to make
+ * room), or NULL. The sizes the job is going through now are the ones it
+ * freed last, so the oldest is the one least likely to be needed again
+ * soon. */
 struct vmm_handle *vmm_pool_any(void);
-/* Put a handle in the pool (one left mapped by a failed vmm_map stays out). */
+/* Give a handle's pieces back to the free lists (one left mapped by a failed
+ * vmm_map stays out). */
 void vmm_pool_put(struct vmm_handle *h);
 
 /*
- * A handle of rsize bytes: the free part of a chunk that fits it best, or
- * parts of a new chunk of up to grow bytes (the physical memory the caller
- * lets ebb add), or, when free memory is in pieces, the largest few of them
- * and a chunk for what they leave. Returns 0, or CUDA_ERROR_OUT_OF_MEMORY
- * with *device_full set where the driver itself had no memory for a chunk
- * (after releasing wholly unused chunks and trying again for what is
- * needed alone) and clear where the free memory and grow do not hold it,
- * or another CUresult of cuMemCreate's.
+ * A handle of rsize bytes: free pieces (the one of its size, else the
+ * largest that fit in what is left), and for what they leave a new piece
+ * while grow (the bytes the caller lets ebb add) allows. Returns 0, or
+ * CUDA_ERROR_OUT_OF_MEMORY with *device_full set where the driver itself
+ * had no memory for a piece (after releasing the free pieces and trying
+ * again) and clear where the free pieces and grow do not make it, or
+ * another CUresult of cuMemCreate's.
  */
 CUresult vmm_create(size_t rsize, size_t grow, struct vmm_handle **out, int *device_full);
-/* Give a handle's memory back to its chunks (it must be unmapped
- * everywhere); no driver call. */
+/* Release a handle's pieces to the driver (it must be unmapped everywhere). */
 void vmm_release(struct vmm_handle *h);
-/* Release wholly unused chunks to the driver, the newest first, until
- * bytes are released or none is left. Returns the bytes released. */
+/* Release free pieces, the oldest first, until bytes are released or none
+ * is left. Returns the bytes released. */
 uint64_t vmm_trim(uint64_t bytes);
 
 /* Map h at va with read-write access. Returns 0 or a CUresult (then h is
  * not mapped at va, or, where undoing the map failed too, marked stuck). */
 CUresult vmm_map(CUdeviceptr va, struct vmm_handle *h);
-/* Unmap h, mapped at va (one call for each of its extents). Returns 0 or a
+/* Unmap h, mapped at va (one call for each of its pieces). Returns 0 or a
  * CUresult (said once: then some of it stays mapped, and the caller never
  * reuses the range or the handle). */
 CUresult vmm_unmap(CUdeviceptr va, const struct vmm_handle *h);
@@ -115,13 +96,11 @@ CUresult vmm_unmap(CUdeviceptr va, const struct vmm_handle *h);
 CUresult vmm_unmap_call(CUdeviceptr va, const struct vmm_handle *h, uint64_t *ns);
 void vmm_unmap_done(CUdeviceptr va, const struct vmm_handle *h, CUresult r, uint64_t ns);
 
-/* Bytes of physical memory ebb holds: its chunks, whether their parts are
- * in handles or free. */
+/* Bytes of physical memory ebb holds: its pieces, in handles or free. */
 uint64_t vmm_held(void);
-/* Bytes of the chunks in no handle: memory a handle takes without adding
- * to vmm_held. */
+/* Bytes of the free pieces. */
 uint64_t vmm_spare(void);
-/* Handles made of more than one extent so far (a summary count). */
+/* Handles made of more than one piece so far (a summary count). */
 uint64_t vmm_split_handles(void);
 
 /* The driver calls of ebb's virtual memory so far, and the host's time in
