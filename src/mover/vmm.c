@@ -387,7 +387,7 @@ vmm_map(CUdeviceptr va, struct vmm_handle *h)
 }
 
 CUresult
-vmm_unmap(CUdeviceptr va, const struct vmm_handle *h)
+vmm_unmap(CUdeviceptr va, struct vmm_handle *h)
 {
 	uint64_t ns;
 	CUresult r = vmm_unmap_call(va, h, &ns);
@@ -396,19 +396,41 @@ vmm_unmap(CUdeviceptr va, const struct vmm_handle *h)
 	return r;
 }
 
+/* Map again h's pieces in [va, va + upto), unmapped before a piece after
+ * them failed to unmap, so that h is whole where its caller keeps it.
+ * Returns 0 or the driver's error. */
+static CUresult
+remap(CUdeviceptr va, const struct vmm_handle *h, size_t upto)
+{
+	CUmemAccessDesc a;
+	CUresult r = CUDA_SUCCESS;
+
+	memset(&a, 0, sizeof a);
+	a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	a.location.id = vmm.device;
+	a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	for (size_t off = 0, k = 0; r == CUDA_SUCCESS && off < upto; off += h->e[k++]->size) {
+		r = ebb_real.cuMemMap(va + off, h->e[k]->size, 0, h->e[k]->h, 0);
+		if (r == CUDA_SUCCESS)
+			r = ebb_real.cuMemSetAccess(va + off, h->e[k]->size, &a, 1);
+	}
+	return r;
+}
+
 CUresult
-vmm_unmap_call(CUdeviceptr va, const struct vmm_handle *h, uint64_t *ns)
+vmm_unmap_call(CUdeviceptr va, struct vmm_handle *h, uint64_t *ns)
 {
 	uint64_t t0 = ebb_now_ns();
 	CUresult r = CUDA_SUCCESS;
 	size_t off = 0;
 
-	/* every extent, even after one fails: what can go does */
-	for (int i = 0; i < h->n; off += h->e[i++]->size) {
-		CUresult ri = ebb_real.cuMemUnmap(va + off, h->e[i]->size);
-		if (r == CUDA_SUCCESS)
-			r = ri;
-	}
+	for (int i = 0; i < h->n && r == CUDA_SUCCESS; i++)
+		if ((r = ebb_real.cuMemUnmap(va + off, h->e[i]->size)) == CUDA_SUCCESS)
+			off += h->e[i]->size;
+	/* a piece stays mapped: those before it are mapped again, or, where
+	 * that fails too, h is whole nowhere (a use of it faults) */
+	if (r != CUDA_SUCCESS && off > 0 && remap(va, h, off) != CUDA_SUCCESS)
+		h->broken = 1;
 	*ns = ebb_now_ns() - t0;
 	return r;
 }
@@ -424,6 +446,9 @@ vmm_unmap_done(CUdeviceptr va, const struct vmm_handle *h, CUresult r, uint64_t 
 		ebb_log_once(&said, EBB_LOG_WARN, "cuMemUnmap of %zu bytes at 0x%llx failed (error %d): "
 		    "that memory stays mapped and is not used again (further failures are counted in "
 		    "the summary, not reported)", h->size, (unsigned long long)va, (int)r);
+	if (h->broken)
+		ebb_log(EBB_LOG_ERROR, "the %zu bytes at 0x%llx could not be unmapped nor mapped again "
+		    "whole: a use of them fails", h->size, (unsigned long long)va);
 }
 
 uint64_t

@@ -34,6 +34,7 @@ struct vmm_piece;
 struct vmm_handle {
 	size_t size;			/* the sum of its pieces */
 	int stuck;			/* a failed map left it mapped: never pooled */
+	int broken;			/* a failed unmap left it partly mapped (said) */
 	int n;				/* pieces, mapped in order from the range's start */
 	struct vmm_piece *e[VMM_EXTENTS];
 };
@@ -86,14 +87,16 @@ uint64_t vmm_trim(uint64_t bytes);
  * not mapped at va, or, where undoing the map failed too, marked stuck). */
 CUresult vmm_map(CUdeviceptr va, struct vmm_handle *h);
 /* Unmap h, mapped at va (one call for each of its pieces). Returns 0 or a
- * CUresult (said once: then some of it stays mapped, and the caller never
- * reuses the range or the handle). */
-CUresult vmm_unmap(CUdeviceptr va, const struct vmm_handle *h);
+ * CUresult (said once): then h stays mapped whole (the pieces unmapped
+ * before the one that failed are mapped again, or, where that fails too, h
+ * is marked broken and said), and the caller never reuses the range or
+ * the handle. */
+CUresult vmm_unmap(CUdeviceptr va, struct vmm_handle *h);
 /* vmm_unmap in two parts, for a caller that unmaps without ebb_state_lock:
  * the driver's calls (touching nothing of the VMM layer's but h, which
- * does not change while mapped; *ns their time), then, with the lock held
- * again, their counting and their failure said. */
-CUresult vmm_unmap_call(CUdeviceptr va, const struct vmm_handle *h, uint64_t *ns);
+ * nothing else touches while it is mapped; *ns their time), then, with the
+ * lock held again, their counting and their failure said. */
+CUresult vmm_unmap_call(CUdeviceptr va, struct vmm_handle *h, uint64_t *ns);
 void vmm_unmap_done(CUdeviceptr va, const struct vmm_handle *h, CUresult r, uint64_t ns);
 
 /* Bytes of physical memory ebb holds: its pieces, in handles or free. */
