@@ -715,9 +715,7 @@ alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, int job, CUdeviceptr
 			    "nothing more can be moved");
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
-		CUresult r = vmm_reserve(rsize, &va);
-		if (r == CUDA_SUCCESS && (r = vmm_map(va, h)) != CUDA_SUCCESS)
-			vmm_unreserve(va, rsize);
+		CUresult r = vmm_place(h, &va);
 		if (r != CUDA_SUCCESS) {
 			vmm_pool_put(h);
 			ebb_log(EBB_LOG_WARN, "mapping a %zu-byte buffer failed (error %d); it is left to "

@@ -210,12 +210,8 @@ mover_rate_measure(const struct ebb_conf *conf)
 	if (bytes > mover_room(mover.limit) ||
 	    vmm_create(bytes, (size_t)mover_room(mover.limit), &h, &full) != CUDA_SUCCESS)
 		h = NULL;
-	else if (vmm_reserve(bytes, &dev) != CUDA_SUCCESS)
+	else if (vmm_place(h, &dev) != CUDA_SUCCESS)
 		dev = 0;
-	else if (vmm_map(dev, h) != CUDA_SUCCESS) {
-		vmm_unreserve(dev, bytes);
-		dev = 0;
-	}
 	void *host = dev ? hostpool_alloc(bytes) : NULL;
 	double alone[2] = { rates.bw_d2h, rates.bw_h2d }, both[2] = { 0, 0 };
 	if (host != NULL) {

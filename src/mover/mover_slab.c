@@ -96,9 +96,7 @@ new_slab(CUdeviceptr *out)
 	if (h == NULL)
 		return err;
 	CUdeviceptr va;
-	CUresult r = vmm_reserve(rsize, &va);
-	if (r == CUDA_SUCCESS && (r = vmm_map(va, h)) != CUDA_SUCCESS)
-		vmm_unreserve(va, rsize);
+	CUresult r = vmm_place(h, &va);
 	if (r != CUDA_SUCCESS) {
 		vmm_pool_put(h);
 		return r;

@@ -387,6 +387,16 @@ vmm_map(CUdeviceptr va, struct vmm_handle *h)
 }
 
 CUresult
+vmm_place(struct vmm_handle *h, CUdeviceptr *va)
+{
+	CUresult r = vmm_reserve(h->size, va);
+
+	if (r == CUDA_SUCCESS && (r = vmm_map(*va, h)) != CUDA_SUCCESS)
+		vmm_unreserve(*va, h->size);
+	return r;
+}
+
+CUresult
 vmm_unmap(CUdeviceptr va, struct vmm_handle *h)
 {
 	uint64_t ns;

@@ -86,6 +86,9 @@ uint64_t vmm_trim(uint64_t bytes);
 /* Map h at va with read-write access. Returns 0 or a CUresult (then h is
  * not mapped at va, or, where undoing the map failed too, marked stuck). */
 CUresult vmm_map(CUdeviceptr va, struct vmm_handle *h);
+/* Map h in a range of its own, reserved for it, at *va. Returns 0 or a
+ * CUresult (then no range is kept). */
+CUresult vmm_place(struct vmm_handle *h, CUdeviceptr *va);
 /* Unmap h, mapped at va (one call for each of its pieces). Returns 0 or a
  * CUresult (said once): then h stays mapped whole (the pieces unmapped
  * before the one that failed are mapped again, or, where that fails too, h
