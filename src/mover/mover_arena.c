@@ -323,7 +323,7 @@ mover_arena_release_one(void)
 			c->used = 0xffffffffu;
 			continue;
 		}
-		vmm_release(c->h);
+		vmm_pool_put(c->h);	/* its pieces serve the handle that wants the room */
 		c->h = NULL;
 		arena.st.chunks_released++;
 		return 1;

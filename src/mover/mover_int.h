@@ -112,8 +112,9 @@ CUresult mover_arena_alloc(struct ebb_buf *b, size_t rsize, struct ebb_stream *s
  * at once for an allocation on tag's one stream). */
 void mover_arena_free(struct ebb_buf *b, const struct ebb_tag *tag);
 
-/* Release one mapped arena chunk none of whose units is in use, the highest
- * first. Returns 1 when one was released. */
+/* Unmap one mapped arena chunk none of whose units is in use, the highest
+ * first, and give its handle's pieces back to the free ones. Returns 1 when
+ * one was unmapped. */
 int mover_arena_release_one(void);
 
 /* ---- mover_slab.c ---- */
