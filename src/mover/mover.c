@@ -366,13 +366,14 @@ past_driver_share(size_t rsize, CUresult *err)
 /*
  * Make a physical handle of rsize bytes available within the limit, for
  * operation seq (whose buffers are not evicted; 0 for an allocation).
- * Over the limit, a pooled handle or a passed freed block of that size comes
- * first; then memory held idle in other sizes (pooled handles, passed freed
- * blocks, and last the arena's empty chunks) is released, so that a new
- * handle fits; only then does the host wait for offloads in flight (one of
- * that size first, before evicting another buffer) or evict. The plan counts bytes, not handles: memory idle
- * in another size makes room as well as a handle of this one, so the host
- * never waits for a copy while such memory sits unused. Returns the handle,
+ * Over the limit, free pieces or a passed freed block of that size come
+ * first; then memory held idle in other sizes (passed freed blocks, whose
+ * pieces may make the handle, free pieces, and last the arena's empty
+ * chunks) is freed or released, so that a new handle fits; only then does
+ * the host wait for offloads in flight (one of that size first, before
+ * evicting another buffer) or evict. The plan counts bytes, not handles:
+ * memory idle in another size makes room as well as a handle of this one,
+ * so the host never waits for a copy while such memory sits unused. Returns the handle,
  * or NULL with *err set (CUDA_ERROR_OUT_OF_MEMORY when nothing more can be
  * moved).
  */
@@ -390,14 +391,16 @@ mover_get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 			*err = r;
 			return NULL;
 		}
-		/* idle memory of other sizes before any wait */
+		/* idle memory of other sizes before any wait: a passed freed
+		 * block's pieces (an unmap; they may make the handle), then a
+		 * free piece released (a call that costs more) */
+		if (reclaim_block(0, 0))
+			continue;
 		if ((h = vmm_pool_any()) != NULL) {
 			vmm_release(h);
 			device_full = 0;
 			continue;
 		}
-		if (reclaim_block(0, 0))
-			continue;
 		/* the arena's empty chunks last: the buffers it serves come back
 		 * every iteration, and want them again */
 		if (mover_arena_release_one()) {
