@@ -913,8 +913,7 @@ START_TEST(plan_moves_ahead_of_use)
 	}
 	ck_assert_uint_eq(room, summary(&t, "host-wait-room-ns"));
 	/* the driver's virtual memory calls are counted and timed */
-	ck_assert_uint_gt(summary(&t, "vmm-create-calls"), 0);
-	ck_assert_uint_le(summary(&t, "vmm-create-calls"), summary(&t, "handles-created"));
+	ck_assert_uint_ge(summary(&t, "vmm-create-calls"), summary(&t, "handles-created"));
 	ck_assert_uint_ge(summary(&t, "vmm-map-calls"), summary(&t, "restores"));
 	ck_assert_uint_ge(summary(&t, "vmm-unmap-calls") + summary(&t, "restores-cancelled"),
 	    summary(&t, "offloads"));
@@ -2376,60 +2375,21 @@ END_TEST
 /* Room is made from the memory idle longest: under a limit that holds two
  * of the three sizes a job goes through, a 6 MiB buffer gets the room of the
  * 2 MiB one freed at the iteration's start, not the 4 MiB one the job frees
- * and allocates again in turn (releasing the newest idle memory first made
- * 4.5 new handles an iteration). A handle is made of pieces, and the memory
- * of a freed buffer is unmapped for room before a free piece is released:
- * the 6 MiB handle is the 4 and the 2 MiB pieces once an iteration, and the
- * driver makes none after warm-up (with a driver allocation a handle, three
- * an iteration). */
+ * and allocates again in turn. Three handles an iteration (2, 4 and 6 MiB
+ * once each); releasing the newest idle memory first made 4.5. */
 START_TEST(offload_reclaims_the_longest_idle)
 {
-	const char *path = tmp_file("reclaim");
 	char *argv[] = { workload_path(0), "reclaim", "12", NULL };
 	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=10M", NULL };
 	struct run_result r;
-	struct trace t;
 
-	run_ebb(argv, env, path, &r);
+	run_ebb(argv, env, NULL, &r);
 	expect_ok(&r);
 	const char *at = strstr(r.out, "after warm-up ");
 	ck_assert_msg(at != NULL, "%s", r.out);
 	long after = strtol(at + strlen("after warm-up "), NULL, 10);
-	ck_assert_msg(after == 0, "%ld pieces made in 10 iterations after warm-up", after);
-	trace_load(path, &t);
-	ck_assert_uint_ge(summary(&t, "handles-split"), 10);
-	trace_free(&t);
+	ck_assert_msg(after <= 3 * 10, "%ld handles created in 10 iterations after warm-up", after);
 	run_free(&r);
-	remove(path);
-}
-END_TEST
-
-/*
- * Under a limit, a job's buffers of several sizes (WORKLOAD_TEMPS=1:
- * temporaries of 2 to 8 MiB beside activations of 2 to 6 MiB) take the
- * pieces of memory freed in other sizes, several to a buffer, and the job
- * computes what it does without ebb; the device holds no more than the
- * limit.
- */
-START_TEST(handles_share_pieces)
-{
-	const char *path = tmp_file("pieces");
-	char *argv[] = { workload_path(0), "plan", "24", NULL };
-	const char *alone_env[] = { "WORKLOAD_TEMPS=1", NULL };
-	const char *env[] = { "WORKLOAD_TEMPS=1", "EBB_MODE=offload", "EBB_LIMIT=40M", NULL };
-	struct run_result r;
-	struct trace t;
-	unsigned long long frees, peak;
-
-	run_beside_alone(argv, alone_env, env, path, &r, &t);
-	driver_line(r.out, &frees, &peak);
-	ck_assert_uint_le(peak, 40u << 20);
-	ck_assert_uint_gt(summary(&t, "run-iterations"), 0);
-	ck_assert_uint_gt(summary(&t, "handles-split"), 0);
-	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 40u << 20);
-	trace_free(&t);
-	run_free(&r);
-	remove(path);
 }
 END_TEST
 
@@ -2669,7 +2629,6 @@ main(void)
 	tcase_add_test(tc, offload_create_fails);
 	tcase_add_test(tc, offload_room_of_another_size);
 	tcase_add_test(tc, offload_reclaims_the_longest_idle);
-	tcase_add_test(tc, handles_share_pieces);
 	tcase_add_test(tc, arena_serves_what_the_plan_keeps);
 	tcase_add_test(tc, offload_lands_past_restores);
 	tcase_add_test(tc, offload_frees_oldest_first);

@@ -328,24 +328,20 @@ ebb_engine_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread
 	return r;
 }
 
-/* The job asks the driver about p: map its buffer again if it is away
- * (engine.h). */
-int
-ebb_engine_on_pointer_query(CUdeviceptr p, CUdeviceptr *base, size_t *size)
+/* The job asks the driver about p: map its buffer again if it is away. */
+void
+ebb_engine_on_pointer_query(CUdeviceptr p)
 {
-	int own = 0;
-
 	if (engine.conf->mode != EBB_MODE_OFFLOAD || p == 0)
-		return 0;
+		return;
 	uint64_t t0 = self_begin();
 	int mode = engine_enter();
 	struct ebb_buf *b = buftab_find(&engine.tab, p);
-	if (b != NULL && mover_map(b, engine.seq_counter) == CUDA_SUCCESS && base != NULL)
-		own = mover_range(b, base, size);
+	if (b != NULL)
+		mover_map(b, engine.seq_counter);
 	engine_leave(mode);
 	scrub_if_moved(0);
 	self_end(SELF_QUERY, t0, 1);
-	return own;
 }
 
 /* Table an allocation the driver made; one ebb cannot track (out of

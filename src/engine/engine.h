@@ -127,11 +127,8 @@ void ebb_engine_on_alloc(CUdeviceptr p, size_t size, CUstream stream, int per_th
 
 /* The job asks the driver about address p (cuPointerGetAttribute and the
  * like): in offload mode, the buffer holding it is mapped again if it is on
- * the host. Returns 1, with *base and *size set (base not NULL), where p is
- * in a buffer with a range of its own and mapped: that range is its
- * allocation, which the driver cannot say when the buffer's memory is
- * mapped in parts; else 0. */
-int ebb_engine_on_pointer_query(CUdeviceptr p, CUdeviceptr *base, size_t *size);
+ * the host. */
+void ebb_engine_on_pointer_query(CUdeviceptr p);
 
 /* The job unmapped [p, p + size) (cuMemUnmap): the mappings there are gone. */
 void ebb_engine_on_unmap(CUdeviceptr p, size_t size);

@@ -239,7 +239,6 @@ summary_records(const struct engine_totals *t)
 		summary_record("handles-created", ms->handles_created);
 		summary_record("handles-created-after-learning",
 		    engine.learned ? ms->handles_created - engine.created_at_learned : 0);
-		summary_record("handles-split", vmm_split_handles());
 		struct mover_arena_stats as;
 		mover_arena_stats(&as);
 		summary_record("arena-allocations", as.allocs);

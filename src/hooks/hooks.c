@@ -280,7 +280,7 @@ EBB_EXPORT CUresult
 cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
 	HOOK_PROLOGUE(cuPointerGetAttribute, (data, attribute, ptr));
-	ebb_engine_on_pointer_query(ptr, NULL, NULL);
+	ebb_engine_on_pointer_query(ptr);
 	return ebb_real.cuPointerGetAttribute(data, attribute, ptr);
 }
 
@@ -289,7 +289,7 @@ cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attribut
     CUdeviceptr ptr)
 {
 	HOOK_PROLOGUE(cuPointerGetAttributes, (numAttributes, attributes, data, ptr));
-	ebb_engine_on_pointer_query(ptr, NULL, NULL);
+	ebb_engine_on_pointer_query(ptr);
 	return ebb_real.cuPointerGetAttributes(numAttributes, attributes, data, ptr);
 }
 
@@ -297,16 +297,7 @@ EBB_EXPORT CUresult
 cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
 	HOOK_PROLOGUE(cuMemGetAddressRange_v2, (pbase, psize, dptr));
-	CUdeviceptr base;
-	size_t size;
-	/* a buffer's memory may be mapped in parts: its range is the answer */
-	if (ebb_engine_on_pointer_query(dptr, &base, &size)) {
-		if (pbase != NULL)
-			*pbase = base;
-		if (psize != NULL)
-			*psize = size;
-		return CUDA_SUCCESS;
-	}
+	ebb_engine_on_pointer_query(dptr);
 	return ebb_real.cuMemGetAddressRange_v2(pbase, psize, dptr);
 }
 

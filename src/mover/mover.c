@@ -150,30 +150,11 @@ mover_trace_move(char type, uint64_t seq, const struct ebb_buf *b, uint64_t byte
 	}
 }
 
-/* Device bytes ebb holds: its pieces (in handles, slabs, or free) and the
- * driver's allocations. */
+/* Device bytes ebb holds: handles, slabs and the driver's allocations. */
 uint64_t
 mover_held_total(void)
 {
-	return vmm_held() + serving.other_held;
-}
-
-/* Device bytes ebb holds less its free pieces: what a new handle adds to
- * when it is checked against the limit. */
-static uint64_t
-held_in_use(void)
-{
-	return mover_held_total() - vmm_spare();
-}
-
-/* Bytes a handle may take within limit: the free pieces (where their
- * classes make it), and what the limit leaves for new pieces. */
-uint64_t
-mover_room(uint64_t limit)
-{
-	uint64_t used = held_in_use();
-
-	return used < limit ? limit - used : 0;
+	return vmm_held() + mover_slab_held() + serving.other_held;
 }
 
 /* Raise held_peak to what ebb holds now. */
@@ -234,7 +215,7 @@ reclaim_block(int wait, size_t rsize)
 		prev = first_prev;
 	}
 	struct block *k = block_unlink(p, prev);
-	if (vmm_unmap(k->va, k->h) != CUDA_SUCCESS) {
+	if (vmm_unmap(k->va, k->h->size) != CUDA_SUCCESS) {
 		/* still mapped: the range and its handle are never used again */
 		mover.stats.unmaps_failed++;
 		block_free(k);
@@ -274,14 +255,12 @@ evict_one(uint64_t seq, size_t rsize)
 	return 0;
 }
 
-/* A new physical handle of rsize bytes within limit (free pieces, and new
- * pieces while the total stays within it), counted as held.
- * Returns CUDA_SUCCESS or vmm_create's error (*device_full as there). */
+/* A new physical handle of rsize bytes, counted as held. Returns
+ * CUDA_SUCCESS or the driver's error. */
 static CUresult
-make_handle(size_t rsize, uint64_t limit, struct vmm_handle **h, int *device_full)
+make_handle(size_t rsize, struct vmm_handle **h)
 {
-	uint64_t held = mover_held_total();
-	CUresult r = vmm_create(rsize, held < limit ? limit - held : 0, h, device_full);
+	CUresult r = vmm_create(rsize, h);
 
 	if (r == CUDA_SUCCESS) {
 		mover.stats.handles_created++;
@@ -307,24 +286,19 @@ mover_try_handle(size_t rsize, int *device_full, CUresult *err)
 		if (h != NULL)
 			return h;
 		/* what ebb holds may grow: the driver's own memory first, once */
-		if (!*device_full && !sampled && held_in_use() + rsize <= mover.limit_conf) {
+		if (!*device_full && !sampled && mover_held_total() + rsize <= mover.limit_conf) {
 			mover_sample_device();
 			sampled = 1;
 		}
-		/* over a limit the driver's memory lowered, free pieces go */
-		if (mover_held_total() > mover.limit)
-			vmm_trim(mover_held_total() - mover.limit);
-		if (mover_room(mover.limit) >= rsize) {
-			int full = 0;
-			CUresult r = make_handle(rsize, *device_full ? 0 : mover.limit, &h, &full);
+		if (!*device_full && mover_held_total() + rsize <= mover.limit) {
+			CUresult r = make_handle(rsize, &h);
 			if (r == CUDA_SUCCESS)
 				return h;
 			if (r != CUDA_ERROR_OUT_OF_MEMORY) {
 				*err = r;
 				return NULL;
 			}
-			if (full)
-				*device_full = 1;	/* the device itself is full: make room, then try again */
+			*device_full = 1;	/* the device itself is full: make room, then try again */
 		}
 		if (!reclaim_block(0, rsize))
 			return NULL;
@@ -344,11 +318,9 @@ past_driver_share(size_t rsize, CUresult *err)
 {
 	struct vmm_handle *h;
 
-	int full = 0;
-
-	if (mover.limit >= mover.limit_conf || mover_room(mover.limit_conf) < rsize)
+	if (mover.limit >= mover.limit_conf || mover_held_total() + rsize > mover.limit_conf)
 		return NULL;
-	CUresult r = make_handle(rsize, mover.limit_conf, &h, &full);
+	CUresult r = make_handle(rsize, &h);
 	if (r != CUDA_SUCCESS) {
 		*err = r;
 		return NULL;
@@ -366,14 +338,13 @@ past_driver_share(size_t rsize, CUresult *err)
 /*
  * Make a physical handle of rsize bytes available within the limit, for
  * operation seq (whose buffers are not evicted; 0 for an allocation).
- * Over the limit, free pieces or a passed freed block of that size come
- * first; then memory held idle in other sizes (passed freed blocks, whose
- * pieces may make the handle, free pieces, and last the arena's empty
- * chunks) is freed or released, so that a new handle fits; only then does
- * the host wait for offloads in flight (one of that size first, before
- * evicting another buffer) or evict. The plan counts bytes, not handles:
- * memory idle in another size makes room as well as a handle of this one,
- * so the host never waits for a copy while such memory sits unused. Returns the handle,
+ * Over the limit, a pooled handle or a passed freed block of that size comes
+ * first; then memory held idle in other sizes (pooled handles, passed freed
+ * blocks, and last the arena's empty chunks) is released, so that a new
+ * handle fits; only then does the host wait for offloads in flight (one of
+ * that size first, before evicting another buffer) or evict. The plan counts bytes, not handles: memory idle
+ * in another size makes room as well as a handle of this one, so the host
+ * never waits for a copy while such memory sits unused. Returns the handle,
  * or NULL with *err set (CUDA_ERROR_OUT_OF_MEMORY when nothing more can be
  * moved).
  */
@@ -391,16 +362,14 @@ mover_get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 			*err = r;
 			return NULL;
 		}
-		/* idle memory of other sizes before any wait: a passed freed
-		 * block's pieces (an unmap; they may make the handle), then a
-		 * free piece released (a call that costs more) */
-		if (reclaim_block(0, 0))
-			continue;
+		/* idle memory of other sizes before any wait */
 		if ((h = vmm_pool_any()) != NULL) {
 			vmm_release(h);
 			device_full = 0;
 			continue;
 		}
+		if (reclaim_block(0, 0))
+			continue;
 		/* the arena's empty chunks last: the buffers it serves come back
 		 * every iteration, and want them again */
 		if (mover_arena_release_one()) {
@@ -718,7 +687,9 @@ alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, int job, CUdeviceptr
 			    "nothing more can be moved");
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		}
-		CUresult r = vmm_place(h, &va);
+		CUresult r = vmm_reserve(rsize, &va);
+		if (r == CUDA_SUCCESS && (r = vmm_map(va, h)) != CUDA_SUCCESS)
+			vmm_unreserve(va, rsize);
 		if (r != CUDA_SUCCESS) {
 			vmm_pool_put(h);
 			ebb_log(EBB_LOG_WARN, "mapping a %zu-byte buffer failed (error %d); it is left to "
@@ -818,7 +789,7 @@ mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
 				streams_event_put(fence, 0);
 			}
 			if (r == CUDA_SUCCESS && mover_tag_sync(tag) == CUDA_SUCCESS &&
-			    vmm_unmap(b->addr, b->mv.handle) == CUDA_SUCCESS) {
+			    vmm_unmap(b->addr, b->mv.rsize) == CUDA_SUCCESS) {
 				vmm_unreserve(b->addr, b->mv.rsize);
 				vmm_pool_put(b->mv.handle);
 			}
@@ -975,17 +946,6 @@ CUresult
 mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, uint64_t seq)
 {
 	return mover_copy_ensure(bufs, n, consumer, seq);
-}
-
-/* b's own range, where it has one (mover.h). */
-int
-mover_range(const struct ebb_buf *b, CUdeviceptr *base, size_t *size)
-{
-	if (b->mv.managed != EBB_MANAGED_BIG || b->mv.arena)
-		return 0;
-	*base = b->addr;
-	*size = b->mv.rsize;
-	return 1;
 }
 
 /* Keep b mapped for a question about it, as a use would (mover.h). */

@@ -156,11 +156,6 @@ CUresult mover_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consum
  */
 CUresult mover_map(struct ebb_buf *b, uint64_t seq);
 
-/* Where b is a big buffer with a range of its own (not the arena's): 1,
- * with *base and *size its range, which its memory fills (in one part of a
- * chunk or several); else 0. */
-int mover_range(const struct ebb_buf *b, CUdeviceptr *base, size_t *size);
-
 /*
  * The plan (exec.c) moves buffers from now on (1) or no longer (0). While
  * it does, an allocation over the limit waits for offloads in flight before

@@ -317,13 +317,13 @@ mover_arena_release_one(void)
 		if (c->h == NULL || c->used != 0)
 			continue;
 		CUdeviceptr va = arena.base + (CUdeviceptr)k * arena.chunk_bytes;
-		if (vmm_unmap(va, c->h) != CUDA_SUCCESS) {
+		if (vmm_unmap(va, arena.chunk_bytes) != CUDA_SUCCESS) {
 			/* still mapped: the chunk is never used again */
 			mover.stats.unmaps_failed++;
 			c->used = 0xffffffffu;
 			continue;
 		}
-		vmm_pool_put(c->h);	/* its pieces serve the handle that wants the room */
+		vmm_release(c->h);
 		c->h = NULL;
 		arena.st.chunks_released++;
 		return 1;

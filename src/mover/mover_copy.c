@@ -131,11 +131,11 @@ retire_offload(struct work *w)
 		uint64_t ns;
 		b->mv.releasing = 1;
 		pthread_mutex_unlock(&ebb_state_lock);
-		CUresult ur = vmm_unmap_call(b->addr, b->mv.handle, &ns);
+		CUresult ur = vmm_unmap_call(b->addr, b->mv.rsize, &ns);
 		pthread_mutex_lock(&ebb_state_lock);
 		b->mv.releasing = 0;
 		copies.inflight--;	/* in flight until here: waiters for room wait for it */
-		vmm_unmap_done(b->addr, b->mv.handle, ur, ns);
+		vmm_unmap_done(b->addr, b->mv.rsize, ur, ns);
 		mover.stats.unmap_ns += ns;
 		mover.stats.unmaps_timed++;
 		if (ur != CUDA_SUCCESS) {

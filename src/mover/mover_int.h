@@ -51,14 +51,8 @@ extern struct mover mover;
 
 /* ---- mover.c ---- */
 
-/* Device bytes ebb holds now: its pieces (in handles, slabs, or free) and
- * the driver's allocations. */
+/* Device bytes ebb holds now: handles, slabs and the driver's allocations. */
 uint64_t mover_held_total(void);
-
-/* Bytes a new handle may take within limit (mover.limit or
- * mover.limit_conf): the free pieces, and new pieces while the total stays
- * within it. */
-uint64_t mover_room(uint64_t limit);
 
 /* Raise the held_peak statistic to what ebb holds now, if it is more. */
 void mover_note_held(void);
@@ -112,9 +106,8 @@ CUresult mover_arena_alloc(struct ebb_buf *b, size_t rsize, struct ebb_stream *s
  * at once for an allocation on tag's one stream). */
 void mover_arena_free(struct ebb_buf *b, const struct ebb_tag *tag);
 
-/* Unmap one mapped arena chunk none of whose units is in use, the highest
- * first, and give its handle's pieces back to the free ones. Returns 1 when
- * one was unmapped. */
+/* Release one mapped arena chunk none of whose units is in use, the highest
+ * first. Returns 1 when one was released. */
 int mover_arena_release_one(void);
 
 /* ---- mover_slab.c ---- */

@@ -206,12 +206,14 @@ mover_rate_measure(const struct ebb_conf *conf)
 	/* memory as buffers get it, so that the handle is pooled after (never cuMemFree) */
 	struct vmm_handle *h = NULL;
 	bytes = vmm_round(bytes);
-	int full;
-	if (bytes > mover_room(mover.limit) ||
-	    vmm_create(bytes, (size_t)mover_room(mover.limit), &h, &full) != CUDA_SUCCESS)
+	if (vmm_create(bytes, &h) != CUDA_SUCCESS)
 		h = NULL;
-	else if (vmm_place(h, &dev) != CUDA_SUCCESS)
+	else if (vmm_reserve(bytes, &dev) != CUDA_SUCCESS)
 		dev = 0;
+	else if (vmm_map(dev, h) != CUDA_SUCCESS) {
+		vmm_unreserve(dev, bytes);
+		dev = 0;
+	}
 	void *host = dev ? hostpool_alloc(bytes) : NULL;
 	double alone[2] = { rates.bw_d2h, rates.bw_h2d }, both[2] = { 0, 0 };
 	if (host != NULL) {
@@ -229,7 +231,7 @@ mover_rate_measure(const struct ebb_conf *conf)
 			rates.bw_h2d = both[1] > 0 && both[1] < alone[1] ? both[1] : alone[1];
 	}
 	/* time_copies waited for its copies; memory still mapped is not reused */
-	int mapped = dev != 0 && vmm_unmap(dev, h) != CUDA_SUCCESS;
+	int mapped = dev != 0 && vmm_unmap(dev, bytes) != CUDA_SUCCESS;
 	if (dev != 0 && !mapped)
 		vmm_unreserve(dev, bytes);
 	if (h != NULL) {

@@ -3,9 +3,8 @@
  *
  * A small buffer never moves. A freed slot goes on its class's pending list
  * and is handed out again once its tag is done (or, for an allocation on
- * the one stream that freed it, at once: stream order covers it). A slab
- * is a handle of its own range, as a big buffer's, and is never given
- * back.
+ * the one stream that freed it, at once: stream order covers it). Slabs are
+ * never given back.
  */
 #include "config.h"
 
@@ -83,28 +82,34 @@ mover_slab_held(void)
 	return slabs.held;
 }
 
-/* A new slab: a handle of its size within the limit (room made as for any
- * other), mapped in a range of its own. Returns CUDA_SUCCESS, or the error
- * of making room or of mapping. */
+/* A new slab within the limit (making room as for a handle of its size;
+ * where that room was made past the driver's share of EBB_LIMIT, the slab
+ * takes it there too). Returns CUDA_SUCCESS, or the error of cuMemAlloc or
+ * of making room. */
 static CUresult
 new_slab(CUdeviceptr *out)
 {
-	CUresult err;
-	size_t rsize = vmm_round(SLAB_BYTES);
-	struct vmm_handle *h = mover_get_handle(rsize, 0, 0, &err);
+	int past = 0;	/* the room was made past what the driver's memory leaves */
 
-	if (h == NULL)
-		return err;
-	CUdeviceptr va;
-	CUresult r = vmm_place(h, &va);
-	if (r != CUDA_SUCCESS) {
-		vmm_pool_put(h);
-		return r;
+	for (int tries = 0;; tries++) {
+		if (mover_held_total() + SLAB_BYTES <= mover.limit ||
+		    (past && mover_held_total() + SLAB_BYTES <= mover.limit_conf)) {
+			CUresult r = ebb_real.cuMemAlloc_v2(out, SLAB_BYTES);
+			if (r == CUDA_SUCCESS) {
+				slabs.held += SLAB_BYTES;
+				mover_note_held();
+				return r;
+			}
+			if (r != CUDA_ERROR_OUT_OF_MEMORY || tries > 64)
+				return r;
+		}
+		CUresult err;
+		struct vmm_handle *h = mover_get_handle(vmm_round(SLAB_BYTES), 0, 0, &err);
+		if (h == NULL)
+			return err;
+		past = mover_held_total() > mover.limit;
+		vmm_release(h);	/* its room is the slab's */
 	}
-	slabs.held += rsize;
-	mover_note_held();
-	*out = va;
-	return CUDA_SUCCESS;
 }
 
 /* A freed slot of c that may be used now (on stream s: NULL for
@@ -140,7 +145,7 @@ reuse_slot(struct slabclass *c, struct ebb_stream *s)
 	if (x == NULL && c->pending != NULL)
 		mover_tag_mark(&c->pending->tag);
 	if (x == NULL && c->left < c->size && c->pending != NULL &&
-	    mover_room(mover.limit) < vmm_round(SLAB_BYTES)) {
+	    mover_held_total() + SLAB_BYTES > mover.limit) {
 		uint64_t t0 = ebb_now_ns();
 		CUresult r = mover_tag_sync(&c->pending->tag);
 		mover_host_waited(&mover.stats.wait_room_ns, t0, "frees", 0);
