@@ -324,11 +324,12 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 }
 
 /*
- * Maps [0, size) of a handle at ptr, still inaccessible. ptr and size must be granularity
- * multiples, the range must lie in one reservation, and the handle must not be released:
+ * Maps a whole handle at ptr, still inaccessible. ptr and size must be granularity multiples,
+ * the range must lie in one reservation, and the handle must not be released:
  * CUDA_ERROR_INVALID_VALUE otherwise. A range that overlaps a mapping gives
- * CUDA_ERROR_NOT_SUPPORTED, and so does an offset into the handle other than 0 (measured: 801
- * for 176 MiB at 1 GiB into an 8 GiB handle).
+ * CUDA_ERROR_NOT_SUPPORTED, and so do an offset into the handle other than 0 and a size other
+ * than the handle's (measured: 801 for 176 MiB at 1 GiB into an 8 GiB handle, and for 128 MiB
+ * of a 256 MiB one at 0).
  */
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                   CUmemGenericAllocationHandle handle, unsigned long long flags)
@@ -348,7 +349,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         rc = CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS && !reserved_locked(va, size))
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS && offset != 0)
+    if (rc == CUDA_SUCCESS && (offset != 0 || size != p->size))
         rc = CUDA_ERROR_NOT_SUPPORTED;
     for (size_t i = 0; rc == CUDA_SUCCESS && i < n_mappings; i++)
         if (va < mappings[i].va + mappings[i].size && mappings[i].va < va + size)

@@ -1402,6 +1402,7 @@ static void test_vmm(void)
     EXPECT(CUDA_ERROR_INVALID_VALUE, D.cuMemMap(va + 2 * g, g + 4096, 0, h, 0));
     EXPECT(CUDA_ERROR_INVALID_VALUE, D.cuMemMap(va + 8 * g, g, 0, h, 0));
     EXPECT(CUDA_ERROR_NOT_SUPPORTED, D.cuMemMap(va + 2 * g, g, g, h, 0));
+    EXPECT(CUDA_ERROR_NOT_SUPPORTED, D.cuMemMap(va + 2 * g, g, 0, h, 0));
     OK(D.cuMemUnmap(va + 2 * g, g));
     EXPECT(CUDA_ERROR_INVALID_VALUE, D.cuMemUnmap(va, g));
     EXPECT(CUDA_ERROR_INVALID_VALUE, D.cuMemUnmap(va + 8 * g, g));
@@ -1425,7 +1426,7 @@ static void test_vmm(void)
     CHECK(st1.live_phys_handles == st0.live_phys_handles);
     CHECK(st1.device_bytes_in_use == st0.device_bytes_in_use);
     CHECK(st1.mem_create_calls == st0.mem_create_calls + 2);
-    CHECK(st1.mem_map_calls == st0.mem_map_calls + 5);
+    CHECK(st1.mem_map_calls == st0.mem_map_calls + 6);
     CHECK(st1.mem_unmap_calls == st0.mem_unmap_calls + 4);
     expect_fault(touch_directly, va + 64, NULL);
     expect_fault(touch_with_kernel, va + 64, "cuLaunchKernel fill_u32 on stream legacy");
