@@ -1398,7 +1398,7 @@ static void test_vmm(void)
     CHECK(st1.live_phys_handles == st0.live_phys_handles + 1);
     CHECK(st1.device_bytes_in_use == st0.device_bytes_in_use + 2 * g);
     OK(D.cuMemMap(va, 2 * g, 0, h, 0));
-    EXPECT(CUDA_ERROR_NOT_SUPPORTED, D.cuMemMap(va + g, g, 0, h, 0));
+    EXPECT(CUDA_ERROR_NOT_SUPPORTED, D.cuMemMap(va + g, 2 * g, 0, h, 0));
     EXPECT(CUDA_ERROR_INVALID_VALUE, D.cuMemMap(va + 2 * g, g + 4096, 0, h, 0));
     EXPECT(CUDA_ERROR_INVALID_VALUE, D.cuMemMap(va + 8 * g, g, 0, h, 0));
     EXPECT(CUDA_ERROR_NOT_SUPPORTED, D.cuMemMap(va + 2 * g, g, g, h, 0));
