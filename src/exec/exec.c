@@ -468,7 +468,7 @@ exec_run_start(uint64_t next_seq)
 	if (exec.running->rc != NULL && remake_start(exec.running->rc) == 0)
 		ebb_trace_note_u64("plan-recompute-started", next_seq);
 	mover_set_planned(1);
-	mover_cost_mark(&exec.run_costs);
+	mover_cost_mark(&exec.run_mark);
 	ebb_trace_note_u64("plan-started", next_seq);
 	exec.run_done = 0;
 	exec.run_s0 = 0;

@@ -112,7 +112,7 @@ struct exec {
 	uint64_t run_done;		/* whole iterations the running plan has run */
 	struct exec_made *kept;		/* the plan whose candidates are being verified, kept
 					 * for the plan with recomputes (exec_replan_take) */
-	struct mover_cost_mark run_costs;	/* the moves when the running plan started:
+	struct mover_cost_mark run_mark;	/* the moves when the running plan started:
 						 * the plan with recomputes is costed by the
 						 * moves the running one made */
 };

@@ -621,7 +621,7 @@ exec_replan_take(uint8_t **ok)
 	exec.kept = NULL;
 	verify_forget();
 	m->kept = 0;
-	m->run_costed = mover_move_costs_since(&exec.run_costs, RUN_COSTED_MOVES, &m->run_costs);
+	m->run_costed = mover_move_costs_since(&exec.run_mark, RUN_COSTED_MOVES, &m->run_costs);
 	return m;
 }
 
