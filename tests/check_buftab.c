@@ -137,8 +137,8 @@ main(void)
 	Suite *s = suite_create("buftab");
 	TCase *tc = tcase_create("buftab");
 
-	tcase_add_test(tc, random_against_model);
-	tcase_add_test(tc, stream_uses);
+	add_test(tc, random_against_model);
+	add_test(tc, stream_uses);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

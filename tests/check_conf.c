@@ -227,15 +227,15 @@ main(void)
 	Suite *s = suite_create("conf");
 	TCase *tc = tcase_create("conf");
 
-	tcase_add_test(tc, sizes);
-	tcase_add_test(tc, uints_and_bools);
-	tcase_add_test(tc, defaults);
-	tcase_add_test(tc, values);
-	tcase_add_test(tc, bad_values_named_once);
-	tcase_add_test(tc, range_limits);
-	tcase_add_test(tc, unknown_variables);
-	tcase_add_test(tc, string_too_long);
-	tcase_add_test(tc, manpage_documents_every_variable);
+	add_test(tc, sizes);
+	add_test(tc, uints_and_bools);
+	add_test(tc, defaults);
+	add_test(tc, values);
+	add_test(tc, bad_values_named_once);
+	add_test(tc, range_limits);
+	add_test(tc, unknown_variables);
+	add_test(tc, string_too_long);
+	add_test(tc, manpage_documents_every_variable);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

@@ -117,10 +117,10 @@ main(void)
 	Suite *s = suite_create("cupti_match");
 	TCase *tc = tcase_create("match");
 
-	tcase_add_test(tc, direct_driver_calls);
-	tcase_add_test(tc, through_the_runtime);
-	tcase_add_test(tc, through_the_stamp);
-	tcase_add_test(tc, nothing_to_match);
+	add_test(tc, direct_driver_calls);
+	add_test(tc, through_the_runtime);
+	add_test(tc, through_the_stamp);
+	add_test(tc, nothing_to_match);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

@@ -62,7 +62,7 @@ main(void)
 	Suite *s = suite_create("exports");
 	TCase *tc = tcase_create("exports");
 
-	tcase_add_test(tc, export_list);
+	add_test(tc, export_list);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

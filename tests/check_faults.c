@@ -209,13 +209,13 @@ main(void)
 	TCase *tc = tcase_create("fake driver");
 
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, event_sync_fails);
-	tcase_add_test(tc, event_completion_unknown);
-	tcase_add_test(tc, unmap_fails);
-	tcase_add_test(tc, small_buffers_churn);
-	tcase_add_test(tc, setup_failures_said);
-	tcase_add_test(tc, refusal_said);
-	tcase_add_test(tc, run_says_when_the_limit_was_not_held);
+	add_test(tc, event_sync_fails);
+	add_test(tc, event_completion_unknown);
+	add_test(tc, unmap_fails);
+	add_test(tc, small_buffers_churn);
+	add_test(tc, setup_failures_said);
+	add_test(tc, refusal_said);
+	add_test(tc, run_says_when_the_limit_was_not_held);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

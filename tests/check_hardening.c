@@ -464,18 +464,18 @@ main(void)
 	Suite *s = suite_create("hardening");
 	TCase *tc = tcase_create("hardening");
 
-	tcase_add_test(tc, trace_symlink_not_followed);
-	tcase_add_test(tc, trace_fifo_refused);
-	tcase_add_test(tc, trace_device_refused);
-	tcase_add_test(tc, trace_regular_file_truncated);
-	tcase_add_test(tc, run_refuses_unknown_mode);
-	tcase_add_test(tc, run_refuses_bad_verbose);
-	tcase_add_test(tc, run_refuses_lib_not_a_shared_object);
-	tcase_add_test(tc, run_refuses_lib_path_with_separators);
-	tcase_add_test(tc, run_valid_options_run);
-	tcase_add_test(tc, run_alloc_choice);
-	tcase_add_test(tc, report_refuses_other_versions);
-	tcase_add_test(tc, report_names_read_errors);
+	add_test(tc, trace_symlink_not_followed);
+	add_test(tc, trace_fifo_refused);
+	add_test(tc, trace_device_refused);
+	add_test(tc, trace_regular_file_truncated);
+	add_test(tc, run_refuses_unknown_mode);
+	add_test(tc, run_refuses_bad_verbose);
+	add_test(tc, run_refuses_lib_not_a_shared_object);
+	add_test(tc, run_refuses_lib_path_with_separators);
+	add_test(tc, run_valid_options_run);
+	add_test(tc, run_alloc_choice);
+	add_test(tc, report_refuses_other_versions);
+	add_test(tc, report_names_read_errors);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

@@ -133,10 +133,10 @@ main(void)
 {
 	Suite *s = suite_create("hashreg");
 	TCase *tc = tcase_create("hashreg");
-	tcase_add_test(tc, one_buffer_one_aligned_region);
-	tcase_add_test(tc, touching_regions_join);
-	tcase_add_test(tc, past_the_most_the_nearest_join);
-	tcase_add_test(tc, random_adds_cover_every_buffer);
+	add_test(tc, one_buffer_one_aligned_region);
+	add_test(tc, touching_regions_join);
+	add_test(tc, past_the_most_the_nearest_join);
+	add_test(tc, random_adds_cover_every_buffer);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

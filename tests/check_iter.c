@@ -400,16 +400,16 @@ main(void)
 	Suite *s = suite_create("iter");
 	TCase *tc = tcase_create("iter");
 
-	tcase_add_test(tc, periodic_suffixes_match_brute_force);
-	tcase_add_test(tc, simple_period_and_phase_after_sync);
-	tcase_add_test(tc, accumulation_finds_the_whole_iteration);
-	tcase_add_test(tc, departure_and_relearn);
-	tcase_add_test(tc, found_as_soon_as_seen_twice);
-	tcase_add_test(tc, accumulation_never_takes_the_micro_batch);
-	tcase_add_test(tc, phase_where_least_is_held);
-	tcase_add_test(tc, gives_up_without_a_period);
-	tcase_add_test(tc, steps_without_sync_after_a_synced_start);
-	tcase_add_test(tc, patterns_that_hold_memory_are_not_iterations);
+	add_test(tc, periodic_suffixes_match_brute_force);
+	add_test(tc, simple_period_and_phase_after_sync);
+	add_test(tc, accumulation_finds_the_whole_iteration);
+	add_test(tc, departure_and_relearn);
+	add_test(tc, found_as_soon_as_seen_twice);
+	add_test(tc, accumulation_never_takes_the_micro_batch);
+	add_test(tc, phase_where_least_is_held);
+	add_test(tc, gives_up_without_a_period);
+	add_test(tc, steps_without_sync_after_a_synced_start);
+	add_test(tc, patterns_that_hold_memory_are_not_iterations);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

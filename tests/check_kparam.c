@@ -232,11 +232,11 @@ main(void)
 	Suite *s = suite_create("kparam");
 	TCase *tc = tcase_create("kparam");
 
-	tcase_add_test(tc, layouts_cached_per_handle);
-	tcase_add_test(tc, scan_params_and_structs);
-	tcase_add_test(tc, scan_extra_buffer);
-	tcase_add_test(tc, scan_skips_words_out_of_range);
-	tcase_add_test(tc, unknown_layout_is_unreadable);
+	add_test(tc, layouts_cached_per_handle);
+	add_test(tc, scan_params_and_structs);
+	add_test(tc, scan_extra_buffer);
+	add_test(tc, scan_skips_words_out_of_range);
+	add_test(tc, unknown_layout_is_unreadable);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

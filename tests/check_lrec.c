@@ -604,12 +604,12 @@ main(void)
 	TCase *tc = tcase_create("launch records");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, launch_again_from_record);
-	tcase_add_test(tc, relocated_to_other_buffers);
-	tcase_add_test(tc, unreplayable_marked);
-	tcase_add_test(tc, bound_marks_unrecorded);
-	tcase_add_test(tc, records_stay_put);
-	tcase_add_test(tc, argset_takes_this_iterations_arguments);
+	add_test(tc, launch_again_from_record);
+	add_test(tc, relocated_to_other_buffers);
+	add_test(tc, unreplayable_marked);
+	add_test(tc, bound_marks_unrecorded);
+	add_test(tc, records_stay_put);
+	add_test(tc, argset_takes_this_iterations_arguments);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

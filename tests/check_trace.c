@@ -286,11 +286,11 @@ main(void)
 	Suite *s = suite_create("trace");
 	TCase *tc = tcase_create("trace");
 
-	tcase_add_test(tc, threads_write_whole_lines);
-	tcase_add_test(tc, reader_rejects_malformed_records);
-	tcase_add_test(tc, each_record_has_its_writer);
-	tcase_add_test(tc, man_page_lists_the_fields);
-	tcase_add_test(tc, pid_in_path);
+	add_test(tc, threads_write_whole_lines);
+	add_test(tc, reader_rejects_malformed_records);
+	add_test(tc, each_record_has_its_writer);
+	add_test(tc, man_page_lists_the_fields);
+	add_test(tc, pid_in_path);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

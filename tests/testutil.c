@@ -203,6 +203,23 @@ capture_stderr(void (*f)(void *), void *arg)
 }
 
 int
+test_selected(const char *name)
+{
+	const char *only = getenv("EBBTEST_ONLY");
+	size_t n = strlen(name);
+
+	if (only == NULL || *only == '\0')
+		return 1;
+	for (const char *p = only; *p != '\0';) {
+		size_t len = strcspn(p, ",");
+		if (len == n && strncmp(p, name, n) == 0)
+			return 1;
+		p += len + (p[len] == ',');
+	}
+	return 0;
+}
+
+int
 run_suite(Suite *s)
 {
 	SRunner *sr = srunner_create(s);

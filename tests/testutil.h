@@ -41,4 +41,16 @@ char *capture_stderr(void (*f)(void *), void *arg);
 /* Run every test of s; returns the exit status for main (0 if all passed). */
 int run_suite(Suite *s);
 
+/*
+ * Whether the test named name runs: every test, or where EBBTEST_ONLY is
+ * set, the tests its comma-separated names list (to run one test again and
+ * again). add_test adds a test to a case under that rule.
+ */
+int test_selected(const char *name);
+#define add_test(tc, tf)                                                       \
+	do {                                                                   \
+		if (test_selected((tf)->name))                                 \
+			tcase_add_test(tc, tf);                                \
+	} while (0)
+
 #endif
