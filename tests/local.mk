@@ -95,6 +95,17 @@ tests_progs_workload_linked_SOURCES = tests/progs/workload.c
 tests_progs_workload_linked_CPPFLAGS = $(tests_progs_workload_CPPFLAGS) -DWORKLOAD_LINKED
 tests_progs_workload_linked_LDADD = tests/fakecuda/libcuda.la $(PTHREAD_LIBS) $(LIBS)
 
+# The pictures: `ebb timeline` and `ebb plan --svg/--memory-svg`, read back
+# with strict JSON and XML readers, on hand-written traces and on one of the
+# workload under libebb.so on the fake driver.
+check_PROGRAMS += tests/check_diag
+TESTS += tests/check_diag
+tests_check_diag_SOURCES = tests/check_diag.c tests/docparse.c tests/docparse.h tests/integ.c \
+	tests/integ.h
+tests_check_diag_CFLAGS = $(TEST_CFLAGS)
+tests_check_diag_LDADD = src/libebbcommon.la $(TEST_LIBS) -lm
+EXTRA_tests_check_diag_DEPENDENCIES = utils/ebb src/libebb.la tests/progs/workload
+
 # A library preloaded beside libebb.so that wraps dlopen (check_integration).
 check_LTLIBRARIES += tests/progs/libwrapdlopen.la
 tests_progs_libwrapdlopen_la_SOURCES = tests/progs/wrapdlopen.c

@@ -4,6 +4,7 @@
  *   ebb run [options] -- CMD [ARGS...]   run a job with libebb.so preloaded
  *   ebb report TRACE                     check a trace and summarise it
  *   ebb plan TRACE [options]             what the planner would do at given targets
+ *   ebb timeline TRACE -o FILE [options] the trace as Chrome trace-event JSON
  *   ebb --version | --help
  */
 #include "config.h"
@@ -27,6 +28,7 @@
 #include "log.h"
 #include "plancmd.h"
 #include "report.h"
+#include "timeline.h"
 
 extern char **environ;
 
@@ -42,6 +44,8 @@ usage(FILE *f)
 	    "       ebb plan TRACE [--target SIZE]... [--fraction F]... [--d2h GBPS] [--h2d GBPS]\n"
 	    "                [--min-bytes SIZE] [--allow-stall [--no-waits]] [--moves]\n"
 	    "                [--move-cost US,US[,US,US]] [--time-limit S] [--replay] [--iteration N]\n"
+	    "                [--svg FILE [--mark LABEL=SIZE,RATIO]...] [--memory-svg FILE]\n"
+	    "       ebb timeline TRACE -o FILE [--iteration N] [--window FROM,TO]\n"
 	    "       ebb --version | --help\n"
 	    "\n"
 	    "run      run CMD with libebb.so preloaded (see ebb(1); variables in ebb(7))\n"
@@ -86,7 +90,22 @@ usage(FILE *f)
 	    "      --iteration N   plan iteration N (its I record's number) rather than the\n"
 	    "                      last whole timed one; 'recorded': the one the library\n"
 	    "                      recorded for its plan (the plan-recording note), which\n"
-	    "                      with --replay gives the library's candidates\n");
+	    "                      with --replay gives the library's candidates\n"
+	    "      --svg FILE      draw the predicted peak against the step time of each\n"
+	    "                      target's plan (and with --replay, the plan with\n"
+	    "                      recompute) as SVG\n"
+	    "      --mark LABEL=SIZE,RATIO  with --svg: a point to compare, such as another\n"
+	    "                      method's peak and step-time ratio (repeatable)\n"
+	    "      --memory-svg FILE  draw the device memory over the iteration: with nothing\n"
+	    "                      moved, under the last target's plan (and with recompute),\n"
+	    "                      and as the trace's last whole iteration measured it\n"
+	    "timeline write the trace as Chrome trace-event JSON (Perfetto, chrome://tracing):\n"
+	    "         kernels per stream, the job's calls, ebb's copies, waits and stalls,\n"
+	    "         iteration marks, and counters of device and host memory\n"
+	    "  -o, --output FILE   the JSON file to write\n"
+	    "      --iteration N   only iteration N (its I record's number)\n"
+	    "      --window FROM,TO  only FROM to TO milliseconds of the trace's clock (from\n"
+	    "                      the library's load)\n");
 }
 
 /* Whether path names a readable file. */
@@ -590,7 +609,155 @@ parse_move_cost(const char *arg, double us[4])
 	return 0;
 }
 
-/* Parse `ebb plan`'s options and run it; usage errors exit with 2. */
+/*
+ * A size that may have a fraction before its suffix ("29.1G"): bytes into
+ * *out. Returns 0, or -1 when s is not one.
+ */
+static int
+parse_decimal_size(const char *s, uint64_t *out)
+{
+	static const char suffix[] = "KMGT";
+	char *end;
+
+	if (ebb_conf_parse_size(s, out) == 0)
+		return 0;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno != 0 || end == s || !(v >= 0) || v > 1e15 || s[0] == '-')
+		return -1;
+	const char *k = *end != '\0' ? strchr(suffix, *end) : NULL;
+	if (k == NULL || end[1] != '\0')
+		return -1;
+	for (const char *p = suffix; p <= k; p++)
+		v *= 1024.0;
+	*out = (uint64_t)(v + 0.5);
+	return 0;
+}
+
+/*
+ * --mark LABEL=SIZE,RATIO: a point for ebb plan --svg. Returns 0, or -1
+ * (said).
+ */
+static int
+parse_mark(const char *arg, struct ebb_plan_mark *m)
+{
+	const char *eq = strchr(arg, '='), *comma = eq != NULL ? strchr(eq, ',') : NULL;
+	char size[64];
+
+	if (eq == NULL || comma == NULL || eq == arg || (size_t)(eq - arg) >= sizeof m->label ||
+	    (size_t)(comma - eq - 1) >= sizeof size || strchr(comma + 1, ',') != NULL)
+		goto bad;
+	snprintf(m->label, sizeof m->label, "%.*s", (int)(eq - arg), arg);
+	snprintf(size, sizeof size, "%.*s", (int)(comma - eq - 1), eq + 1);
+	if (parse_decimal_size(size, &m->bytes) < 0 || m->bytes == 0 ||
+	    ebb_conf_parse_real(comma + 1, &m->ratio) < 0 || m->ratio <= 0)
+		goto bad;
+	return 0;
+bad:
+	fprintf(stderr, "%s plan: --mark '%s' is not LABEL=SIZE,RATIO (a label of at most 63 "
+	    "bytes, a peak such as 29.1G, and a step-time ratio above 0, e.g. ckpt=29.1G,1.27)\n",
+	    progname, arg);
+	return -1;
+}
+
+/* What ebb plan's options set, as they are parsed. */
+struct plan_args {
+	struct ebb_plan_opts o;
+	struct ebb_plan_target *t;	/* room for one per argument */
+	struct ebb_plan_mark *mark;	/* likewise */
+	size_t nt, nmark;
+};
+
+/* Apply ebb plan's option c (getopt_long's) with its argument. Returns 0,
+ * or -1 (said). */
+static int
+plan_option(int c, const char *arg, struct plan_args *a)
+{
+	struct ebb_plan_opts *o = &a->o;
+	double v;
+
+	switch (c) {
+	case 't':
+		if (ebb_conf_parse_size(arg, &a->t[a->nt].bytes) < 0 || a->t[a->nt].bytes == 0) {
+			fprintf(stderr, "%s plan: --target '%s' is not a size (a number of bytes with an "
+			    "optional K, M, G or T suffix)\n", progname, arg);
+			return -1;
+		}
+		a->nt++;
+		return 0;
+	case 'f':
+		if (ebb_conf_parse_real(arg, &v) < 0 || v <= 0 || v > 1) {
+			fprintf(stderr, "%s plan: --fraction '%s' is not a number above 0 and at most 1\n",
+			    progname, arg);
+			return -1;
+		}
+		a->t[a->nt++].fraction = v;
+		return 0;
+	case 'D':
+	case 'H':
+		if (ebb_conf_parse_real(arg, &v) < 0 || v <= 0) {
+			fprintf(stderr, "%s plan: --%s '%s' is not a bandwidth in GB/s above 0\n",
+			    progname, c == 'D' ? "d2h" : "h2d", arg);
+			return -1;
+		}
+		*(c == 'D' ? &o->d2h_gbps : &o->h2d_gbps) = v;
+		return 0;
+	case 'b':
+		if (ebb_conf_parse_size(arg, &o->min_bytes) < 0 || o->min_bytes == 0) {
+			fprintf(stderr, "%s plan: --min-bytes '%s' is not a size of at least 1 byte\n",
+			    progname, arg);
+			return -1;
+		}
+		return 0;
+	case 's': o->allow_stall = 1; return 0;
+	case 'W': o->no_waits = 1; return 0;
+	case 'M': o->moves = 1; return 0;
+	case 'R': o->replay = 1; return 0;
+	case 'S': o->svg = arg; return 0;
+	case 'Y': o->memory_svg = arg; return 0;
+	case 'K':
+		if (parse_mark(arg, &a->mark[a->nmark]) < 0)
+			return -1;
+		a->nmark++;
+		return 0;
+	case 'I': {
+		char *end;
+		if (strcmp(arg, "recorded") == 0) {
+			o->iteration = PLAN_ITER_RECORDED;
+			return 0;
+		}
+		errno = 0;
+		unsigned long long n = strtoull(arg, &end, 10);
+		if (errno != 0 || end == arg || *end != '\0' || n == 0 || arg[0] == '-') {
+			fprintf(stderr, "%s plan: --iteration '%s' is not an iteration's number (1 or "
+			    "more, as its I record has it) nor 'recorded'\n", progname, arg);
+			return -1;
+		}
+		o->iteration = n;
+		return 0;
+	}
+	case 'T':
+		if (ebb_conf_parse_real(arg, &v) < 0 || v < 0 || v > 86400) {
+			fprintf(stderr, "%s plan: --time-limit '%s' is not a number of seconds from 0 (no "
+			    "limit) to 86400\n", progname, arg);
+			return -1;
+		}
+		o->time_limit_s = v;
+		return 0;
+	case 'C':
+		if (parse_move_cost(arg, o->move_us) < 0) {
+			fprintf(stderr, "%s plan: --move-cost '%s' is not two or four numbers of "
+			    "microseconds, at least 0, as OFF,RES or OFF,RES,DROP,REMAKE\n", progname, arg);
+			return -1;
+		}
+		o->move_given = 1;
+		return 0;
+	default:
+		usage(stderr);
+		return -1;
+	}
+}
+
 static int
 cmd_plan(int argc, char **argv)
 {
@@ -607,126 +774,131 @@ cmd_plan(int argc, char **argv)
 		{ "move-cost", required_argument, NULL, 'C' },
 		{ "time-limit", required_argument, NULL, 'T' },
 		{ "iteration", required_argument, NULL, 'I' },
+		{ "svg", required_argument, NULL, 'S' },
+		{ "memory-svg", required_argument, NULL, 'Y' },
+		{ "mark", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct ebb_plan_opts o = { .min_bytes = (uint64_t)2 << 20, .time_limit_s = 60 };
-	struct ebb_plan_target *t = calloc((size_t)argc, sizeof *t);
-	size_t nt = 0;
+	struct plan_args a = {
+		.o = { .min_bytes = (uint64_t)2 << 20, .time_limit_s = 60 },
+		.t = calloc((size_t)argc, sizeof *a.t),
+		.mark = calloc((size_t)argc, sizeof *a.mark),
+	};
 	int c, rc = 2;
-	double v;
 
-	if (t == NULL) {
+	if (a.t == NULL || a.mark == NULL) {
 		fprintf(stderr, "%s plan: out of memory\n", progname);
-		return 2;
+		goto out;
 	}
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "t:f:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 't':
-			if (ebb_conf_parse_size(optarg, &t[nt].bytes) < 0 || t[nt].bytes == 0) {
-				fprintf(stderr, "%s plan: --target '%s' is not a size (a number of bytes with "
-				    "an optional K, M, G or T suffix)\n", progname, optarg);
-				goto out;
-			}
-			nt++;
-			break;
-		case 'f':
-			if (ebb_conf_parse_real(optarg, &v) < 0 || v <= 0 || v > 1) {
-				fprintf(stderr, "%s plan: --fraction '%s' is not a number above 0 and at "
-				    "most 1\n", progname, optarg);
-				goto out;
-			}
-			t[nt++].fraction = v;
-			break;
-		case 'D':
-		case 'H':
-			if (ebb_conf_parse_real(optarg, &v) < 0 || v <= 0) {
-				fprintf(stderr, "%s plan: --%s '%s' is not a bandwidth in GB/s above 0\n",
-				    progname, c == 'D' ? "d2h" : "h2d", optarg);
-				goto out;
-			}
-			if (c == 'D')
-				o.d2h_gbps = v;
-			else
-				o.h2d_gbps = v;
-			break;
-		case 'b':
-			if (ebb_conf_parse_size(optarg, &o.min_bytes) < 0 || o.min_bytes == 0) {
-				fprintf(stderr, "%s plan: --min-bytes '%s' is not a size of at least 1 byte\n",
-				    progname, optarg);
-				goto out;
-			}
-			break;
-		case 's':
-			o.allow_stall = 1;
-			break;
-		case 'W':
-			o.no_waits = 1;
-			break;
-		case 'M':
-			o.moves = 1;
-			break;
-		case 'R':
-			o.replay = 1;
-			break;
-		case 'I': {
-			char *end;
-			if (strcmp(optarg, "recorded") == 0) {
-				o.iteration = PLAN_ITER_RECORDED;
-				break;
-			}
-			errno = 0;
-			unsigned long long n = strtoull(optarg, &end, 10);
-			if (errno != 0 || end == optarg || *end != '\0' || n == 0 || optarg[0] == '-') {
-				fprintf(stderr, "%s plan: --iteration '%s' is not an iteration's number (1 "
-				    "or more, as its I record has it) nor 'recorded'\n", progname, optarg);
-				goto out;
-			}
-			o.iteration = n;
-			break;
-		}
-		case 'T':
-			if (ebb_conf_parse_real(optarg, &v) < 0 || v < 0 || v > 86400) {
-				fprintf(stderr, "%s plan: --time-limit '%s' is not a number of seconds from "
-				    "0 (no limit) to 86400\n", progname, optarg);
-				goto out;
-			}
-			o.time_limit_s = v;
-			break;
-		case 'C':
-			if (parse_move_cost(optarg, o.move_us) < 0) {
-				fprintf(stderr, "%s plan: --move-cost '%s' is not two or four numbers of "
-				    "microseconds, at least 0, as OFF,RES or OFF,RES,DROP,REMAKE\n",
-				    progname, optarg);
-				goto out;
-			}
-			o.move_given = 1;
-			break;
-		case 'h':
+		if (c == 'h') {
 			usage(stdout);
 			rc = 0;
 			goto out;
-		default:
-			usage(stderr);
-			goto out;
 		}
+		if (plan_option(c, optarg, &a) < 0)
+			goto out;
 	}
 	if (optind != argc - 1) {
 		fprintf(stderr, "usage: ebb plan TRACE [options] (ebb --help lists them)\n");
 		goto out;
 	}
-	if (o.no_waits && !o.allow_stall) {
+	if (a.o.no_waits && !a.o.allow_stall) {
 		fprintf(stderr, "%s plan: --no-waits is about stalls: give it with --allow-stall\n",
 		    progname);
 		goto out;
 	}
-	o.target = t;
-	o.ntarget = nt;
-	rc = ebb_plan(argv[optind], &o, stdout, stderr);
+	if (a.nmark > 0 && a.o.svg == NULL) {
+		fprintf(stderr, "%s plan: --mark puts a point in the --svg picture: give it with "
+		    "--svg FILE\n", progname);
+		goto out;
+	}
+	a.o.target = a.t;
+	a.o.ntarget = a.nt;
+	a.o.mark = a.mark;
+	a.o.nmark = a.nmark;
+	rc = ebb_plan(argv[optind], &a.o, stdout, stderr);
 out:
-	free(t);
+	free(a.t);
+	free(a.mark);
 	return rc;
+}
+
+/* --window FROM,TO in milliseconds into o. Returns 0, or -1 (said). */
+static int
+parse_window(const char *arg, struct ebb_timeline_opts *o)
+{
+	const char *comma = strchr(arg, ',');
+	char from[64];
+	double a, b;
+
+	if (comma == NULL || (size_t)(comma - arg) >= sizeof from)
+		goto bad;
+	snprintf(from, sizeof from, "%.*s", (int)(comma - arg), arg);
+	if (ebb_conf_parse_real(from, &a) < 0 || ebb_conf_parse_real(comma + 1, &b) < 0 ||
+	    a < 0 || b <= a || b > 1e12)
+		goto bad;
+	o->window = 1;
+	o->from_ns = (uint64_t)(a * 1e6);
+	o->to_ns = (uint64_t)(b * 1e6);
+	return 0;
+bad:
+	fprintf(stderr, "%s timeline: --window '%s' is not FROM,TO: milliseconds of the trace's "
+	    "clock, 0 <= FROM < TO\n", progname, arg);
+	return -1;
+}
+
+static int
+cmd_timeline(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "iteration", required_argument, NULL, 'I' },
+		{ "window", required_argument, NULL, 'w' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct ebb_timeline_opts o = { 0 };
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			o.out = optarg;
+			break;
+		case 'I': {
+			char *end;
+			errno = 0;
+			unsigned long long n = strtoull(optarg, &end, 10);
+			if (errno != 0 || end == optarg || *end != '\0' || n == 0 || optarg[0] == '-') {
+				fprintf(stderr, "%s timeline: --iteration '%s' is not an iteration's number "
+				    "(1 or more, as its I record has it)\n", progname, optarg);
+				return 2;
+			}
+			o.iteration = n;
+			break;
+		}
+		case 'w':
+			if (parse_window(optarg, &o) < 0)
+				return 2;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc - 1 || o.out == NULL) {
+		fprintf(stderr, "usage: ebb timeline TRACE -o FILE [--iteration N] [--window "
+		    "FROM,TO]\n");
+		return 2;
+	}
+	return ebb_timeline(argv[optind], &o, stderr);
 }
 
 int
@@ -755,6 +927,8 @@ main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "plan") == 0)
 		return cmd_plan(argc - 1, argv + 1);
+	if (strcmp(argv[1], "timeline") == 0)
+		return cmd_timeline(argc - 1, argv + 1);
 	fprintf(stderr, "%s: unknown command or option '%s' (try ebb --help)\n", progname, argv[1]);
 	return 2;
 }

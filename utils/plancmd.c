@@ -861,6 +861,10 @@ static void
 planning_fini(struct plancmd *g)
 {
 	plan_fini(&g->pl);
+	if (g->rc != NULL)
+		plan_rc_fini(g->rc);
+	free(g->rc);
+	free(g->rows);
 	plan_floor_free(g->fl);
 	rec_fini(&g->b.r);
 	free(g->b.bid);
@@ -904,6 +908,10 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	if (o->moves)
 		planprint_moves(out, &g.b, &g.pl, g.s0, target);
 	if (o->replay && planreplay(&g, o, target, out) < 0)
+		goto out;
+	if (o->svg != NULL && plansvg_targets(&g, o) < 0)
+		goto out;
+	if (o->memory_svg != NULL && plansvg_memory(&g, o, target) < 0)
 		goto out;
 	rc = 0;
 out:

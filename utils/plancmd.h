@@ -16,6 +16,13 @@ struct ebb_plan_target {
 
 #define PLAN_ITER_RECORDED UINT64_MAX
 
+/* A point a user passes for comparison in --svg (--mark LABEL=SIZE,RATIO). */
+struct ebb_plan_mark {
+	char label[64];
+	uint64_t bytes;		/* its peak */
+	double ratio;		/* its step time over the job's without ebb */
+};
+
 struct ebb_plan_opts {
 	const struct ebb_plan_target *target;
 	size_t ntarget;		/* 0: the fractions 0.9 down to 0.4 */
@@ -30,6 +37,10 @@ struct ebb_plan_opts {
 	int move_given;		/* move_us given: else the trace's plan-host-* notes, else 0 */
 	double move_us[4];	/* the host's microseconds for an offload, a restore, a
 				 * drop and a remake's mapping */
+	const char *svg;	/* --svg: predicted peak against step time, or NULL */
+	const char *memory_svg;	/* --memory-svg: memory over the iteration, or NULL */
+	const struct ebb_plan_mark *mark;
+	size_t nmark;
 	uint64_t iteration;	/* plan this iteration (its I record's number; 0: choose;
 				 * PLAN_ITER_RECORDED: the one the library recorded for
 				 * its first plan, as the plan-recording note says) */

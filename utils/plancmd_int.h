@@ -91,6 +91,22 @@ struct plancmd_build {
 	uint8_t *sync;		/* the host waited for the device there */
 };
 
+/* One row of the targets' table: what the plan for one target predicts. */
+struct plancmd_row {
+	double target, peak;	/* bytes */
+	double ratio;		/* its step time over the iteration's with nothing moved */
+	int met;
+};
+
+/* A buffer named at a predicted peak (plansvg_peak_names). */
+struct plancmd_named {
+	uint64_t bid;		/* its A record's id */
+	uint64_t size;
+};
+
+/* Buffers named at the predicted peak in --memory-svg. */
+#define PLANCMD_NAMED 5
+
 /* One run of ebb plan: the trace, the iteration learned from it, the
  * planner's inputs and the last plan made. */
 struct plancmd {
@@ -107,6 +123,14 @@ struct plancmd {
 	uint64_t bound;			/* the lowest peak with no restore late */
 	struct plan_floor *fl;		/* the floor under every plan; NULL: none made */
 	struct plan pl;			/* the last plan made */
+	struct plancmd_row *rows;	/* the targets' table, for --svg */
+	size_t nrows;
+	double rows_before_s;		/* the iteration's time with nothing moved */
+	/* with --replay, the plan with recompute at the last target, for the
+	 * pictures (rc: NULL where none was made or no picture is asked for) */
+	struct plan_rc *rc;
+	int rc_made;
+	double rc_peak, rc_ratio, rc_target;
 };
 
 /* One buffer a launch lists (plancmd_launches). */
@@ -200,5 +224,27 @@ int planprint_targets(struct plancmd *g, const struct ebb_plan_opts *o, FILE *ou
  * waited plan's stalls are. */
 void planprint_moves(FILE *out, const struct plancmd_build *b, const struct plan *pl, uint64_t s0,
     uint64_t target);
+
+/* ---- plansvg.c ---- */
+
+/* The memory p holds at each operation (out[0 .. p->nops)) under plan pl
+ * (NULL: nothing moved), fixed bytes included; its highest value is pl's
+ * peak. Returns 0, or -1 when out of memory. */
+int plansvg_curve(const struct prof *p, const struct plan *pl, double *out);
+
+/* The largest buffers of p on the device at operation op under pl (at most
+ * PLANCMD_NAMED, largest first, *n of them): their ids in g's trace, through
+ * orig (p's buffer -> g's profile's; NULL: p is g's profile). */
+void plansvg_peak_names(const struct plancmd *g, const struct prof *p, const struct plan *pl,
+    const uint32_t *orig, uint32_t op, struct plancmd_named *out, size_t *n);
+
+/* --svg: the targets' rows (and the plan with recompute, and o's marks) as
+ * predicted peak against step time, to o->svg. Returns 0, or -1 (said). */
+int plansvg_targets(const struct plancmd *g, const struct ebb_plan_opts *o);
+
+/* --memory-svg: the memory over the iteration with nothing moved, with the
+ * plan for target (and with recompute), and as the trace's last whole
+ * iteration measured it, to o->memory_svg. Returns 0, or -1 (said). */
+int plansvg_memory(struct plancmd *g, const struct ebb_plan_opts *o, uint64_t target);
 
 #endif

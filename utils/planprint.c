@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "plan.h"
 #include "plancmd_int.h"
@@ -195,6 +196,15 @@ planprint_targets(struct plancmd *g, const struct ebb_plan_opts *o, FILE *out, u
 		double least = g->fl != NULL ? plan_floor_least(p, &g->pp, target) : 0;
 		if (least < 0)
 			return -1;
+		if (o->svg != NULL) {
+			struct plancmd_row *rw = realloc(g->rows, (g->nrows + 1) * sizeof *rw);
+			if (rw == NULL)
+				return -1;
+			g->rows = rw;
+			g->rows[g->nrows++] = (struct plancmd_row){ (double)target, (double)pl->peak,
+			    before > 0 ? pl->step_s / before : 1.0, pl->met };
+			g->rows_before_s = before;
+		}
 		fprintf(out, "%10.2f  %10.2f  %4s  %5u  %11.2f  %8.2f  %10.6f  %10.6f  %10.6f  %6.3f  "
 		    "%12.6f\n", (double)target / GIB, (double)pl->peak / GIB,
 		    pl->time_capped ? (pl->met ? "yes+" : "no+") : pl->met ? "yes" :

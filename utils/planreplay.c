@@ -531,7 +531,22 @@ print_recompute(struct plancmd *g, const struct ebb_plan_opts *o, const struct m
 	print_row(out, "with recompute", &rc.pl, rc.npick, rc.bytes_recomputed, rc.recompute_s);
 	if (o->moves)
 		print_picks(g, rs, &rc, out);
-	plan_rc_fini(&rc);
+	double before = g->pl.step_before_s + g->pl.host_idle_before_s;
+	g->rc_made = 1;
+	g->rc_peak = (double)rc.pl.peak;
+	g->rc_ratio = before > 0 ? rc.pl.step_s / before : 1.0;
+	g->rc_target = (double)target;
+	if (o->memory_svg == NULL) {
+		plan_rc_fini(&rc);
+		return 0;
+	}
+	g->rc = malloc(sizeof *g->rc);	/* the picture's, freed with g */
+	if (g->rc == NULL) {
+		plan_rc_fini(&rc);
+		fprintf(g->s.err, "ebb plan: out of memory\n");
+		return -1;
+	}
+	*g->rc = rc;
 	return 0;
 }
 
