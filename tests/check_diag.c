@@ -321,6 +321,10 @@ START_TEST(timeline_window)
 	}
 	find_event(ev, 'i', "launch at::native::kernel", 0, &n);
 	ck_assert_uint_eq(n, 6);
+	/* the device's slices of operations 7 to 12, 10 ms each from 60 ms on */
+	const struct jv *e = find_event(ev, 'X', "at::native::kernel", 0, &n);
+	ck_assert_uint_eq(n, 6);
+	ck_assert_double_eq_tol(num_of(e, "ts"), 60000.060, 1e-6);
 	ck_assert_uint_eq(counter_values(ev, HELD, "held", v, 16, &ts), 5);
 	ck_assert_double_eq_tol(ts, 0.8, 1e-9);
 	ck_assert_double_eq_tol(v[0], 1, 1e-4);
@@ -458,7 +462,8 @@ START_TEST(plan_pictures)
 		ck_assert_str_eq(e->name, "polyline");
 		ck_assert_str_eq(title_of(e), series[i][1]);
 	}
-	ck_assert_uint_eq(points_of(xml_by_id(&root, "measured")), 11);	/* 6 steps */
+	/* steps of 1, 2, 1, 1, 1, 1 GiB: a point where the value changes, and the last */
+	ck_assert_uint_eq(points_of(xml_by_id(&root, "measured")), 7);
 	ck_assert(xml_has_text(&root, "buffer 1 (its A record's id): 1024.0 MiB"));
 	xml_free(&root);
 	run_free(&r);
@@ -495,11 +500,12 @@ END_TEST
 
 /*
  * A trace of the workload under libebb.so on the fake driver (offload at a
- * limit, with recompute: check_integration's pairs of recomputed buffers):
- * the timeline follows the rules, has every iteration start, and its
- * device memory never exceeds the peak ebb held (the Z record, which
- * counts whole granules); the memory picture draws the plan with recompute
- * too, at the peak ebb plan prints for it.
+ * limit, with recompute: check_integration's pairs of recomputed buffers).
+ * At EBB_VERBOSE=1 the learning stages are said once each, in order, and
+ * the exit summary's headline comes first. The timeline follows the rules,
+ * has every iteration start, and its device memory never exceeds the peak
+ * ebb held (the Z record, which counts whole granules). The memory picture
+ * draws the plan with recompute too, at the peak ebb plan prints for it.
  */
 START_TEST(pictures_of_a_run)
 {
@@ -522,6 +528,25 @@ START_TEST(pictures_of_a_run)
 	run_ebb(argv, env, path, &w);
 	expect_ok(&w);
 	trace_load(path, &t);
+	/* at EBB_VERBOSE=1: each learning stage once, in order, then the
+	 * summary's headline before the other exit lines, as the Z records count */
+	static const char *const stages[] = { "iteration found: ", "recording the iteration from ",
+		"plan: ", "plan running from operation ", "summary: peak held ", " launches (" };
+	const char *at = w.err;
+	for (size_t i = 0; i < sizeof stages / sizeof *stages; i++) {
+		const char *p = strstr(at, stages[i]);
+		ck_assert_msg(p != NULL, "no '%s' after the stages before it in:\n%s", stages[i], w.err);
+		if (i != 2 && i != 5)
+			ck_assert_int_eq(count_substr(w.err, stages[i]), 1);
+		at = p;
+	}
+	char want[160];
+	snprintf(want, sizeof want, "back, %llu buffers remade by recompute; ",
+	    (unsigned long long)summary(&t, "recompute-remakes"));
+	ck_assert_msg(strstr(w.err, want) != NULL, "no '%s' in:\n%s", want, w.err);
+	snprintf(want, sizeof want, " s measured (the plan's last %llu), ",
+	    (unsigned long long)summary(&t, "run-iterations"));
+	ck_assert_msg(strstr(w.err, want) != NULL, "no '%s' in:\n%s", want, w.err);
 	ebb(&r, tl);
 	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
 	load_json(out, &doc);
@@ -545,7 +570,6 @@ START_TEST(pictures_of_a_run)
 	const char *row = strstr(r.out, "\n with recompute ");
 	ck_assert_ptr_nonnull(row);
 	double peak = strtod(row + strlen("\n with recompute "), NULL);
-	char want[64];
 	snprintf(want, sizeof want, "plan, with recompute: peak %.2f GiB at ", peak);
 	load_svg(mem, &root);
 	ck_assert_ptr_nonnull(xml_by_id(&root, "measured"));

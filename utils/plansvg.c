@@ -336,13 +336,38 @@ argmax(const double *v, uint32_t n)
 	return at;
 }
 
+/*
+ * The iteration the measured curve shows: the trace's last whole one of the
+ * planned period that the job did not depart from (the plan that ran last,
+ * in an offload-mode trace), else the one planned.
+ */
+static const struct plancmd_mark *
+last_whole(const struct plancmd *g)
+{
+	const struct plancmd_scan *sc = &g->sc;
+	uint64_t period = g->ch.m->period;
+
+	for (size_t i = sc->nmark; i-- > 0;) {
+		const struct plancmd_mark *m = &sc->mark[i];
+		if (m->period != period || m->seq + period > sc->last_seq + 1)
+			continue;
+		int departed = 0;
+		for (size_t d = 0; d < sc->ndep && !departed; d++)
+			departed = sc->dep[d] >= m->seq && sc->dep[d] < m->seq + period;
+		if (!departed)
+			return m;
+	}
+	return g->ch.m;
+}
+
 /* plansvg_memory (plancmd_int.h) */
 int
 plansvg_memory(struct plancmd *g, const struct ebb_plan_opts *o, uint64_t target)
 {
 	const struct prof *p = &g->b.r.p;
 	uint32_t n = p->nops;
-	uint64_t period = g->ch.last->period;
+	const struct plancmd_mark *last = last_whole(g);
+	uint64_t period = last->period;
 	double *x = malloc(((size_t)n > period ? n : period) * sizeof *x);
 	double *none = malloc(n * sizeof *none), *moves = malloc(n * sizeof *moves);
 	double *meas = malloc(period * sizeof *meas);
@@ -354,7 +379,7 @@ plansvg_memory(struct plancmd *g, const struct ebb_plan_opts *o, uint64_t target
 		fprintf(g->s.err, "ebb plan: out of memory\n");
 		goto out;
 	}
-	if (measured(g, g->ch.last->seq, period, meas) < 0)
+	if (measured(g, last->seq, period, meas) < 0)
 		goto out;
 	for (size_t i = 0; i < ((size_t)n > period ? n : period); i++)
 		x[i] = (double)i;
@@ -368,7 +393,7 @@ plansvg_memory(struct plancmd *g, const struct ebb_plan_opts *o, uint64_t target
 	char lab[4][128];
 	snprintf(lab[0], sizeof lab[0], "nothing moved: peak %.2f GiB at %u", none[pn], pn);
 	snprintf(lab[1], sizeof lab[1], "measured, iteration %llu: peak %.2f GiB at %u",
-	    (unsigned long long)g->ch.last->iter, meas[pr], pr);
+	    (unsigned long long)last->iter, meas[pr], pr);
 	snprintf(lab[2], sizeof lab[2], "plan, moves: peak %.2f GiB at %u", moves[pm], pm);
 	snprintf(lab[3], sizeof lab[3], "target %.2f GiB", (double)target / GIB);
 	struct svg_series s[5] = {

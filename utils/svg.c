@@ -125,10 +125,17 @@ series(FILE *f, const struct svg_series *s, const struct axis *ax, const struct 
 	if (!s->points) {
 		fprintf(f, "<polyline id=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
 		    "points=\"", s->id, s->color);
+		/* in steps, a point only where the value changes (to a tenth of a
+		 * pixel), and the last */
+		double last_y = 0;
 		for (size_t i = 0; i < s->n; i++) {
+			double y = round(py(ay, s->y[i]) * 10) / 10;
+			if (s->step && i > 0 && i + 1 < s->n && y == last_y)
+				continue;
 			if (s->step && i > 0)
-				fprintf(f, "%.2f,%.2f ", px(ax, s->x[i]), py(ay, s->y[i - 1]));
-			fprintf(f, "%.2f,%.2f ", px(ax, s->x[i]), py(ay, s->y[i]));
+				fprintf(f, "%.2f,%.1f ", px(ax, s->x[i]), last_y);
+			fprintf(f, "%.2f,%.1f ", px(ax, s->x[i]), y);
+			last_y = y;
 		}
 		fputs("\"><title>", f);
 		svg_text(f, s->label);

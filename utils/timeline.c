@@ -75,10 +75,13 @@ struct tl {
 	uint64_t stream[TL_STREAMS];	/* the handle of each stream's track */
 	size_t nstream;
 	uint64_t t0, t1;	/* the window: [t0, t1) */
+	uint64_t seq0, seq1;	/* with --iteration, its operations: [seq0, seq1) (the
+				 * device's slices are theirs, wherever they fall) */
 	uint64_t nev;		/* events written */
 	struct planlive mem;	/* buffer -> size, tag 1 while on the device */
 	struct planlive pend;	/* an offload's buffer -> its O record's t, tag: drop */
 	uint64_t held, host;	/* bytes on the device, and offloaded on the host */
+	int window;		/* --window was given */
 	int counted;		/* the counters' sample at the window's start is written */
 };
 
@@ -232,6 +235,7 @@ set_window(struct tl *t, const struct ebb_timeline_opts *o)
 {
 	t->t0 = 0;
 	t->t1 = UINT64_MAX;
+	t->window = o->window;
 	if (o->window) {
 		t->t0 = o->from_ns;
 		t->t1 = o->to_ns;
@@ -262,6 +266,8 @@ set_window(struct tl *t, const struct ebb_timeline_opts *o)
 	t->t0 = a > t->t0 ? a : t->t0;
 	if (b != 0 && b < t->t1)
 		t->t1 = b;
+	t->seq0 = m->seq;
+	t->seq1 = m->period > 0 ? m->seq + m->period : UINT64_MAX;
 	return 0;
 }
 
@@ -312,16 +318,26 @@ instant(struct tl *t, int pid, int tid, uint64_t ns, const char *name, const cha
 	fputs("\"}}", t->out);
 }
 
-/* A slice [a, b] on a track, with one string argument. */
+/* A slice [a, b] on a track, with one string argument, in the window or
+ * not. */
 static void
-slice(struct tl *t, int pid, int tid, uint64_t a, uint64_t b, const char *name, const char *arg)
+slice_any(struct tl *t, int pid, int tid, uint64_t a, uint64_t b, const char *name,
+    const char *arg)
 {
-	if (b < a || !in_window(t, a, b))
+	if (b < a)
 		return;
 	ev_begin(t, 'X', pid, tid, a, name);
 	fprintf(t->out, ",\"dur\":%.3f,\"args\":{\"detail\":\"", (double)(b - a) / 1e3);
 	json_str(t->out, arg);
 	fputs("\"}}", t->out);
+}
+
+/* A slice [a, b] on a track, where it overlaps the window. */
+static void
+slice(struct tl *t, int pid, int tid, uint64_t a, uint64_t b, const char *name, const char *arg)
+{
+	if (in_window(t, a, b))
+		slice_any(t, pid, tid, a, b, name, arg);
 }
 
 /* The track (tid) of stream handle h on the device. */
@@ -391,7 +407,12 @@ device_slices(struct tl *t)
 		else
 			snprintf(name, sizeof name, "copy or memset");
 		snprintf(arg, sizeof arg, "seq %llu", (unsigned long long)g->seq);
-		slice(t, PID_DEVICE, stream_tid(t, op->stream), a, b, name, arg);
+		if (t->seq1 > 0 && (g->seq < t->seq0 || g->seq >= t->seq1))
+			continue;
+		if (t->seq1 > 0 && !t->window)	/* the iteration's, wherever they fall */
+			slice_any(t, PID_DEVICE, stream_tid(t, op->stream), a, b, name, arg);
+		else
+			slice(t, PID_DEVICE, stream_tid(t, op->stream), a, b, name, arg);
 	}
 }
 

@@ -106,7 +106,12 @@ struct self_time {
  * boundary of the plan that ran last and its last boundary, so that whole
  * planned iterations are counted and nothing before them.
  */
+/* The learning stages said once at EBB_VERBOSE=1 (struct engine's stages_said). */
+#define STAGE_FOUND 1u		/* the iteration found */
+#define STAGE_RUNNING 2u	/* the plan running */
+
 struct run_snap {
+	uint64_t ns;		/* when it was taken (ebb_now_ns) */
 	uint64_t self_ns[SELF_KINDS], self_calls[SELF_KINDS];	/* after learning */
 	uint64_t lock_wait_ns, lock_waits;
 	struct mover_stats ms;
@@ -141,6 +146,8 @@ struct engine {
 	uint64_t cupti_hold_until;	/* CUPTI paused since learning ended: finalised at
 					 * this operation if no departure comes first */
 	uint64_t created_at_learned;	/* handles the mover had created when learning ended */
+	unsigned stages_said;		/* STAGE_* bits: the learning stages said at
+					 * EBB_VERBOSE=1 (once each; again at 2) */
 	int shut_down;			/* shut down, or a forked child: ebb does no more */
 	struct self_time self;		/* EBB_SELF_TIME: ebb's own host time */
 	uint64_t lock_wait_ns;		/* the job's threads waited for ebb_state_lock, */

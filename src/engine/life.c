@@ -179,6 +179,18 @@ without_planning(enum life_state next)
 }
 
 /* Set the state (site_now reads it without the lock). */
+/* The level of a learning stage's line: EBB_LOG_NOTE the first time the
+ * process reaches stage (one line each at EBB_VERBOSE=1), EBB_LOG_INFO after
+ * (when the job departs and ebb learns again). */
+static int
+stage_level(unsigned stage)
+{
+	int first = (engine.stages_said & stage) == 0;
+
+	engine.stages_said |= stage;
+	return first ? EBB_LOG_NOTE : EBB_LOG_INFO;
+}
+
 static void
 life_set(enum life_state s)
 {
@@ -265,6 +277,8 @@ boundary(uint64_t next_seq, uint64_t period)
 		break;
 	case LIFE_READY:
 		life_set(LIFE_RUNNING);
+		ebb_log(stage_level(STAGE_RUNNING), "plan running from operation %llu",
+		    (unsigned long long)next_seq);
 		/* fall through */
 	case LIFE_RUNNING:
 		/* the ready plan (the first, or the one with recomputes) starts */
@@ -362,7 +376,8 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		}
 		engine.iters_timed = engine.finder.found_complete;
 		found();
-		ebb_log(EBB_LOG_INFO, "iteration found: %llu operations", (unsigned long long)p);
+		ebb_log(stage_level(STAGE_FOUND), "iteration found: %llu operations; recording it "
+		    "next", (unsigned long long)p);
 		break;
 	}
 	case ITER_START:

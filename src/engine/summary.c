@@ -129,6 +129,7 @@ run_snap(struct run_snap *r)
 	r->lock_waits = engine.lock_waits;
 	mover_stats(&r->ms);
 	vmm_stats(&r->vs);
+	r->ns = ebb_now_ns();
 }
 
 void
@@ -338,8 +339,46 @@ summary_unheld(const char *why)
 	report_unheld(why);
 }
 
-/* Write the summary's exit lines: the engine's counters, and in offload
- * mode the mover's and the plan's. */
+/*
+ * The exit summary's first line, the one to read first: what was held and
+ * moved, and the step time measured under the plan against its prediction
+ * (the host's time per iteration over the whole iterations the plan ran).
+ */
+static void
+headline(const struct engine_totals *t)
+{
+	const struct ebb_engine_stats *st = &t->st;
+	const struct mover_stats *ms = &t->ms;
+	const struct exec_stats *xs = &t->xs;
+	char a[32], b[32], c[32], lim[64] = "";
+
+	if (engine.conf->mode != EBB_MODE_OFFLOAD) {
+		ebb_log(EBB_LOG_NOTE, "summary: %s mode, %llu launches, peak %s tracked; %s",
+		    engine.conf->mode == EBB_MODE_OBSERVE ? "observe" : "off",
+		    (unsigned long long)st->launches, human(st->bytes_peak, a, sizeof a),
+		    st->period > 0 ? "an iteration found" : "no iteration found");
+		return;
+	}
+	if (engine.conf->limit > 0)
+		snprintf(lim, sizeof lim, " (EBB_LIMIT %s)", human(engine.conf->limit, c, sizeof c));
+	char step[160] = "no plan ran";
+	if (engine.run_iters > 0 && xs->predicted_step_ns > 0) {
+		double meas = (double)(engine.run_last.ns - engine.run_base.ns) / 1e9 /
+		    (double)engine.run_iters, pred = (double)xs->predicted_step_ns / 1e9;
+		double off = meas > 0 ? (pred / meas - 1) * 100 : 0.0;
+		snprintf(step, sizeof step, "an iteration %.3f s measured (the plan's last %llu), "
+		    "%.3f s predicted (%.1f%% %s)", meas, (unsigned long long)engine.run_iters, pred,
+		    off < 0 ? -off : off, off < 0 ? "under" : "over");
+	}
+	ebb_log(EBB_LOG_NOTE, "summary: peak held %s%s; %s to the host and %s back, %llu buffers "
+	    "remade by recompute; stalls %.3f s over %llu restores; %s",
+	    human(ms->held_peak, c, sizeof c), lim, human(ms->bytes_d2h, a, sizeof a),
+	    human(ms->bytes_h2d, b, sizeof b), (unsigned long long)xs->recompute_remakes,
+	    (double)ms->stall_ns / 1e9, (unsigned long long)ms->stalls_measured, step);
+}
+
+/* Write the summary's exit lines: the headline, the engine's counters, and
+ * in offload mode the mover's and the plan's. */
 void
 summary_lines(const struct engine_totals *t)
 {
@@ -348,6 +387,7 @@ summary_lines(const struct engine_totals *t)
 	const struct exec_stats *xs = &t->xs;
 	char peak[32];
 
+	headline(t);
 	ebb_log(EBB_LOG_NOTE, "%llu launches (%llu unresolved, %llu without a tracked buffer), "
 	    "%llu copies, %llu memsets, %llu NCCL calls; %llu buffers allocated, %llu live, "
 	    "peak %s tracked; %llu iterations of %llu operations",

@@ -215,6 +215,9 @@ exec_record_begin(uint64_t s0, uint64_t period)
 		ebb_log(EBB_LOG_WARN, "no memory to learn the write sets of an iteration of %llu "
 		    "operations (EBB_RECOMPUTE); nothing is recomputed", (unsigned long long)period);
 	ebb_trace_note_u64("plan-recording", s0);
+	ebb_log(exec.xs.recordings++ ? EBB_LOG_INFO : EBB_LOG_NOTE, "recording the iteration "
+	    "from operation %llu (%llu operations); the plan is made once the device has done it",
+	    (unsigned long long)s0, (unsigned long long)period);
 	return 0;
 }
 

@@ -185,6 +185,7 @@ int exec_after_op(uint64_t seq, struct ebb_stream *st);
 
 struct exec_stats {
 	uint64_t plans;		/* plans made */
+	uint64_t recordings;	/* iterations recorded for a plan */
 	uint64_t iterations_run;	/* iterations started under a plan */
 	uint64_t actions_missed;	/* a planned buffer was not there */
 	uint64_t planned_peak;	/* bytes, of the last plan */
