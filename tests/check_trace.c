@@ -151,7 +151,7 @@ START_TEST(each_record_has_its_writer)
 		"L 4 5 0x1 7 2 1 2",
 		"C 5 6 0x55 4096 1 d2h 1 2",
 		"M 6 7 0x0 64 0 0",
-		"N 7 8 0x1 allreduce -1 1024 1 3",
+		"N 7 8 0x1 allreduce -1 1024 0 2 1 3",
 		"L 8 9 0x1 0 ?",
 		"R 9 10 0x1 0xabc",
 		"G 10 100 200",
@@ -189,7 +189,7 @@ START_TEST(each_record_has_its_writer)
 	ck_assert(ebb_trace_begin_memset(6, 7, 0, 64, 0, &l));
 	ebb_line_u64(&l, 0);
 	ebb_line_end(&l);
-	ck_assert(ebb_trace_begin_nccl(7, 8, 1, "allreduce", -1, 1024, &l));
+	ck_assert(ebb_trace_begin_nccl(7, 8, 1, "allreduce", -1, 1024, 0, 2, &l));
 	ebb_line_u64(&l, 1);
 	ebb_line_u64(&l, 3);
 	ebb_line_end(&l);

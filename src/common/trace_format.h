@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define EBB_TRACE_MAGIC "#ebb-trace"
-#define EBB_TRACE_VERSION 2
+#define EBB_TRACE_VERSION 3
 
 /*
  * One entry per record type: its letter, its name, then its fields in
@@ -48,7 +48,7 @@
 	X('M', memset,    u64(t), u64(seq), hex(stream), u64(bytes), u64(sync),	\
 	    list(bids))								\
 	X('N', nccl,      u64(t), u64(seq), hex(stream), word(op), i64(peer),	\
-	    u64(bytes), list(bids))						\
+	    u64(bytes), i64(rank), u64(nranks), list(bids))			\
 	X('R', graph,     u64(t), u64(seq), hex(stream), hex(graph))		\
 	X('G', gputime,   u64(seq), u64(start), u64(end))			\
 	X('Y', sync,      u64(t), u64(seq), word(kind), hex(handle))		\
@@ -68,7 +68,7 @@
 
 /*
  * EBB_TRACE_MAP(m, s, fields...): m(field) for each field of an entry, in
- * order, with s() between two (8 fields at most). m pastes a prefix of its
+ * order, with s() between two (9 fields at most). m pastes a prefix of its
  * own onto the field, so that u64(t) becomes PREFIX_u64(t).
  */
 #define EBB_TRACE_MAP(m, s, ...)					\
@@ -81,9 +81,10 @@
 #define EBB_TRACE_MAP_6(m, s, a, ...) m(a) s() EBB_TRACE_MAP_5(m, s, __VA_ARGS__)
 #define EBB_TRACE_MAP_7(m, s, a, ...) m(a) s() EBB_TRACE_MAP_6(m, s, __VA_ARGS__)
 #define EBB_TRACE_MAP_8(m, s, a, ...) m(a) s() EBB_TRACE_MAP_7(m, s, __VA_ARGS__)
-/* The number of its arguments, 1 to 8. */
-#define EBB_TRACE_COUNT(...) EBB_TRACE_COUNT_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define EBB_TRACE_COUNT_(a, b, c, d, e, f, g, h, n, ...) n
+#define EBB_TRACE_MAP_9(m, s, a, ...) m(a) s() EBB_TRACE_MAP_8(m, s, __VA_ARGS__)
+/* The number of its arguments, 1 to 9. */
+#define EBB_TRACE_COUNT(...) EBB_TRACE_COUNT_(__VA_ARGS__, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define EBB_TRACE_COUNT_(a, b, c, d, e, f, g, h, i, n, ...) n
 /* a and b pasted, after b is expanded. */
 #define EBB_TRACE_CAT(a, b) EBB_TRACE_CAT_(a, b)
 #define EBB_TRACE_CAT_(a, b) a##b

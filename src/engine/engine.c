@@ -560,7 +560,7 @@ trace_op(const struct ebb_op *op, struct ebb_kinfo *k, int unresolved, unsigned 
 		break;
 	case EBB_OP_NCCL:
 		list = ebb_trace_begin_nccl(now, op->seq, stream, ebb_nccl_op_name(op->nccl_op),
-		    op->nccl_peer, op->bytes, &l);
+		    op->nccl_peer, op->bytes, op->nccl_rank, (uint64_t)op->nccl_nranks, &l);
 		break;
 	case EBB_OP_GRAPH:
 		ebb_trace_write_graph(now, op->seq, stream, (uintptr_t)op->graph);

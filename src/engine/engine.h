@@ -72,6 +72,9 @@ struct ebb_op {
 	uint8_t sync;		/* the host waits for it (synchronous copy) */
 	uint16_t nccl_op;	/* EBB_OP_NCCL: enum ebb_nccl_op */
 	int nccl_peer;		/* EBB_OP_NCCL: peer or root, -1 for none */
+	int nccl_rank;		/* EBB_OP_NCCL: the caller's rank in the communicator, -1
+				 * where NCCL does not say */
+	int nccl_nranks;	/* EBB_OP_NCCL: the communicator's ranks, 0 where unknown */
 	size_t bytes;		/* copy, memset and NCCL sizes */
 	/* EBB_OP_COPY: the address of each side, 0 where it is known to be
 	 * host memory or an array (resolved before ptr[]); copy_sides: both

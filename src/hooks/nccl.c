@@ -30,6 +30,8 @@ enum nccl_id {
 #include "syms.def"
 	NCCL_ID_CommRegister,
 	NCCL_ID_CommDeregister,
+	NCCL_ID_CommUserRank,	/* not interposed: asked for the N records' rank */
+	NCCL_ID_CommCount,
 	NCCL_COUNT
 };
 
@@ -38,6 +40,8 @@ static const char *const nccl_names[NCCL_COUNT] = {
 #include "syms.def"
 	"ncclCommRegister",
 	"ncclCommDeregister",
+	"ncclCommUserRank",
+	"ncclCommCount",
 };
 
 static void *nccl_real[NCCL_COUNT];
@@ -98,6 +102,57 @@ real_of(int id)
 	return p;
 }
 
+/* Communicators whose rank and size were asked, so that each is asked once. */
+#define COMM_MAX 64
+static struct {
+	pthread_mutex_t lock;
+	struct {
+		ncclComm_t comm;
+		int rank, nranks;
+	} c[COMM_MAX];
+	int n;			/* entries used, the oldest replaced when full */
+	int next;		/* the entry replaced next */
+} comms = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/*
+ * The caller's rank in comm and its size, as NCCL says (ncclCommUserRank,
+ * ncclCommCount), for the N records that mark pipeline stages: -1 and 0
+ * where NCCL does not say. The answer is kept by the communicator's
+ * address: one destroyed and another made at its address would be named
+ * by the first's (jobs make their communicators once, at start).
+ */
+static void
+comm_rank(ncclComm_t comm, int *rank, int *nranks)
+{
+	*rank = -1;
+	*nranks = 0;
+	pthread_mutex_lock(&comms.lock);
+	for (int i = 0; i < comms.n; i++)
+		if (comms.c[i].comm == comm) {
+			*rank = comms.c[i].rank;
+			*nranks = comms.c[i].nranks;
+			pthread_mutex_unlock(&comms.lock);
+			return;
+		}
+	pthread_mutex_unlock(&comms.lock);
+	ncclResult_t (*user_rank)(const ncclComm_t, int *) =
+	    (ncclResult_t (*)(const ncclComm_t, int *))find_real(NCCL_ID_CommUserRank);
+	ncclResult_t (*count)(const ncclComm_t, int *) =
+	    (ncclResult_t (*)(const ncclComm_t, int *))find_real(NCCL_ID_CommCount);
+	int r = -1, n = 0;
+	if (user_rank == NULL || count == NULL || user_rank(comm, &r) != ncclSuccess ||
+	    count(comm, &n) != ncclSuccess || r < 0 || n <= r)
+		return;
+	*rank = r;
+	*nranks = n;
+	pthread_mutex_lock(&comms.lock);
+	int at = comms.n < COMM_MAX ? comms.n++ : comms.next++ % COMM_MAX;
+	comms.c[at].comm = comm;
+	comms.c[at].rank = r;
+	comms.c[at].nranks = n;
+	pthread_mutex_unlock(&comms.lock);
+}
+
 #define EBB_NCCL(name, opkind, params, args, send, recv, count, type, peer) \
 	EBB_EXPORT ncclResult_t						\
 	name params							\
@@ -112,6 +167,7 @@ real_of(int id)
 			.bytes = (count) * type_size(type) };		\
 		ebb_op_addr(&op_, (CUdeviceptr)(uintptr_t)(send));	\
 		ebb_op_addr(&op_, (CUdeviceptr)(uintptr_t)(recv));	\
+		comm_rank(comm, &op_.nccl_rank, &op_.nccl_nranks);	\
 		ncclResult_t r_ = ebb_engine_op_begin(&op_) == CUDA_SUCCESS ? \
 		    real_ args : ncclUnhandledCudaError;		\
 		ebb_engine_op_end(&op_, (int)r_);			\
