@@ -5,5 +5,5 @@ policy_libpolicy_la_SOURCES = policy/iter.c policy/iter.h policy/record.c policy
 	policy/plan.h policy/plan_internal.h \
 	policy/prof.c policy/sim.c policy/search.c policy/floor.c policy/waits.c \
 	policy/replay.c policy/replay.h policy/recompute.c policy/recompute.h \
-	policy/rctree.c policy/rctree.h
+	policy/rctree.c policy/rctree.h policy/phase.c policy/phase.h
 policy_libpolicy_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden

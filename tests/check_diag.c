@@ -83,21 +83,6 @@ write_trace(const char *extra)
 	return path;
 }
 
-/* Run the ebb command with args (NULL-terminated, at most 14). */
-static void
-ebb(struct run_result *r, const char *const *args)
-{
-	char *argv[16] = { (char *)build_path("utils/ebb") };
-	int n = 1;
-
-	for (int i = 0; args[i]; i++) {
-		ck_assert_int_lt(n, 15);
-		argv[n++] = (char *)args[i];
-	}
-	argv[n] = NULL;
-	run_prog(argv, NULL, r);
-}
-
 /* The file at path parsed as JSON into *v; fails the test where it is not
  * JSON. */
 static void
@@ -230,7 +215,7 @@ START_TEST(timeline_of_an_offload_trace)
 	struct jv doc;
 	size_t n;
 
-	ebb(&r, args);
+	ebb_cmd(&r, args);
 	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
 	ck_assert_ptr_nonnull(strstr(r.err, " events of "));
 	load_json(out, &doc);
@@ -308,7 +293,7 @@ START_TEST(timeline_window)
 	double v[16], ts = -1;
 	size_t n;
 
-	ebb(&r, iter);
+	ebb_cmd(&r, iter);
 	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
 	load_json(out, &doc);
 	const struct jv *ev = check_rules(&doc);
@@ -330,7 +315,7 @@ START_TEST(timeline_window)
 	ck_assert_double_eq_tol(v[0], 1, 1e-4);
 	json_free(&doc);
 	run_free(&r);
-	ebb(&r, win);
+	ebb_cmd(&r, win);
 	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
 	load_json(out, &doc);
 	ev = check_rules(&doc);
@@ -355,24 +340,24 @@ START_TEST(timeline_errors)
 	const char *badwin[] = { "timeline", trace, "-o", out, "--window", "5,2", NULL };
 	struct run_result r;
 
-	ebb(&r, noiter);
+	ebb_cmd(&r, noiter);
 	ck_assert_int_eq(r.status, 1);
 	ck_assert_ptr_nonnull(strstr(r.err, "has no iteration 9"));
 	run_free(&r);
-	ebb(&r, nodir);
+	ebb_cmd(&r, nodir);
 	ck_assert_int_eq(r.status, 2);
 	ck_assert_ptr_nonnull(strstr(r.err, "cannot write /nonexistent/dir/x.json"));
 	run_free(&r);
-	ebb(&r, malformed);
+	ebb_cmd(&r, malformed);
 	ck_assert_int_eq(r.status, 1);
 	ck_assert_msg(strstr(r.err, "is not a number") != NULL && strstr(r.err, bad) != NULL,
 	    "%s", r.err);
 	run_free(&r);
-	ebb(&r, noout);
+	ebb_cmd(&r, noout);
 	ck_assert_int_eq(r.status, 2);
 	ck_assert_ptr_nonnull(strstr(r.err, "usage: ebb timeline"));
 	run_free(&r);
-	ebb(&r, badwin);
+	ebb_cmd(&r, badwin);
 	ck_assert_int_eq(r.status, 2);
 	ck_assert_ptr_nonnull(strstr(r.err, "--window '5,2'"));
 	run_free(&r);
@@ -437,7 +422,7 @@ START_TEST(plan_pictures)
 	struct xel root;
 	const struct xel *e;
 
-	ebb(&r, args);
+	ebb_cmd(&r, args);
 	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
 	load_svg(svg, &root);
 	e = xml_by_id(&root, "moves");
@@ -482,15 +467,15 @@ START_TEST(plan_picture_errors)
 	const char *nodir[] = { "plan", trace, "-t", "1G", "--svg", "/nonexistent/d/x.svg", NULL };
 	struct run_result r;
 
-	ebb(&r, nosvg);
+	ebb_cmd(&r, nosvg);
 	ck_assert_int_eq(r.status, 2);
 	ck_assert_ptr_nonnull(strstr(r.err, "give it with --svg FILE"));
 	run_free(&r);
-	ebb(&r, badmark);
+	ebb_cmd(&r, badmark);
 	ck_assert_int_eq(r.status, 2);
 	ck_assert_ptr_nonnull(strstr(r.err, "--mark 'a=1G' is not LABEL=SIZE,RATIO"));
 	run_free(&r);
-	ebb(&r, nodir);
+	ebb_cmd(&r, nodir);
 	ck_assert_int_eq(r.status, 1);
 	ck_assert_ptr_nonnull(strstr(r.err, "cannot write /nonexistent/d/x.svg"));
 	run_free(&r);
@@ -547,7 +532,7 @@ START_TEST(pictures_of_a_run)
 	snprintf(want, sizeof want, " s measured (the plan's last %llu), ",
 	    (unsigned long long)summary(&t, "run-iterations"));
 	ck_assert_msg(strstr(w.err, want) != NULL, "no '%s' in:\n%s", want, w.err);
-	ebb(&r, tl);
+	ebb_cmd(&r, tl);
 	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
 	load_json(out, &doc);
 	const struct jv *ev = check_rules(&doc);
@@ -565,7 +550,7 @@ START_TEST(pictures_of_a_run)
 	ck_assert_msg(most * GIB <= (double)summary(&t, "held-peak-bytes") + 1, "held %g GiB", most);
 	json_free(&doc);
 	run_free(&r);
-	ebb(&r, pl);
+	ebb_cmd(&r, pl);
 	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
 	const char *row = strstr(r.out, "\n with recompute ");
 	ck_assert_ptr_nonnull(row);

@@ -137,6 +137,20 @@ run_ebb(char *const argv[], const char *const *env, const char *trace, struct ru
 }
 
 void
+ebb_cmd(struct run_result *r, const char *const *args)
+{
+	char *argv[16] = { (char *)build_path("utils/ebb") };
+	int n = 1;
+
+	for (int i = 0; args[i]; i++) {
+		ck_assert_int_lt(n, 15);
+		argv[n++] = (char *)args[i];
+	}
+	argv[n] = NULL;
+	run_prog(argv, NULL, r);
+}
+
+void
 expect_ok(const struct run_result *r)
 {
 	ck_assert_msg(r->status == 0 && strstr(r->out, "ok") != NULL,

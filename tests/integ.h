@@ -55,6 +55,10 @@ void run_ebb(char *const argv[], const char *const *env, const char *trace, stru
 /* The workload exited 0 and printed "ok" (else the test fails, showing its output). */
 void expect_ok(const struct run_result *r);
 
+/* Run the ebb command (utils/ebb of the build) with args (NULL-terminated,
+ * at most 14) into r. */
+void ebb_cmd(struct run_result *r, const char *const *args);
+
 /* The workload's line of the fake driver's statistics: cuMemFree calls and peak bytes. */
 void driver_line(const char *out, unsigned long long *frees, unsigned long long *peak);
 

@@ -8,7 +8,7 @@ tests_libtestutil_la_LDFLAGS = -rpath $(abs_builddir)/tests -static
 TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TEST_LIBS = tests/libtestutil.la $(CHECK_LIBS)
 
-UNIT_TESTS = tests/check_conf tests/check_buftab tests/check_iter tests/check_trace \
+UNIT_TESTS = tests/check_conf tests/check_buftab tests/check_iter tests/check_phase tests/check_trace \
 	tests/check_cupti_match tests/check_kparam tests/check_exports tests/check_plan \
 	tests/check_lrec tests/check_replay tests/check_recompute tests/check_hashreg
 check_PROGRAMS += $(UNIT_TESTS)
@@ -62,6 +62,10 @@ tests_check_recompute_SOURCES = tests/check_recompute.c
 tests_check_recompute_CFLAGS = $(TEST_CFLAGS)
 tests_check_recompute_LDADD = src/libebbcommon.la policy/libpolicy.la $(TEST_LIBS) $(PTHREAD_LIBS)
 
+tests_check_phase_SOURCES = tests/check_phase.c
+tests_check_phase_CFLAGS = $(TEST_CFLAGS)
+tests_check_phase_LDADD = policy/libpolicy.la $(TEST_LIBS)
+
 tests_check_iter_SOURCES = tests/check_iter.c
 tests_check_iter_CFLAGS = $(TEST_CFLAGS)
 tests_check_iter_LDADD = policy/libpolicy.la $(TEST_LIBS)
@@ -105,6 +109,15 @@ tests_check_diag_SOURCES = tests/check_diag.c tests/docparse.c tests/docparse.h 
 tests_check_diag_CFLAGS = $(TEST_CFLAGS)
 tests_check_diag_LDADD = src/libebbcommon.la $(TEST_LIBS) -lm
 EXTRA_tests_check_diag_DEPENDENCIES = utils/ebb src/libebb.la tests/progs/workload
+
+# Pipeline stage markers and phases: the workload's stage on one rank under
+# libebb.so, read by ebb report and ebb plan.
+check_PROGRAMS += tests/check_pipeline
+TESTS += tests/check_pipeline
+tests_check_pipeline_SOURCES = tests/check_pipeline.c tests/integ.c tests/integ.h
+tests_check_pipeline_CFLAGS = $(TEST_CFLAGS)
+tests_check_pipeline_LDADD = src/libebbcommon.la $(TEST_LIBS)
+EXTRA_tests_check_pipeline_DEPENDENCIES = utils/ebb src/libebb.la tests/progs/workload
 
 # A library preloaded beside libebb.so that wraps dlopen (check_integration).
 check_LTLIBRARIES += tests/progs/libwrapdlopen.la

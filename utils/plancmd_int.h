@@ -225,6 +225,20 @@ int planprint_targets(struct plancmd *g, const struct ebb_plan_opts *o, FILE *ou
 void planprint_moves(FILE *out, const struct plancmd_build *b, const struct plan *pl, uint64_t s0,
     uint64_t target);
 
+/* ---- planphase.c ---- */
+
+/* Phases listed one a line at most; more are summed up. */
+#define PLANPHASE_LISTED 64
+
+/* Whether trace record r is a pipeline stage marker: an N record of a send
+ * or receive to the stage beside the caller's rank (phase_marker); *send
+ * is set for a send. */
+int planphase_marker(const struct ebb_trace_rec *r, int *send);
+
+/* The pipeline phases of g's iteration (policy/phase.h), from its stage
+ * markers, printed on out. Returns 0, or -1 (said on g->s.err). */
+int planphase_print(struct plancmd *g, FILE *out);
+
 /* ---- plansvg.c ---- */
 
 /* The memory p holds at each operation (out[0 .. p->nops)) under plan pl

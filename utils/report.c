@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "phase.h"
+#include "plancmd_int.h"
 #include "report.h"
 #include "trace_read.h"
 
@@ -69,6 +71,8 @@ ebb_report(const char *path, FILE *out, FILE *err)
 	uint64_t unresolved = 0, nobuf = 0, refs = 0, lost = 0;
 	const struct ebb_trace_rec *r = &rd.rec;
 	struct live live = { 0 };
+	struct phase_cut cut = { 0 };
+	uint64_t markers = 0, cuts = 0;
 	char why[EBB_TRACE_ERRLEN];
 	int rc;
 
@@ -76,6 +80,11 @@ ebb_report(const char *path, FILE *out, FILE *err)
 		records++;
 		count[(unsigned char)r->type & 127]++;
 		uint64_t id, size, n;
+		if (strchr("LCMNRY", r->type) != NULL) {
+			int send, marker = planphase_marker(r, &send);
+			markers += marker;
+			cuts += markers > 0 && phase_cut_next(&cut, marker, send);
+		}
 		switch (r->type) {
 		case 'A':
 			if (ebb_trace_u64(r, 1, &id) == 0 && ebb_trace_u64(r, 3, &size) == 0)
@@ -114,6 +123,8 @@ ebb_report(const char *path, FILE *out, FILE *err)
 		fprintf(out, "copies: %llu\n", (unsigned long long)count['C']);
 		fprintf(out, "memsets: %llu\n", (unsigned long long)count['M']);
 		fprintf(out, "nccl-calls: %llu\n", (unsigned long long)count['N']);
+		fprintf(out, "stage-markers: %llu\n", (unsigned long long)markers);
+		fprintf(out, "stage-phases: %llu\n", (unsigned long long)cuts);
 		fprintf(out, "graph-launches: %llu\n", (unsigned long long)count['R']);
 		fprintf(out, "allocations: %llu\n", (unsigned long long)count['A']);
 		fprintf(out, "frees: %llu\n", (unsigned long long)(count['F'] - lost));

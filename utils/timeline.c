@@ -15,7 +15,8 @@
  *           offloaded buffers, by the records.
  *
  * Iteration starts (I) and departures (D) are marks across all tracks, at
- * the time of the operation they name. Times are microseconds of the
+ * the time of the operation they name; an NCCL call that marks a pipeline
+ * stage's boundary says so in its name. Times are microseconds of the
  * trace's clock (ts 0: libebb.so loaded).
  *
  * Two passes: the first keeps the kernel names, the operations' times, the
@@ -507,7 +508,12 @@ op_record(struct tl *t, uint64_t ns, uint64_t seq)
 		break;
 	case 'C': snprintf(name, sizeof name, "copy %s %s bytes", r->field[5], r->field[3]); break;
 	case 'M': snprintf(name, sizeof name, "memset %s bytes", r->field[3]); break;
-	case 'N': snprintf(name, sizeof name, "nccl %s peer %s", r->field[3], r->field[4]); break;
+	case 'N': {
+		int send;
+		snprintf(name, sizeof name, "nccl %s peer %s%s", r->field[3], r->field[4],
+		    planphase_marker(r, &send) ? " (stage marker)" : "");
+		break;
+	}
 	case 'R': snprintf(name, sizeof name, "graph launch %s", r->field[3]); break;
 	default: {	/* Y: the wait, to the next operation */
 		uint64_t end = op_time(t, seq + 1);

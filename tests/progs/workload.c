@@ -11,7 +11,7 @@
  *
  * Scenarios: basic, loop N, threads N, fork, fork-exit, churn N, vmm, pool N,
  * query, capture, capture-limit (a graph's pool allocated while capturing),
- * nccl, unresolved,
+ * nccl, pipeline N (a pipeline stage's micro-batches on one rank), unresolved,
  * offload N (random buffers, streams and operations, every result checked;
  * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
  * sizes (memory freed in one size makes room for a buffer of another),
@@ -1812,6 +1812,94 @@ scenario_nccl(void)
 		pthread_join(t[r], NULL);
 	return 0;
 }
+
+/*
+ * A pipeline's stage on one rank (a communicator of one, as a single-GPU
+ * job makes): M micro-batches a step in 1F1B order (F0 B0 F1 B1 ...), or
+ * GPipe's with WORKLOAD_SCHEDULE=gpipe (every forward, then the backwards
+ * from the last). Each phase opens with the send and receive a stage makes
+ * to the stages beside it, here to itself in one group: the forward
+ * receives its input, the backward its gradient. A forward makes L
+ * activations, each from a weight and the input; its backward reads them
+ * in reverse and frees them. One sync a step; prints a checksum of every
+ * value read back, the same with and without ebb.
+ */
+static int
+scenario_pipeline(int iters)
+{
+	enum { M = 4, L = 6 };
+	const size_t asz = 4u << 20, wsz = 1u << 20;
+	int gpipe = getenv("WORKLOAD_SCHEDULE") != NULL &&
+	    strcmp(getenv("WORKLOAD_SCHEDULE"), "gpipe") == 0;
+	void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+	ncclComm_t comm;
+	CUstream s;
+	CUdeviceptr w, x, tok_out, tok_in, res, act[M][L];
+	uint32_t got[M * L];
+	uint64_t sum = 0xcbf29ce484222325ULL;
+
+	if (lib == NULL)
+		FAIL("dlopen libnccl.so.2: %s", dlerror());
+	*(void **)&nc.CommInitAll = dlsym(RTLD_DEFAULT, "ncclCommInitAll");
+	*(void **)&nc.Send = dlsym(RTLD_DEFAULT, "ncclSend");
+	*(void **)&nc.Recv = dlsym(RTLD_DEFAULT, "ncclRecv");
+	*(void **)&nc.GroupStart = dlsym(RTLD_DEFAULT, "ncclGroupStart");
+	*(void **)&nc.GroupEnd = dlsym(RTLD_DEFAULT, "ncclGroupEnd");
+	if (!nc.CommInitAll || !nc.Send || !nc.Recv || !nc.GroupStart || !nc.GroupEnd)
+		FAIL("NCCL symbols missing");
+	int dev = 0;
+	if (nc.CommInitAll(&comm, 1, &dev) != ncclSuccess)
+		FAIL("ncclCommInitAll");
+	CK(cu.StreamCreate(&s, 0));
+	CK(cu.MemAlloc(&w, wsz));
+	CK(cu.MemAlloc(&x, 4096));
+	CK(cu.MemAlloc(&tok_out, 4096));
+	CK(cu.MemAlloc(&tok_in, 4096));
+	CK(cu.MemAlloc(&res, sizeof got));
+	fill_bytes(w, 0x3f800000u, wsz, s);
+	for (int it = 0; it < iters; it++) {
+		for (int k = 0; k < 2 * M; k++) {
+			/* step k: 1F1B's F0 B0 F1 B1 ..., or GPipe's F0 .. F3 B3 .. B0 */
+			int fwd = gpipe ? k < M : k % 2 == 0;
+			int mb = gpipe ? (fwd ? k : 2 * M - 1 - k) : k / 2;
+			launch_fill(tok_out, (uint32_t)(it * 100 + k), 1024, s);
+			if (nc.GroupStart() != ncclSuccess ||
+			    nc.Send((void *)tok_out, 1024, ncclUint32, 0, comm, s) != ncclSuccess ||
+			    nc.Recv((void *)tok_in, 1024, ncclUint32, 0, comm, s) != ncclSuccess ||
+			    nc.GroupEnd() != ncclSuccess)
+				FAIL("the stage's send and receive");
+			if (fwd) {
+				launch_copy(x, tok_in, 4096, s);
+				for (int l = 0; l < L; l++) {
+					CK(cu.MemAllocAsync(&act[mb][l], asz, s));
+					launch_copy(act[mb][l], w, 4096, s);
+					launch_copy(act[mb][l] + 4096, x, 4, s);
+					fill_bytes(act[mb][l] + 8192, (uint32_t)(it * 1000 + mb * 10 + l),
+					    asz - 8192, s);
+					launch_sleep(300, s);
+				}
+				continue;
+			}
+			for (int l = L - 1; l >= 0; l--) {
+				launch_sleep(600, s);
+				launch_copy(res + (CUdeviceptr)(mb * L + l) * 4, act[mb][l] + asz - 4, 4, s);
+				CK(cu.MemFreeAsync(act[mb][l], s));
+			}
+		}
+		CK(cu.MemcpyDtoHAsync(got, res, sizeof got, s));
+		CK(cu.StreamSynchronize(s));
+		for (int mb = 0; mb < M; mb++)
+			for (int l = 0; l < L; l++) {
+				if (got[mb * L + l] != (uint32_t)(it * 1000 + mb * 10 + l))
+					FAIL("step %d micro-batch %d layer %d: got %u", it, mb, l,
+					    got[mb * L + l]);
+				sum = (sum ^ got[mb * L + l]) * 0x100000001b3ULL;
+			}
+	}
+	printf("checksum %016llx\n", (unsigned long long)sum);
+	print_driver_stats();
+	return 0;
+}
 #endif
 
 int
@@ -1884,6 +1972,8 @@ main(int argc, char **argv)
 #ifndef WORKLOAD_LINKED
 	else if (strcmp(what, "nccl") == 0)
 		r = scenario_nccl();
+	else if (strcmp(what, "pipeline") == 0)
+		r = scenario_pipeline(arg);
 #endif
 	else
 		FAIL("unknown scenario %s", what);

@@ -1,0 +1,301 @@
+/*
+ * phase.c: the pipeline phases of one iteration (phase.h).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "phase.h"
+
+/* phase_cut_next (phase.h) */
+int
+phase_cut_next(struct phase_cut *c, int marker, int send)
+{
+	int starts = !c->started;
+
+	c->started = 1;
+	if (marker) {
+		if (!c->in_run) {	/* a run begins: a phase with it, unless it proves sends only */
+			c->in_run = 1;
+			c->run_sends_only = send;
+			return starts || !send;
+		}
+		/* in a run: a receive after sends only starts the phase here */
+		if (c->run_sends_only && !send) {
+			c->run_sends_only = 0;
+			return 1;
+		}
+		return starts;
+	}
+	/* the first operation after a run of sends alone starts the next phase */
+	int after_sends = c->in_run && c->run_sends_only;
+	c->in_run = 0;
+	return starts || after_sends;
+}
+
+/* phase_marker (phase.h) */
+int
+phase_marker(int rank, int nranks, int peer)
+{
+	if (rank < 0 || nranks < 1 || peer < 0 || peer >= nranks)
+		return 0;
+	if (nranks == 1)	/* a pipeline of one stage: its own beside it */
+		return 1;
+	return peer != rank &&
+	    (peer == (rank + 1) % nranks || peer == (rank + nranks - 1) % nranks);
+}
+
+/* The phase of operation op: the last start at or before it. */
+static uint32_t
+phase_of(const uint32_t *start, uint32_t n, uint32_t op)
+{
+	uint32_t lo = 0, hi = n;
+
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (start[mid] <= op)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* A forward's bytes used by a backward (the pairing's tally). */
+struct tally {
+	uint32_t b, f;
+	uint64_t bytes;
+};
+
+static int
+cmp_tally(const void *x, const void *y)
+{
+	const struct tally *a = x, *b = y;
+
+	if (a->b != b->b)
+		return a->b < b->b ? -1 : 1;
+	return a->f < b->f ? -1 : a->f > b->f;
+}
+
+/* The bytes each phase makes that outlive it, and frees that it did not make. */
+static void
+made_and_freed(const struct prof *p, const uint32_t *start, uint32_t n, struct phase *ph)
+{
+	for (uint32_t k = 0; k < p->nbufs; k++) {
+		const struct prof_buf *b = &p->buf[k];
+		uint32_t pa = b->alloc == PROF_NONE ? UINT32_MAX : phase_of(start, n, b->alloc);
+		uint32_t pf = b->free == PROF_NONE ? UINT32_MAX : phase_of(start, n, b->free);
+		if (pa != UINT32_MAX && pa != pf)
+			ph[pa].made += b->size;
+		if (pf != UINT32_MAX && pa != pf)
+			ph[pf].freed += b->size;
+	}
+}
+
+/* Each backward's forward: the forward whose buffers it uses weigh the most.
+ * Returns 0, or -1 when out of memory. */
+static int
+pair(const struct prof *p, const uint32_t *start, struct phase_set *s)
+{
+	size_t nt = 0, cap = 0;
+	struct tally *t = NULL;
+
+	for (uint32_t k = 0; k < p->nbufs; k++) {
+		const struct prof_buf *b = &p->buf[k];
+		if (b->alloc == PROF_NONE)
+			continue;
+		uint32_t f = phase_of(start, s->n, b->alloc), last = UINT32_MAX;
+		if (s->ph[f].kind != PHASE_FORWARD)
+			continue;
+		for (uint32_t u = 0; u < b->nuse; u++) {
+			uint32_t bp = phase_of(start, s->n, b->use[u]);
+			if (bp == last || s->ph[bp].kind != PHASE_BACKWARD)
+				continue;
+			last = bp;	/* uses increase: one tally a buffer and backward */
+			if (nt == cap) {
+				cap = cap ? cap * 2 : 256;
+				struct tally *nt_ = realloc(t, cap * sizeof *t);
+				if (nt_ == NULL) {
+					free(t);
+					return -1;
+				}
+				t = nt_;
+			}
+			t[nt++] = (struct tally){ bp, f, b->size };
+		}
+	}
+	qsort(t, nt, sizeof *t, cmp_tally);
+	for (size_t i = 0; i < nt;) {
+		size_t j = i;
+		uint64_t sum = 0;
+		while (j < nt && t[j].b == t[i].b && t[j].f == t[i].f)
+			sum += t[j++].bytes;
+		struct phase *bw = &s->ph[t[i].b];
+		if (sum > bw->paired) {
+			bw->paired = sum;
+			bw->forward = (int32_t)t[i].f;
+		}
+		i = j;
+	}
+	free(t);
+	return 0;
+}
+
+/* The bytes alive at each operation (a buffer from its allocation to its
+ * free, both included), into live[0 .. nops), and after each (less those
+ * freed at it), into after[0 .. nops). */
+static void
+live_bytes(const struct prof *p, int64_t *live, int64_t *after)
+{
+	uint32_t n = p->nops;
+
+	memset(live, 0, n * sizeof *live);
+	memset(after, 0, n * sizeof *after);
+	for (uint32_t k = 0; k < p->nbufs; k++) {
+		const struct prof_buf *b = &p->buf[k];
+		uint32_t a = b->alloc == PROF_NONE ? 0 : b->alloc;
+		uint32_t f = b->free == PROF_NONE ? n - 1 : b->free;
+		if (a > f || a >= n)
+			continue;
+		live[a] += (int64_t)b->size;
+		after[a] += (int64_t)b->size;
+		if (f + 1 < n)
+			live[f + 1] -= (int64_t)b->size;
+		if (b->free != PROF_NONE)
+			after[f] -= (int64_t)b->size;
+	}
+	for (uint32_t i = 1; i < n; i++) {
+		live[i] += live[i - 1];
+		after[i] += after[i - 1];
+	}
+}
+
+/*
+ * The cut within a phase [a, b] that no marker shows: where the bytes alive
+ * rise and then fall by thr or more each, after the highest operation (a
+ * forward followed at once by its backward, as on the last stage); where
+ * the bytes alive after each operation fall and then rise so, after the
+ * lowest (a backward followed by a forward, as on the first stage: its last
+ * frees are done there, and the forward's first allocation is the next
+ * operation's). Returns the first operation of the second part, or 0 for
+ * none.
+ */
+static uint32_t
+inner_cut(const int64_t *live, const int64_t *after, uint32_t a, uint32_t b, int64_t thr)
+{
+	uint32_t hi = a, lo = a;
+
+	for (uint32_t i = a; i <= b; i++) {
+		hi = live[i] > live[hi] ? i : hi;
+		lo = after[i] < after[lo] ? i : lo;
+	}
+	if (hi < b && live[hi] - live[a] >= thr && live[hi] - live[b] >= thr)
+		return hi + 1;
+	if (lo < b && live[a] - after[lo] >= thr && after[b] - after[lo] >= thr)
+		return lo + 1;
+	return 0;
+}
+
+/*
+ * The starts of the phases: those given, and each inner cut (inner_cut)
+ * with a threshold of PHASE_MIN_SHARE of the largest swing of the bytes
+ * alive within a phase. Returns the count into *out (malloc'd), or -1.
+ */
+static int64_t
+refine(const struct prof *p, const uint32_t *start, uint32_t n, uint32_t **out)
+{
+	int64_t *live = malloc(p->nops * sizeof *live), *after = malloc(p->nops * sizeof *after);
+	uint32_t *s = malloc(2 * (size_t)n * sizeof *s);
+	int64_t swing = 0, m = 0;
+
+	if (live == NULL || after == NULL || s == NULL) {
+		free(live);
+		free(after);
+		free(s);
+		return -1;
+	}
+	live_bytes(p, live, after);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t a = start[i], b = i + 1 < n ? start[i + 1] - 1 : p->nops - 1;
+		int64_t hi = live[a], lo = live[a];
+		for (uint32_t k = a; k <= b; k++) {
+			hi = live[k] > hi ? live[k] : hi;
+			lo = live[k] < lo ? live[k] : lo;
+		}
+		swing = hi - lo > swing ? hi - lo : swing;
+	}
+	int64_t thr = (int64_t)(PHASE_MIN_SHARE * (double)swing);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t a = start[i], b = i + 1 < n ? start[i + 1] - 1 : p->nops - 1;
+		s[m++] = a;
+		uint32_t c = thr > 0 ? inner_cut(live, after, a, b, thr) : 0;
+		if (c != 0)
+			s[m++] = c;
+	}
+	free(live);
+	free(after);
+	*out = s;
+	return m;
+}
+
+/* phase_split (phase.h) */
+int
+phase_split(const struct prof *p, const uint32_t *given, uint32_t ngiven, struct phase_set *out)
+{
+	memset(out, 0, sizeof *out);
+	if (ngiven == 0 || given[0] != 0 || p->nops == 0)
+		return -1;
+	for (uint32_t i = 1; i < ngiven; i++)
+		if (given[i] <= given[i - 1] || given[i] >= p->nops)
+			return -1;
+	uint32_t *start;
+	int64_t nstart = refine(p, given, ngiven, &start);
+	if (nstart < 0)
+		return -1;
+	uint32_t n = nstart > PHASE_MAX ? PHASE_MAX : (uint32_t)nstart;
+	out->ph = calloc(n, sizeof *out->ph);
+	if (out->ph == NULL) {
+		free(start);
+		return -1;
+	}
+	out->n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		out->ph[i].first = start[i];
+		out->ph[i].last = i + 1 < n ? start[i + 1] - 1 : p->nops - 1;
+		out->ph[i].forward = -1;
+	}
+	made_and_freed(p, start, n, out->ph);
+	uint64_t biggest = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t m = out->ph[i].made > out->ph[i].freed ? out->ph[i].made : out->ph[i].freed;
+		biggest = m > biggest ? m : biggest;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct phase *ph = &out->ph[i];
+		uint64_t m = ph->made > ph->freed ? ph->made : ph->freed;
+		if (m == 0 || (double)m < PHASE_MIN_SHARE * (double)biggest || ph->made == ph->freed)
+			ph->kind = PHASE_OTHER;
+		else
+			ph->kind = ph->made > ph->freed ? PHASE_FORWARD : PHASE_BACKWARD;
+		out->nforward += ph->kind == PHASE_FORWARD;
+		out->nbackward += ph->kind == PHASE_BACKWARD;
+	}
+	int rc = pair(p, start, out);
+	free(start);
+	if (rc < 0) {
+		phase_fini(out);
+		return -1;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		out->unpaired += out->ph[i].kind == PHASE_BACKWARD && out->ph[i].forward < 0;
+	return 0;
+}
+
+/* phase_fini (phase.h) */
+void
+phase_fini(struct phase_set *s)
+{
+	free(s->ph);
+	memset(s, 0, sizeof *s);
+}

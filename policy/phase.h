@@ -1,0 +1,100 @@
+/*
+ * phase.h: the pipeline phases of one iteration (pure: no CUDA, no I/O).
+ *
+ * In pipeline-parallel training a rank's NCCL sends and receives to the
+ * stages beside it (rank - 1 and rank + 1, modulo the ranks where the
+ * stages are interleaved) bound its micro-batches' phases: a receive from
+ * the previous stage opens a forward, a send to the next closes it, a
+ * receive from the next opens a backward, a send to the previous closes
+ * it. Nothing here trusts that reading, which differs by schedule (GPipe,
+ * 1F1B, interleaved virtual stages, zero-bubble splits) and is ambiguous
+ * with two ranks; the markers only cut the iteration, and the phases are
+ * learned from the buffers:
+ *
+ *  - Cuts. Each run of consecutive markers (one group: a send and a
+ *    receive issued together) starts a phase at its first operation, but a
+ *    run of sends alone closes the phase it ends, and the next starts after
+ *    it. The first phase starts at the iteration's first operation. Where
+ *    the bytes alive within a phase rise and then fall (or fall and then
+ *    rise) by PHASE_MIN_SHARE of the largest swing within a phase or more
+ *    each way, it is cut after its highest (lowest) operation: a forward
+ *    and the backward that follows it with no marker between, as on the
+ *    last stage (the first stage: a backward and the next forward).
+ *  - Kinds. A phase that makes more bytes of buffers that outlive it than
+ *    it frees of buffers made before it is a forward; the other way round,
+ *    a backward; one whose larger side is under PHASE_MIN_SHARE of the
+ *    largest phase's is neither (an optimizer step, a loss).
+ *  - Pairs. A backward uses the buffers of the forward it differentiates:
+ *    its forward is the one whose buffers, made in it and used in the
+ *    backward, weigh the most bytes.
+ *
+ * The same cuts come from any source of boundaries (struct phase_cut is
+ * fed one operation at a time), so the model also serves gradient
+ * accumulation on one rank, where there is no NCCL.
+ */
+#ifndef EBB_PHASE_H
+#define EBB_PHASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plan.h"
+
+/* A phase whose bytes made or freed are under this share of the largest
+ * phase's is neither a forward nor a backward. */
+#define PHASE_MIN_SHARE 0.05
+
+/* The phases one iteration holds at most (more are merged into the last). */
+#define PHASE_MAX 4096
+
+enum phase_kind { PHASE_OTHER, PHASE_FORWARD, PHASE_BACKWARD };
+
+struct phase {
+	uint32_t first, last;	/* its operations */
+	enum phase_kind kind;
+	int32_t forward;	/* a backward: its forward (an index of the set), else -1 */
+	uint64_t made;		/* bytes of buffers made in it that outlive it */
+	uint64_t freed;		/* bytes of buffers made before it, freed in it */
+	uint64_t paired;	/* a backward: bytes of its forward's buffers it uses */
+};
+
+struct phase_set {
+	struct phase *ph;
+	uint32_t n;
+	uint32_t nforward, nbackward;
+	uint32_t unpaired;	/* backwards that use no forward's buffers */
+};
+
+/*
+ * The cutting of a stream of operations into phases, fed one operation at
+ * a time (phase_cut_next). Zeroed, it is at the first operation.
+ */
+struct phase_cut {
+	int in_run;		/* the last operation was a marker */
+	int run_sends_only;	/* the run so far has sends only */
+	int started;		/* an operation has been fed */
+};
+
+/*
+ * Feed the next operation: marker is nonzero for a send or receive to a
+ * stage beside this one, send nonzero for a send. Returns 1 when a phase
+ * starts at this operation, 0 otherwise (the first operation starts one).
+ */
+int phase_cut_next(struct phase_cut *c, int marker, int send);
+
+/* Whether a send or receive from rank to peer, of nranks, is to a stage
+ * beside it (peer is rank - 1 or rank + 1, modulo nranks; with one rank,
+ * the rank itself: a pipeline of one stage, as a single-GPU job has). */
+int phase_marker(int rank, int nranks, int peer);
+
+/*
+ * The phases of profile p, cut at the operations given[0 .. n) (increasing,
+ * given[0] is 0) and within them (the inner cuts above; more than PHASE_MAX
+ * phases are merged into the last), into out (phase_fini frees it).
+ * Returns 0, or -1 when out of memory or given is not so (out empty).
+ */
+int phase_split(const struct prof *p, const uint32_t *given, uint32_t n, struct phase_set *out);
+
+void phase_fini(struct phase_set *s);
+
+#endif

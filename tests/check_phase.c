@@ -1,0 +1,328 @@
+/*
+ * check_phase.c: the pipeline phases of an iteration (policy/phase.c), on
+ * profiles of one stage of a pipeline made by the schedules themselves:
+ * GPipe, 1F1B, and 1F1B interleaved over 2 virtual stages, on the first,
+ * a middle and the last of 4 stages.
+ *
+ * A forward of micro-batch m on virtual stage c receives from the previous
+ * stage (not the first stage's first virtual stage), makes 3 activations
+ * of 8 MiB in 3 operations, and sends to the next (not the last stage's
+ * last virtual stage). Its backward receives a gradient of 4 MiB from the
+ * next (not on the last stage's last virtual stage), uses the activations
+ * in reverse and frees each, and sends to the previous. Weights live
+ * throughout; an optimizer step ends the iteration.
+ *
+ * Every forward and backward must come out a phase of its own, of its
+ * kind, and each backward's forward must be the forward of its micro-batch
+ * and virtual stage: learned from the buffers, whatever the schedule's
+ * order.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "phase.h"
+#include "plan.h"
+#include "testutil.h"
+
+#define P 4		/* stages */
+#define M 8		/* micro-batches */
+#define ACT (8u << 20)
+#define GRAD (4u << 20)
+
+struct step {
+	char kind;	/* 'F' or 'B' */
+	int mb, chunk;
+};
+
+/* A schedule of one stage: its steps in order. */
+struct sched {
+	struct step s[2 * M * 2];
+	int n;
+	int rank, chunks;
+};
+
+/* The operations and buffers of one stage's iteration, as they are made. */
+struct gen {
+	struct prof *p;		/* NULL: count the operations only */
+	uint32_t op;
+	int64_t weights;
+	int64_t act[M][2][3];
+	int64_t grad;
+	struct phase_cut cut;
+	uint32_t start[1024];
+	uint32_t nstart;
+	uint32_t step_first[2 * M * 2];	/* each step's first operation */
+};
+
+/* One operation: a marker (send or not) or a computation. */
+static uint32_t
+op(struct gen *g, int marker, int send)
+{
+	if (phase_cut_next(&g->cut, marker, send)) {
+		ck_assert_uint_lt(g->nstart, 1024);
+		g->start[g->nstart++] = g->op;
+	}
+	if (g->p != NULL)
+		ck_assert_int_eq(prof_use(g->p, (uint32_t)g->weights, g->op), 0);
+	return g->op++;
+}
+
+static int64_t
+add(struct gen *g, uint64_t size, uint32_t at)
+{
+	int64_t b = prof_add(g->p, size, 0, at, 1);
+
+	ck_assert_int_ge(b, 0);
+	ck_assert_int_eq(prof_use(g->p, (uint32_t)b, at), 0);
+	return b;
+}
+
+static void
+use(struct gen *g, int64_t b, uint32_t at)
+{
+	ck_assert_int_eq(prof_use(g->p, (uint32_t)b, at), 0);
+}
+
+/* The operations of one step. */
+static void
+step(struct gen *g, const struct sched *sc, const struct step *st, int k)
+{
+	int first = sc->rank == 0 && st->chunk == 0;
+	int last = sc->rank == P - 1 && st->chunk == sc->chunks - 1;
+
+	g->step_first[k] = g->op;
+	if (st->kind == 'F') {
+		if (!first)
+			op(g, 1, 0);
+		for (int j = 0; j < 3; j++) {
+			uint32_t o = op(g, 0, 0);
+			if (g->p != NULL)
+				g->act[st->mb][st->chunk][j] = add(g, ACT, o);
+		}
+		if (!last) {
+			uint32_t o = op(g, 1, 1);
+			if (g->p != NULL)
+				use(g, g->act[st->mb][st->chunk][2], o);
+		}
+		return;
+	}
+	uint32_t o = last ? op(g, 0, 0) : op(g, 1, 0);
+	if (g->p != NULL)
+		g->grad = add(g, GRAD, o);
+	for (int j = 2; j >= 0; j--) {
+		o = op(g, 0, 0);
+		if (g->p != NULL) {
+			use(g, g->act[st->mb][st->chunk][j], o);
+			prof_free(g->p, (uint32_t)g->act[st->mb][st->chunk][j], o);
+			use(g, g->grad, o);
+			if (j == 0)
+				prof_free(g->p, (uint32_t)g->grad, o);
+		}
+	}
+	if (!first)
+		op(g, 1, 1);
+}
+
+/* The profile of sc's iteration into p, with its marker cuts in g. */
+static void
+build(const struct sched *sc, struct prof *p, struct gen *g)
+{
+	memset(g, 0, sizeof *g);
+	for (int k = 0; k < sc->n; k++)		/* count */
+		step(g, sc, &sc->s[k], k);
+	uint32_t nops = g->op + 1;
+	memset(g, 0, sizeof *g);
+	ck_assert_int_eq(prof_init(p, nops), 0);
+	g->p = p;
+	g->weights = prof_add(p, 64u << 20, 0, PROF_NONE, 0);
+	for (int k = 0; k < sc->n; k++)
+		step(g, sc, &sc->s[k], k);
+	op(g, 0, 0);	/* the optimizer step */
+	ck_assert_uint_eq(g->op, nops);
+}
+
+static void
+push(struct sched *sc, char kind, int mb, int chunk)
+{
+	sc->s[sc->n++] = (struct step){ kind, mb, chunk };
+}
+
+/* GPipe: every forward, then every backward, the last micro-batch's first. */
+static void
+gpipe(struct sched *sc)
+{
+	for (int m = 0; m < M; m++)
+		push(sc, 'F', m, 0);
+	for (int m = M - 1; m >= 0; m--)
+		push(sc, 'B', m, 0);
+}
+
+/*
+ * 1F1B over chunks virtual stages: the forwards and the backwards in their
+ * orders (groups of P micro-batches, each virtual stage in turn; the
+ * backwards from the last virtual stage), warm-up forwards first, then one
+ * of each in turn, then the rest of the backwards.
+ */
+static void
+one_f_one_b(struct sched *sc)
+{
+	struct step f[M * 2], b[M * 2];
+	int nf = 0, nb = 0, v = sc->chunks;
+
+	for (int g0 = 0; g0 < M; g0 += P)
+		for (int c = 0; c < v; c++)
+			for (int m = g0; m < g0 + P && m < M; m++)
+				f[nf++] = (struct step){ 'F', m, c };
+	for (int g0 = 0; g0 < M; g0 += P)
+		for (int c = v - 1; c >= 0; c--)
+			for (int m = g0; m < g0 + P && m < M; m++)
+				b[nb++] = (struct step){ 'B', m, c };
+	int warm = v == 1 ? P - sc->rank - 1 : (P - sc->rank - 1) * 2 + (v - 1) * P;
+	warm = warm > nf ? nf : warm;
+	int i = 0, j = 0;
+	while (i < warm)
+		sc->s[sc->n++] = f[i++];
+	while (i < nf) {
+		sc->s[sc->n++] = f[i++];
+		sc->s[sc->n++] = b[j++];
+	}
+	while (j < nb)
+		sc->s[sc->n++] = b[j++];
+}
+
+/* Check the phases of sc's stage against its steps. */
+static void
+check_schedule(struct sched *sc)
+{
+	struct prof p;
+	struct gen g;
+	struct phase_set ps;
+
+	build(sc, &p, &g);
+	ck_assert_int_eq(phase_split(&p, g.start, g.nstart, &ps), 0);
+	int steps = sc->n;
+	ck_assert_uint_eq(ps.nforward, (uint32_t)steps / 2);
+	ck_assert_uint_eq(ps.nbackward, (uint32_t)steps / 2);
+	ck_assert_uint_eq(ps.unpaired, 0);
+	/* each step is a phase that starts at its first operation, or at the
+	 * marker that ends the one before it */
+	int phase_of_step[2 * M * 2];
+	for (int k = 0; k < steps; k++) {
+		phase_of_step[k] = -1;
+		for (uint32_t i = 0; i < ps.n; i++)
+			if (ps.ph[i].kind != PHASE_OTHER && ps.ph[i].first <= g.step_first[k] + 1 &&
+			    ps.ph[i].last >= g.step_first[k] + 1)
+				phase_of_step[k] = (int)i;
+		ck_assert_msg(phase_of_step[k] >= 0, "rank %d: step %d (%c%d.%d) in no phase",
+		    sc->rank, k, sc->s[k].kind, sc->s[k].mb, sc->s[k].chunk);
+		const struct phase *ph = &ps.ph[phase_of_step[k]];
+		ck_assert_int_eq(ph->kind, sc->s[k].kind == 'F' ? PHASE_FORWARD : PHASE_BACKWARD);
+		for (int k2 = 0; k2 < k; k2++)
+			ck_assert_int_ne(phase_of_step[k2], phase_of_step[k]);
+	}
+	for (int k = 0; k < steps; k++) {
+		if (sc->s[k].kind != 'B')
+			continue;
+		int fk = -1;
+		for (int k2 = 0; k2 < steps; k2++)
+			if (sc->s[k2].kind == 'F' && sc->s[k2].mb == sc->s[k].mb &&
+			    sc->s[k2].chunk == sc->s[k].chunk)
+				fk = k2;
+		ck_assert_int_ge(fk, 0);
+		ck_assert_msg(ps.ph[phase_of_step[k]].forward == phase_of_step[fk],
+		    "rank %d: B%d.%d paired with phase %d, not %d", sc->rank, sc->s[k].mb,
+		    sc->s[k].chunk, ps.ph[phase_of_step[k]].forward, phase_of_step[fk]);
+		ck_assert_msg(ps.ph[phase_of_step[k]].paired >= 3ull * ACT, "rank %d: B%d.%d uses %llu "
+		    "bytes of its forward's", sc->rank, sc->s[k].mb, sc->s[k].chunk,
+		    (unsigned long long)ps.ph[phase_of_step[k]].paired);
+	}
+	phase_fini(&ps);
+	prof_fini(&p);
+}
+
+START_TEST(gpipe_phases)
+{
+	for (int r = 0; r < P; r++) {
+		struct sched sc = { .rank = r, .chunks = 1 };
+		gpipe(&sc);
+		check_schedule(&sc);
+	}
+}
+END_TEST
+
+START_TEST(one_f_one_b_phases)
+{
+	for (int r = 0; r < P; r++) {
+		struct sched sc = { .rank = r, .chunks = 1 };
+		one_f_one_b(&sc);
+		check_schedule(&sc);
+	}
+}
+END_TEST
+
+START_TEST(interleaved_phases)
+{
+	for (int r = 0; r < P; r++) {
+		struct sched sc = { .rank = r, .chunks = 2 };
+		one_f_one_b(&sc);
+		check_schedule(&sc);
+	}
+}
+END_TEST
+
+/* The cuts: a run with a receive starts a phase at its first operation
+ * (or at the receive, after sends); a run of sends alone, after it. */
+START_TEST(cuts)
+{
+	/* ops: compute, send, compute, send+recv, compute, recv, compute, send, send, compute */
+	static const int marker[] = { 0, 1, 0, 1, 1, 0, 1, 0, 1, 1, 0 };
+	static const int send[] = { 0, 1, 0, 1, 0, 0, 0, 0, 1, 1, 0 };
+	static const int want[] = { 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 1 };
+	struct phase_cut c = { 0 };
+
+	for (size_t i = 0; i < sizeof marker / sizeof *marker; i++)
+		ck_assert_msg(phase_cut_next(&c, marker[i], send[i]) == want[i], "operation %zu", i);
+	ck_assert(phase_marker(1, 4, 0));
+	ck_assert(phase_marker(1, 4, 2));
+	ck_assert(!phase_marker(1, 4, 3));
+	ck_assert(phase_marker(3, 4, 0));	/* interleaved: the last stage's next is the first */
+	ck_assert(!phase_marker(-1, 4, 0));
+	ck_assert(phase_marker(0, 1, 0));	/* one stage: to itself */
+	ck_assert(!phase_marker(1, 4, 1));
+	ck_assert(!phase_marker(0, 1, 1));
+}
+END_TEST
+
+/* Starts that are not increasing from 0 are refused. */
+START_TEST(bad_starts)
+{
+	struct prof p;
+	struct phase_set ps;
+	static const uint32_t late[] = { 1, 2 }, back[] = { 0, 3, 2 }, past[] = { 0, 10 };
+
+	ck_assert_int_eq(prof_init(&p, 10), 0);
+	ck_assert_int_eq(phase_split(&p, late, 2, &ps), -1);
+	ck_assert_int_eq(phase_split(&p, back, 3, &ps), -1);
+	ck_assert_int_eq(phase_split(&p, past, 2, &ps), -1);
+	ck_assert_ptr_null(ps.ph);
+	prof_fini(&p);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("phase");
+	TCase *tc = tcase_create("phases");
+
+	add_test(tc, gpipe_phases);
+	add_test(tc, one_f_one_b_phases);
+	add_test(tc, interleaved_phases);
+	add_test(tc, cuts);
+	add_test(tc, bad_starts);
+	suite_add_tcase(s, tc);
+	return run_suite(s);
+}
