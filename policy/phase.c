@@ -287,8 +287,13 @@ phase_split(const struct prof *p, const uint32_t *given, uint32_t ngiven, struct
 		phase_fini(out);
 		return -1;
 	}
+	/* a phase that frees without using any forward's buffers (the frees at a
+	 * step's end of what backwards made) is no backward */
 	for (uint32_t i = 0; i < n; i++)
-		out->unpaired += out->ph[i].kind == PHASE_BACKWARD && out->ph[i].forward < 0;
+		if (out->ph[i].kind == PHASE_BACKWARD && out->ph[i].forward < 0) {
+			out->ph[i].kind = PHASE_OTHER;
+			out->nbackward--;
+		}
 	return 0;
 }
 

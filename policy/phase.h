@@ -26,7 +26,9 @@
  *    largest phase's is neither (an optimizer step, a loss).
  *  - Pairs. A backward uses the buffers of the forward it differentiates:
  *    its forward is the one whose buffers, made in it and used in the
- *    backward, weigh the most bytes.
+ *    backward, weigh the most bytes. A phase that frees more than it makes
+ *    but uses no forward's buffers (the frees at a step's end of what the
+ *    backwards made) is neither.
  *
  * The same cuts come from any source of boundaries (struct phase_cut is
  * fed one operation at a time), so the model also serves gradient
@@ -52,7 +54,7 @@ enum phase_kind { PHASE_OTHER, PHASE_FORWARD, PHASE_BACKWARD };
 struct phase {
 	uint32_t first, last;	/* its operations */
 	enum phase_kind kind;
-	int32_t forward;	/* a backward: its forward (an index of the set), else -1 */
+	int32_t forward;	/* a backward: its forward (an index of the set); else -1 */
 	uint64_t made;		/* bytes of buffers made in it that outlive it */
 	uint64_t freed;		/* bytes of buffers made before it, freed in it */
 	uint64_t paired;	/* a backward: bytes of its forward's buffers it uses */
@@ -62,7 +64,6 @@ struct phase_set {
 	struct phase *ph;
 	uint32_t n;
 	uint32_t nforward, nbackward;
-	uint32_t unpaired;	/* backwards that use no forward's buffers */
 };
 
 /*

@@ -206,7 +206,6 @@ check_schedule(struct sched *sc)
 	int steps = sc->n;
 	ck_assert_uint_eq(ps.nforward, (uint32_t)steps / 2);
 	ck_assert_uint_eq(ps.nbackward, (uint32_t)steps / 2);
-	ck_assert_uint_eq(ps.unpaired, 0);
 	/* each step is a phase that starts at its first operation, or at the
 	 * marker that ends the one before it */
 	int phase_of_step[2 * M * 2];

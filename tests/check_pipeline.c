@@ -1,22 +1,31 @@
 /*
  * check_pipeline.c: pipeline stage markers and phases (ebb-trace(5)'s N
- * records, policy/phase.c) on the fake driver and NCCL: the workload's
- * pipeline stage on one rank, whose phases each open with a send and a
- * receive to itself (a pipeline of one stage), in 1F1B and GPipe order, 4
- * micro-batches of 6 activations of 4 MiB a step.
+ * records, policy/phase.c) on the fake driver and NCCL.
  *
- * ebb report and ebb timeline count every send and receive as a marker;
- * ebb plan finds 4 forward and 4 backward phases, each backward paired
- * with its micro-batch's forward (1F1B: the one just before it; GPipe: in
+ * One rank: the workload's pipeline stage, whose phases each open with a
+ * send and a receive to itself (a pipeline of one stage), in 1F1B and
+ * GPipe order, 4 micro-batches of 6 activations of 4 MiB a step. ebb
+ * report and ebb timeline count every send and receive as a marker; ebb
+ * plan finds 4 forward and 4 backward phases, each backward paired with
+ * its micro-batch's forward (1F1B: the one just before it; GPipe: in
  * reverse); and under a limit 40% below the job's peak the stage computes
  * what it computes without ebb.
+ *
+ * Processes: the workload's stage, 4 of them, a pipeline whose NCCL
+ * communicator meets in shared memory (tests/fakecuda/README.md), in GPipe,
+ * 1F1B and interleaved (2 virtual stages a rank) order: phases found on
+ * every rank, results those without ebb, every stage under one limit 40%
+ * below stage 0's peak.
  */
 #include "config.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "integ.h"
 #include "testutil.h"
@@ -32,9 +41,9 @@ value_of(const char *out, const char *key)
 }
 
 /* The phase row i of ebb plan's table: its kind and the phase it pairs with
- * (-1: none). */
+ * (-1: none), and the MiB of that phase's buffers it uses (0: none). */
 static void
-phase_row(const char *out, int i, char kind[16], int *pair)
+phase_row_mib(const char *out, int i, char kind[16], int *pair, double *mib)
 {
 	const char *p = strstr(out, "uses the buffers of\n");
 	unsigned idx;
@@ -51,6 +60,16 @@ phase_row(const char *out, int i, char kind[16], int *pair)
 	const char *of = strstr(p, "phase ");
 	const char *eol = strchr(p, '\n');
 	*pair = of != NULL && of < eol ? atoi(of + 6) : -1;
+	const char *paren = *pair >= 0 ? strchr(of, '(') : NULL;
+	*mib = paren != NULL && paren < eol ? strtod(paren + 1, NULL) : 0;
+}
+
+static void
+phase_row(const char *out, int i, char kind[16], int *pair)
+{
+	double mib;
+
+	phase_row_mib(out, i, kind, pair, &mib);
 }
 
 /* The workload's stage under ebb in observe mode, its trace at path. */
@@ -101,7 +120,7 @@ check_phases(const char *schedule, const char *const kinds[8], const int want[8]
 	ebb_cmd(&r, plan);
 	ck_assert_msg(r.status == 0, "%s", r.err);
 	ck_assert_msg(strstr(r.out, "pipeline phases: 9 from 16 stage markers: 4 forward, 4 "
-	    "backward (0 of them paired with no forward), 1 other\n") != NULL, "%s", r.out);
+	    "backward, 1 other\n") != NULL, "%s", r.out);
 	phase_row(r.out, 0, kind, &pair);
 	ck_assert_str_eq(kind, "other");	/* the step's first fill, before any marker */
 	for (int i = 1; i <= 8; i++) {
@@ -172,6 +191,199 @@ START_TEST(gpipe_under_a_limit)
 }
 END_TEST
 
+/* ---- a pipeline of processes ---- */
+
+#define RANKS 4
+
+/* The workload's stage r of a pipeline of RANKS processes, started with
+ * the fake driver and libebb.so preloaded, its output in out. Returns its
+ * process id. */
+static pid_t
+start_stage(int r, const char *schedule, const char *id, const char *mode, const char *limit,
+    const char *trace, const char *out)
+{
+	char v[8][4200];
+	char *argv[] = { workload_path(0), "stage", "6", NULL };
+	char *env[12];
+	int n = 0;
+
+	snprintf(v[0], sizeof v[0], "LD_PRELOAD=%s", getenv("EBBTEST_LIBEBB"));
+	snprintf(v[1], sizeof v[1], "LD_LIBRARY_PATH=%s", getenv("EBBTEST_FAKECUDA"));
+	snprintf(v[2], sizeof v[2], "EBB_TRACE=%s", trace != NULL ? trace : "");
+	snprintf(v[3], sizeof v[3], "EBB_MODE=%s", mode);
+	snprintf(v[4], sizeof v[4], "WORKLOAD_RANK=%d", r);
+	snprintf(v[5], sizeof v[5], "WORKLOAD_SCHEDULE=%s", schedule);
+	snprintf(v[6], sizeof v[6], "WORKLOAD_NCCL_ID=%s", id);
+	snprintf(v[7], sizeof v[7], "EBB_LIMIT=%s", limit != NULL ? limit : "");
+	for (int i = 0; i < (limit != NULL ? 8 : 7); i++)
+		env[n++] = v[i];
+	env[n++] = "WORKLOAD_RANKS=4";
+	env[n++] = "EBB_CUPTI=0";
+	env[n++] = "EBB_VERBOSE=1";
+	env[n] = NULL;
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(126);
+		execve(argv[0], argv, env);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Run the RANKS stages at once under mode (and limit), each rank's trace
+ * at trace[r] (NULL: none) and output into out[r] (malloc'd). */
+static void
+run_pipeline(const char *schedule, const char *mode, const char *limit,
+    const char *const trace[RANKS], char *out[RANKS])
+{
+	char id[64], path[RANKS][4096];
+	pid_t pid[RANKS];
+
+	snprintf(id, sizeof id, "ebbtest-%ld-%s-%s", (long)getpid(), schedule, mode);
+	for (int r = 0; r < RANKS; r++) {
+		snprintf(path[r], sizeof path[r], "%s", tmp_file("stageout"));
+		pid[r] = start_stage(r, schedule, id, mode, limit, trace ? trace[r] : NULL, path[r]);
+	}
+	for (int r = 0; r < RANKS; r++) {
+		int status;
+		ck_assert_int_eq(waitpid(pid[r], &status, 0), pid[r]);
+		out[r] = read_file(path[r]);
+		ck_assert_ptr_nonnull(out[r]);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+		    strstr(out[r], "checksum ") != NULL, "%s stage %d (%s): status %d:\n%s", schedule,
+		    r, mode, status, out[r]);
+		remove(path[r]);
+	}
+}
+
+/* The checksum line of a stage's output (its 16 hex digits). */
+static void
+checksum(const char *out, char sum[17])
+{
+	const char *p = strstr(out, "checksum ");
+
+	ck_assert_ptr_nonnull(p);
+	snprintf(sum, 17, "%s", p + 9);
+}
+
+/*
+ * The stages of one schedule, 8 micro-batches on v virtual stages a rank:
+ * without ebb, in observe mode and under one EBB_LIMIT 40% below stage 0's
+ * peak in observe mode. Each rank computes what it computes without ebb;
+ * in observe mode ebb plan finds 8 v forward and 8 v backward phases on
+ * every rank, each backward using one forward's 3 activations of 2 MiB
+ * (6 MiB; the last stage's also the 64 KiB output it keeps), no forward
+ * taken twice; under the limit every stage holds it, stage 0
+ * moves (most), and each stage's exit summary names it.
+ */
+static void
+check_processes(const char *schedule, int v)
+{
+	const char *trace[RANKS];
+	char *off[RANKS], *obs[RANKS], *lim[RANKS];
+	char want[RANKS][17], got[17], limit[32], line[96];
+	uint64_t moved[RANKS];
+
+	for (int r = 0; r < RANKS; r++) {
+		char *t = strdup(tmp_file("stagetrace"));
+		ck_assert_ptr_nonnull(t);
+		trace[r] = t;
+	}
+	run_pipeline(schedule, "off", NULL, NULL, off);
+	run_pipeline(schedule, "observe", NULL, trace, obs);
+	unsigned long long peak0 = 0;
+	for (int r = 0; r < RANKS; r++) {
+		checksum(off[r], want[r]);
+		checksum(obs[r], got);
+		ck_assert_str_eq(got, want[r]);
+		struct run_result rr;
+		const char *rep[] = { "report", trace[r], NULL };
+		const char *plan[] = { "plan", trace[r], "-f", "0.6", NULL };
+		ebb_cmd(&rr, rep);
+		/* a send and a receive a micro-batch's forward and backward on each
+		 * virtual stage, but none before the first and after the last */
+		ck_assert_uint_eq(value_of(rr.out, "stage-markers: "), 6ULL * 8 * (r == 0 ||
+		    r == RANKS - 1 ? 2 + 4 * (v - 1) : 4 * v));
+		if (r == 0)
+			peak0 = value_of(rr.out, "peak-bytes: ");
+		run_free(&rr);
+		ebb_cmd(&rr, plan);
+		ck_assert_msg(rr.status == 0, "%s", rr.err);
+		snprintf(line, sizeof line, " stage markers: %d forward, %d backward, ", 8 * v, 8 * v);
+		ck_assert_msg(strstr(rr.out, line) != NULL, "%s stage %d:\n%s", schedule, r, rr.out);
+		int taken[64] = { 0 }, nb = 0;
+		for (int i = 0; i < 8 * v * 2 + 1; i++) {
+			char kind[16];
+			int pair;
+			const char *rows = strstr(rr.out, "uses the buffers of\n");
+			int nrows = 0;
+			for (const char *q = rows; q != NULL && (q = strchr(q, '\n')) != NULL &&
+			    q[1] != '\0' && strncmp(q + 1, "floor", 5) != 0 && q[1] != '\n'; q++)
+				nrows++;
+			if (i >= nrows)
+				break;
+			double mib;
+			phase_row_mib(rr.out, i, kind, &pair, &mib);
+			if (strcmp(kind, "backward") != 0)
+				continue;
+			nb++;
+			/* all 3 activations of its forward (the last stage's also the
+			 * output it keeps) */
+			ck_assert_msg(mib >= 6.0 && mib < 6.1, "%s stage %d phase %d: %.2f MiB",
+			    schedule, r, i, mib);
+			ck_assert_int_ge(pair, 0);
+			ck_assert_int_lt(pair, 64);
+			ck_assert_int_eq(taken[pair]++, 0);
+		}
+		ck_assert_int_eq(nb, 8 * v);
+		run_free(&rr);
+	}
+	snprintf(limit, sizeof limit, "%llu", peak0 * 6 / 10);
+	run_pipeline(schedule, "offload", limit, trace, lim);
+	for (int r = 0; r < RANKS; r++) {
+		checksum(lim[r], got);
+		ck_assert_str_eq(got, want[r]);
+		struct trace t;
+		trace_load(trace[r], &t);
+		ck_assert_uint_le(summary(&t, "held-peak-bytes"), peak0 * 6 / 10);
+		moved[r] = summary(&t, "planned-offloads");
+		trace_free(&t);
+		snprintf(line, sizeof line, "summary (pipeline stage %d of %d): ", r, RANKS);
+		ck_assert_msg(strstr(lim[r], line) != NULL, "no '%s' in:\n%s", line, lim[r]);
+	}
+	ck_assert_uint_gt(moved[0], 0);
+	for (int r = 1; r < RANKS; r++)
+		ck_assert_uint_ge(moved[0], moved[r]);
+	for (int r = 0; r < RANKS; r++) {
+		free(off[r]);
+		free(obs[r]);
+		free(lim[r]);
+		remove(trace[r]);
+		free((char *)trace[r]);
+	}
+}
+
+START_TEST(processes_gpipe)
+{
+	check_processes("gpipe", 1);
+}
+END_TEST
+
+START_TEST(processes_1f1b)
+{
+	check_processes("1f1b", 1);
+}
+END_TEST
+
+START_TEST(processes_interleaved)
+{
+	check_processes("interleaved", 2);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -183,5 +395,11 @@ main(void)
 	add_test(tc, gpipe);
 	add_test(tc, gpipe_under_a_limit);
 	suite_add_tcase(s, tc);
+	TCase *tp = tcase_create("processes");
+	tcase_set_timeout(tp, 300);
+	add_test(tp, processes_gpipe);
+	add_test(tp, processes_1f1b);
+	add_test(tp, processes_interleaved);
+	suite_add_tcase(s, tp);
 	return run_suite(s);
 }

@@ -58,9 +58,8 @@ kind_name(enum phase_kind k)
 static void
 print_phases(FILE *out, const struct phase_set *ps, uint64_t markers, uint64_t s0)
 {
-	fprintf(out, "\npipeline phases: %u from %llu stage markers: %u forward, %u backward "
-	    "(%u of them paired with no forward), %u other\n", ps->n,
-	    (unsigned long long)markers, ps->nforward, ps->nbackward, ps->unpaired,
+	fprintf(out, "\npipeline phases: %u from %llu stage markers: %u forward, %u backward, %u "
+	    "other\n", ps->n, (unsigned long long)markers, ps->nforward, ps->nbackward,
 	    ps->n - ps->nforward - ps->nbackward);
 	if (ps->n > PLANPHASE_LISTED) {
 		fprintf(out, "(more than %d: not listed)\n", PLANPHASE_LISTED);
@@ -73,11 +72,9 @@ print_phases(FILE *out, const struct phase_set *ps, uint64_t markers, uint64_t s
 		char ops[32], of[64] = "";
 		snprintf(ops, sizeof ops, "%llu-%llu", (unsigned long long)(s0 + ph->first),
 		    (unsigned long long)(s0 + ph->last));
-		if (ph->kind == PHASE_BACKWARD && ph->forward >= 0)
+		if (ph->kind == PHASE_BACKWARD)
 			snprintf(of, sizeof of, "phase %d (%.2f MiB)", ph->forward,
 			    (double)ph->paired / MIB);
-		else if (ph->kind == PHASE_BACKWARD)
-			snprintf(of, sizeof of, "no forward");
 		fprintf(out, "%6u  %21s  %8s  %10.2f  %10.2f  %s\n", i, ops, kind_name(ph->kind),
 		    (double)ph->made / MIB, (double)ph->freed / MIB, of);
 	}

@@ -697,7 +697,7 @@ op_begin(struct ebb_op *op)
 		break;
 	case EBB_OP_COPY: engine.stats.copies++; break;
 	case EBB_OP_SET: engine.stats.memsets++; break;
-	case EBB_OP_NCCL: engine.stats.nccl_calls++; break;
+	case EBB_OP_NCCL: summary_nccl(op); break;
 	case EBB_OP_GRAPH: engine.stats.graph_launches++; break;
 	default: break;
 	}

@@ -181,6 +181,9 @@ struct ebb_engine_stats {
 	uint64_t launches_unresolved;	/* parameter layout unknown */
 	uint64_t launches_nobuf;	/* referenced no tracked buffer */
 	uint64_t copies, memsets, nccl_calls, graph_launches, syncs;
+	int stage_rank, stage_nranks;	/* of the last send or receive to a rank
+					 * beside the caller's (a pipeline stage
+					 * marker); stage_nranks 0: none */
 	uint64_t allocs, frees, frees_untracked;
 	uint64_t buffers_live;
 	uint64_t bytes_live, bytes_peak;

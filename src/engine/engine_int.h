@@ -100,16 +100,16 @@ struct self_time {
 				 * load on every call's path) */
 };
 
+/* The learning stages said once at EBB_VERBOSE=1 (struct engine's stages_said). */
+#define STAGE_FOUND 1u		/* the iteration found */
+#define STAGE_RUNNING 2u	/* the plan running */
+
 /*
  * The counters at an iteration boundary under the running plan: the plan's
  * iterations are reported apart (Z records run-*), between the first
  * boundary of the plan that ran last and its last boundary, so that whole
  * planned iterations are counted and nothing before them.
  */
-/* The learning stages said once at EBB_VERBOSE=1 (struct engine's stages_said). */
-#define STAGE_FOUND 1u		/* the iteration found */
-#define STAGE_RUNNING 2u	/* the plan running */
-
 struct run_snap {
 	uint64_t ns;		/* when it was taken (ebb_now_ns) */
 	uint64_t self_ns[SELF_KINDS], self_calls[SELF_KINDS];	/* after learning */
@@ -289,6 +289,10 @@ void summary_unheld(const char *why);
 /* An iteration boundary under the running plan, after iters whole
  * iterations of it (0: its first boundary). */
 void summary_run_mark(uint64_t iters);
+
+/* Count an NCCL call op, noting the pipeline stage it marks (summary.c).
+ * Under ebb_state_lock. */
+void summary_nccl(const struct ebb_op *op);
 
 /* Write the summary's exit lines (EBB_VERBOSE>=1). */
 void summary_lines(const struct engine_totals *t);

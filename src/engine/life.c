@@ -178,7 +178,6 @@ without_planning(enum life_state next)
 	return next == LIFE_SEARCH ? LIFE_SEARCH : LIFE_TIMING;
 }
 
-/* Set the state (site_now reads it without the lock). */
 /* The level of a learning stage's line: EBB_LOG_NOTE the first time the
  * process reaches stage (one line each at EBB_VERBOSE=1), EBB_LOG_INFO after
  * (when the job departs and ebb learns again). */
@@ -191,6 +190,7 @@ stage_level(unsigned stage)
 	return first ? EBB_LOG_NOTE : EBB_LOG_INFO;
 }
 
+/* Set the state (site_now reads it without the lock). */
 static void
 life_set(enum life_state s)
 {

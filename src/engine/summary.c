@@ -19,6 +19,7 @@
 #include "exec.h"
 #include "log.h"
 #include "mover.h"
+#include "phase.h"
 #include "trace.h"
 #include "vmm.h"
 
@@ -31,6 +32,20 @@ ebb_engine_stats(struct ebb_engine_stats *out)
 	out->buffers_live = engine.tab.count;
 	out->bytes_live = engine.tab.bytes;
 	pthread_mutex_unlock(&ebb_state_lock);
+}
+
+/* Count an NCCL call, and note the pipeline stage its send or receive to
+ * a rank beside the caller's marks (the headline names it). Under
+ * ebb_state_lock. */
+void
+summary_nccl(const struct ebb_op *op)
+{
+	engine.stats.nccl_calls++;
+	if ((op->nccl_op == EBB_NCCL_SEND || op->nccl_op == EBB_NCCL_RECV) &&
+	    phase_marker(op->nccl_rank, op->nccl_nranks, op->nccl_peer)) {
+		engine.stats.stage_rank = op->nccl_rank;
+		engine.stats.stage_nranks = op->nccl_nranks;
+	}
 }
 
 /* Human-readable bytes for the summary. */
@@ -350,10 +365,14 @@ headline(const struct engine_totals *t)
 	const struct ebb_engine_stats *st = &t->st;
 	const struct mover_stats *ms = &t->ms;
 	const struct exec_stats *xs = &t->xs;
-	char a[32], b[32], c[32], lim[64] = "";
+	char a[32], b[32], c[32], lim[64] = "", stage[48] = "";
+
+	if (st->stage_nranks > 0)	/* each stage's line says which it is */
+		snprintf(stage, sizeof stage, " (pipeline stage %d of %d)", st->stage_rank,
+		    st->stage_nranks);
 
 	if (engine.conf->mode != EBB_MODE_OFFLOAD) {
-		ebb_log(EBB_LOG_NOTE, "summary: %s mode, %llu launches, peak %s tracked; %s",
+		ebb_log(EBB_LOG_NOTE, "summary%s: %s mode, %llu launches, peak %s tracked; %s", stage,
 		    engine.conf->mode == EBB_MODE_OBSERVE ? "observe" : "off",
 		    (unsigned long long)st->launches, human(st->bytes_peak, a, sizeof a),
 		    st->period > 0 ? "an iteration found" : "no iteration found");
@@ -370,8 +389,8 @@ headline(const struct engine_totals *t)
 		    "%.3f s predicted (%.1f%% %s)", meas, (unsigned long long)engine.run_iters, pred,
 		    off < 0 ? -off : off, off < 0 ? "under" : "over");
 	}
-	ebb_log(EBB_LOG_NOTE, "summary: peak held %s%s; %s to the host and %s back, %llu buffers "
-	    "remade by recompute; stalls %.3f s over %llu restores; %s",
+	ebb_log(EBB_LOG_NOTE, "summary%s: peak held %s%s; %s to the host and %s back, %llu buffers "
+	    "remade by recompute; stalls %.3f s over %llu restores; %s", stage,
 	    human(ms->held_peak, c, sizeof c), lim, human(ms->bytes_d2h, a, sizeof a),
 	    human(ms->bytes_h2d, b, sizeof b), (unsigned long long)xs->recompute_remakes,
 	    (double)ms->stall_ns / 1e9, (unsigned long long)ms->stalls_measured, step);

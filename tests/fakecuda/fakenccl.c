@@ -10,6 +10,9 @@
  * its collectives to finish and its sends to be consumed, so grouped operations never wait
  * for each other. The last rank to contribute to a collective computes it for every rank.
  *
+ * Ranks in separate processes (a unique id of FAKENCCL_SHM_PREFIX) send and
+ * receive through shared memory instead (fakenccl_shm.c).
+ *
  * Locking: nc_lock guards every clique, message and collective; it is never held while
  * calling the fake driver, and the fake driver's lock is never held while a batch runs.
  */
@@ -38,6 +41,7 @@ ncclResult_t ncclGroupEnd(void);
 #include <cuda.h>
 
 #include "fakecuda.h"
+#include "fakenccl_shm.h"
 
 #define TAG_COMM 0x6e636f6d
 #define TAG_DEAD 0x64656164
@@ -77,6 +81,7 @@ struct clique {
     char *taken;
     struct coll *colls;
     struct msg *msgs;
+    struct shm_clique *shm; /* ranks in other processes (fakenccl_shm.h), or NULL */
 };
 
 /* A communicator: one rank of a clique. */
@@ -405,11 +410,33 @@ static void free_ops(struct op *o)
     }
 }
 
+/* Runs a batch of a communicator whose ranks are processes: sends posted
+ * (done once their bytes are in shared memory), then receives run
+ * (fakenccl_shm.c); nc_lock is not needed, the segment has its own. */
+static void run_batch_shm(struct op *batch)
+{
+    struct shm_clique *shm = batch->comm->c->shm;
+
+    for (struct op *o = batch; o; o = o->next)
+        if (o->kind == OP_SEND)
+            fakenccl_shm_send(shm, o->comm->rank, o->peer, o->seq, o->sendbuf,
+                              o->count * type_size(o->type));
+    for (struct op *o = batch; o; o = o->next)
+        if (o->kind == OP_RECV)
+            fakenccl_shm_recv(shm, o->peer, o->comm->rank, o->seq, o->recvbuf,
+                              o->count * type_size(o->type));
+    free_ops(batch);
+}
+
 /* Runs a batch on a stream worker (see the file comment), then frees it. */
 static void run_batch(void *arg)
 {
     struct op *batch = arg;
 
+    if (batch->comm->c->shm != NULL) {
+        run_batch_shm(batch);
+        return;
+    }
     pthread_mutex_lock(&nc_lock);
     for (struct op *o = batch; o; o = o->next) {
         if (o->kind == OP_SEND) {
@@ -512,6 +539,9 @@ static ncclResult_t make_op(enum kind kind, const void *sendbuf, void *recvbuf, 
                     "fakenccl: reduction %d of type %d is not supported", (int)redop, (int)type);
     if (peer < 0 || peer >= comm->c->nranks)
         return fail(ncclInvalidArgument, "fakenccl: invalid peer or root %d", peer);
+    if (comm->c->shm != NULL && kind != OP_SEND && kind != OP_RECV)
+        return fail(ncclInvalidUsage, "fakenccl: only sends and receives between ranks in "
+                                      "separate processes");
     if (count && ((needs_send && !sendbuf) || (needs_recv && !recvbuf)))
         return fail(ncclInvalidArgument, "fakenccl: NULL buffer");
     o = xcalloc(1, sizeof *o);
@@ -555,8 +585,12 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
     n = ++id_counter;
     pthread_mutex_unlock(&nc_lock);
     memset(uniqueId, 0, sizeof *uniqueId);
-    snprintf(uniqueId->internal, sizeof uniqueId->internal, "fakenccl-%ld-%llu", (long)getpid(),
-             (unsigned long long)n);
+    if (getenv("FAKENCCL_PROCESSES") != NULL && atoi(getenv("FAKENCCL_PROCESSES")) != 0)
+        snprintf(uniqueId->internal, sizeof uniqueId->internal,
+                 FAKENCCL_SHM_PREFIX "fakenccl-%ld-%llu", (long)getpid(), (unsigned long long)n);
+    else
+        snprintf(uniqueId->internal, sizeof uniqueId->internal, "fakenccl-%ld-%llu", (long)getpid(),
+                 (unsigned long long)n);
     return ncclSuccess;
 }
 
@@ -594,6 +628,20 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
         return fail(ncclInvalidArgument, "fakenccl: invalid rank %d of %d", rank, nranks);
     if (group_depth > 0)
         return fail(ncclInvalidUsage, "fakenccl: ncclCommInitRank inside a group");
+    if (strncmp(commId.internal, FAKENCCL_SHM_PREFIX, strlen(FAKENCCL_SHM_PREFIX)) == 0) {
+        /* ranks in separate processes: they meet in shared memory */
+        char name[sizeof commId.internal + 1];
+        snprintf(name, sizeof name, "%.*s", (int)sizeof commId.internal, commId.internal);
+        struct shm_clique *shm =
+            fakenccl_shm_join(name + strlen(FAKENCCL_SHM_PREFIX), nranks, rank);
+        pthread_mutex_lock(&nc_lock);
+        c = clique_new(&commId, nranks);
+        c->shm = shm;
+        c->joined = nranks;
+        *comm = comm_new(c, rank);
+        pthread_mutex_unlock(&nc_lock);
+        return ncclSuccess;
+    }
     pthread_mutex_lock(&nc_lock);
     for (c = gathering; c; c = c->next)
         if (memcmp(&c->id, &commId, sizeof commId) == 0)
@@ -658,6 +706,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
     c = comm->c;
     comm->tag = TAG_DEAD;
     if (--c->refs == 0) {
+        fakenccl_shm_leave(c->shm);
         free(c->taken);
         free(c);
     }

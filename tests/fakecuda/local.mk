@@ -25,7 +25,8 @@ tests_fakecuda_libcuda_la_LDFLAGS = -shared -rpath $(abs_builddir)/tests/fakecud
 	-version-info 1:0:0 -no-undefined -Wl,-Bsymbolic-functions
 tests_fakecuda_libcuda_la_LIBADD = $(PTHREAD_LIBS)
 
-tests_fakecuda_libnccl_la_SOURCES = tests/fakecuda/fakenccl.c tests/fakecuda/fakecuda.h
+tests_fakecuda_libnccl_la_SOURCES = tests/fakecuda/fakenccl.c tests/fakecuda/fakecuda.h \
+	tests/fakecuda/fakenccl_shm.c tests/fakecuda/fakenccl_shm.h
 tests_fakecuda_libnccl_la_CPPFLAGS = $(CUDA_CPPFLAGS)
 tests_fakecuda_libnccl_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 tests_fakecuda_libnccl_la_LDFLAGS = -shared -rpath $(abs_builddir)/tests/fakecuda/.libs \

@@ -11,7 +11,8 @@
  *
  * Scenarios: basic, loop N, threads N, fork, fork-exit, churn N, vmm, pool N,
  * query, capture, capture-limit (a graph's pool allocated while capturing),
- * nccl, pipeline N (a pipeline stage's micro-batches on one rank), unresolved,
+ * nccl, pipeline N (a pipeline stage's micro-batches on one rank), stage N (one
+ * stage of a pipeline of processes), unresolved,
  * offload N (random buffers, streams and operations, every result checked;
  * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
  * sizes (memory freed in one size makes room for a buffer of another),
@@ -1900,6 +1901,207 @@ scenario_pipeline(int iters)
 	print_driver_stats();
 	return 0;
 }
+
+/*
+ * One stage of a pipeline whose stages are processes (the fake NCCL's
+ * communicator in shared memory, named by WORKLOAD_NCCL_ID): rank
+ * WORKLOAD_RANK of WORKLOAD_RANKS, 8 micro-batches a step in the order of
+ * WORKLOAD_SCHEDULE: gpipe (every forward, then every backward), 1f1b (the
+ * default), or interleaved (1F1B over 2 virtual stages a rank, the last
+ * rank's first feeding the first rank's second). A forward on virtual stage
+ * g (chunk * ranks + rank) receives its input from g - 1, makes 3
+ * activations of 2 MiB from it and a weight, and sends a message marked
+ * with g on to g + 1; its backward receives a gradient marked by g + 1,
+ * reads the activations in reverse and frees them, and sends its own mark
+ * back. A send waits to go out with the next receive, in one group, as
+ * pipeline schedules pair them; the step's last goes alone. Every message's
+ * mark is checked once a step; prints a checksum of every value read back.
+ */
+enum { ST_M = 8, ST_L = 3, ST_MSG = 64u << 10 };
+
+struct st_step {
+	char kind;
+	int mb, chunk;
+};
+
+/* The stage's steps: n of them into st. */
+static int
+stage_schedule(const char *how, int rank, int ranks, struct st_step *st)
+{
+	int v = strcmp(how, "interleaved") == 0 ? 2 : 1, n = 0, nf = 0, nb = 0;
+	struct st_step f[ST_M * 2], b[ST_M * 2];
+
+	if (strcmp(how, "gpipe") == 0) {
+		for (int m = 0; m < ST_M; m++)
+			st[n++] = (struct st_step){ 'F', m, 0 };
+		for (int m = 0; m < ST_M; m++)
+			st[n++] = (struct st_step){ 'B', m, 0 };
+		return n;
+	}
+	if (strcmp(how, "1f1b") != 0 && v == 1)
+		FAIL("WORKLOAD_SCHEDULE '%s': gpipe, 1f1b or interleaved", how);
+	for (int g0 = 0; g0 < ST_M; g0 += ranks)
+		for (int c = 0; c < v; c++)
+			for (int m = g0; m < g0 + ranks && m < ST_M; m++)
+				f[nf++] = (struct st_step){ 'F', m, c };
+	for (int g0 = 0; g0 < ST_M; g0 += ranks)
+		for (int c = v - 1; c >= 0; c--)
+			for (int m = g0; m < g0 + ranks && m < ST_M; m++)
+				b[nb++] = (struct st_step){ 'B', m, c };
+	int warm = v == 1 ? ranks - rank - 1 : (ranks - rank - 1) * 2 + (v - 1) * ranks;
+	warm = warm > nf ? nf : warm;
+	int i = 0, j = 0;
+	while (i < warm)
+		st[n++] = f[i++];
+	while (i < nf) {
+		st[n++] = f[i++];
+		st[n++] = b[j++];
+	}
+	while (j < nb)
+		st[n++] = b[j++];
+	return n;
+}
+
+/* The stage's NCCL: a send held back to go with the next receive. */
+struct st_comm {
+	ncclComm_t comm;
+	CUstream s;
+	CUdeviceptr pending;	/* 0: none */
+	int pending_peer;
+};
+
+/* Issue the held send and the receive (recv 0: none) in one group. */
+static void
+stage_exchange(struct st_comm *c, CUdeviceptr recv, int from)
+{
+	if (c->pending == 0 && recv == 0)
+		return;
+	if (nc.GroupStart() != ncclSuccess ||
+	    (c->pending != 0 && nc.Send((void *)c->pending, ST_MSG / 4, ncclUint32, c->pending_peer,
+	    c->comm, c->s) != ncclSuccess) ||
+	    (recv != 0 && nc.Recv((void *)recv, ST_MSG / 4, ncclUint32, from, c->comm, c->s) !=
+	    ncclSuccess) || nc.GroupEnd() != ncclSuccess)
+		FAIL("the stage's send and receive");
+	c->pending = 0;
+}
+
+static int
+scenario_stage(int iters)
+{
+	const char *id = getenv("WORKLOAD_NCCL_ID"), *how = getenv("WORKLOAD_SCHEDULE");
+	int rank = getenv("WORKLOAD_RANK") ? atoi(getenv("WORKLOAD_RANK")) : -1;
+	int ranks = getenv("WORKLOAD_RANKS") ? atoi(getenv("WORKLOAD_RANKS")) : 0;
+	void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+	struct st_step st[ST_M * 4];
+	struct st_comm c = { 0 };
+	ncclResult_t (*init_rank)(ncclComm_t *, int, ncclUniqueId, int);
+	const size_t asz = 2u << 20;
+	CUdeviceptr w, res, act[ST_M][2][ST_L], x[ST_M][2], y[ST_M][2], g[ST_M][2];
+	uint64_t sum = 0xcbf29ce484222325ULL;
+
+	if (id == NULL || rank < 0 || ranks < 2 || rank >= ranks)
+		FAIL("stage: WORKLOAD_NCCL_ID, WORKLOAD_RANK and WORKLOAD_RANKS (2 or more) are needed");
+	if (lib == NULL)
+		FAIL("dlopen libnccl.so.2: %s", dlerror());
+	int n = stage_schedule(how ? how : "1f1b", rank, ranks, st);
+	int v = how != NULL && strcmp(how, "interleaved") == 0 ? 2 : 1, last_g = v * ranks - 1;
+	*(void **)&init_rank = dlsym(RTLD_DEFAULT, "ncclCommInitRank");
+	*(void **)&nc.Send = dlsym(RTLD_DEFAULT, "ncclSend");
+	*(void **)&nc.Recv = dlsym(RTLD_DEFAULT, "ncclRecv");
+	*(void **)&nc.GroupStart = dlsym(RTLD_DEFAULT, "ncclGroupStart");
+	*(void **)&nc.GroupEnd = dlsym(RTLD_DEFAULT, "ncclGroupEnd");
+	if (!init_rank || !nc.Send || !nc.Recv || !nc.GroupStart || !nc.GroupEnd)
+		FAIL("NCCL symbols missing");
+	ncclUniqueId uid;
+	memset(&uid, 0, sizeof uid);
+	snprintf(uid.internal, sizeof uid.internal, "fakenccl-shm-%s", id);
+	if (init_rank(&c.comm, ranks, uid, rank) != ncclSuccess)
+		FAIL("ncclCommInitRank");
+	CK(cu.StreamCreate(&c.s, 0));
+	CK(cu.MemAlloc(&w, 1u << 20));
+	CK(cu.MemAlloc(&res, ST_M * 2 * (2 + ST_L) * 4));
+	fill_bytes(w, 0x3f800000u, 1u << 20, c.s);
+	for (int it = 0; it < iters; it++) {
+		for (int k = 0; k < n; k++) {
+			int mb = st[k].mb, ch = st[k].chunk, gs = ch * ranks + rank;
+			uint32_t mark = (uint32_t)(it * 10000 + mb * 100 + gs);
+			CUdeviceptr r0 = res + (CUdeviceptr)((mb * 2 + ch) * (2 + ST_L)) * 4;
+			if (st[k].kind == 'F') {
+				CK(cu.MemAllocAsync(&x[mb][ch], ST_MSG, c.s));
+				if (gs == 0) {
+					stage_exchange(&c, 0, 0);
+					fill_bytes(x[mb][ch], (uint32_t)(it * 10000 + mb * 100 + 99), ST_MSG, c.s);
+				} else {
+					stage_exchange(&c, x[mb][ch], (rank + ranks - 1) % ranks);
+				}
+				launch_copy(r0, x[mb][ch], 4, c.s);	/* the mark received */
+				for (int l = 0; l < ST_L; l++) {
+					CK(cu.MemAllocAsync(&act[mb][ch][l], asz, c.s));
+					launch_copy(act[mb][ch][l], w, 4096, c.s);
+					launch_copy(act[mb][ch][l] + 4096, x[mb][ch], ST_MSG, c.s);
+					fill_bytes(act[mb][ch][l] + 4096 + ST_MSG, mark * 4 + (uint32_t)l,
+					    asz - 4096 - ST_MSG, c.s);
+					launch_sleep(200, c.s);
+				}
+				CK(cu.MemFreeAsync(x[mb][ch], c.s));
+				CK(cu.MemAllocAsync(&y[mb][ch], ST_MSG, c.s));
+				launch_copy(y[mb][ch], act[mb][ch][ST_L - 1] + 4096, ST_MSG, c.s);
+				launch_fill(y[mb][ch], mark, 1, c.s);
+				if (gs != last_g) {
+					c.pending = y[mb][ch];
+					c.pending_peer = (rank + 1) % ranks;
+				}
+				continue;
+			}
+			CK(cu.MemAllocAsync(&g[mb][ch], ST_MSG, c.s));
+			if (gs == last_g) {
+				stage_exchange(&c, 0, 0);
+				fill_bytes(g[mb][ch], (uint32_t)(it * 10000 + mb * 100 + 98), ST_MSG, c.s);
+			} else {
+				stage_exchange(&c, g[mb][ch], (rank + 1) % ranks);
+			}
+			launch_copy(r0 + 4, g[mb][ch], 4, c.s);	/* the gradient's mark */
+			for (int l = ST_L - 1; l >= 0; l--) {
+				launch_sleep(400, c.s);
+				launch_copy(r0 + 8 + (CUdeviceptr)l * 4, act[mb][ch][l] + asz - 4, 4, c.s);
+				CK(cu.MemFreeAsync(act[mb][ch][l], c.s));
+			}
+			CK(cu.MemFreeAsync(y[mb][ch], c.s));
+			launch_fill(g[mb][ch], mark, 1, c.s);
+			if (gs != 0) {
+				c.pending = g[mb][ch];
+				c.pending_peer = (rank + ranks - 1) % ranks;
+			}
+		}
+		stage_exchange(&c, 0, 0);
+		uint32_t got[ST_M * 2 * (2 + ST_L)];
+		CK(cu.MemcpyDtoHAsync(got, res, sizeof got, c.s));
+		CK(cu.StreamSynchronize(c.s));
+		for (int mb = 0; mb < ST_M; mb++)
+			for (int ch = 0; ch < v; ch++) {
+				int gs = ch * ranks + rank;
+				const uint32_t *r0 = got + (mb * 2 + ch) * (2 + ST_L);
+				uint32_t base = (uint32_t)(it * 10000 + mb * 100);
+				if (r0[0] != base + (gs == 0 ? 99 : (uint32_t)gs - 1) ||
+				    r0[1] != base + (gs == last_g ? 98 : (uint32_t)gs + 1))
+					FAIL("step %d micro-batch %d stage %d: marks %u and %u", it, mb, gs,
+					    r0[0], r0[1]);
+				for (int l = 0; l < ST_L; l++)
+					if (r0[2 + l] != (base + (uint32_t)gs) * 4 + (uint32_t)l)
+						FAIL("step %d micro-batch %d stage %d layer %d: %u", it, mb, gs,
+						    l, r0[2 + l]);
+				for (int k = 0; k < 2 + ST_L; k++)
+					sum = (sum ^ r0[k]) * 0x100000001b3ULL;
+			}
+		/* the gradients, freed once their sends have gone out */
+		for (int k = 0; k < n; k++)
+			if (st[k].kind == 'B')
+				CK(cu.MemFreeAsync(g[st[k].mb][st[k].chunk], c.s));
+	}
+	printf("checksum %016llx\n", (unsigned long long)sum);
+	print_driver_stats();
+	return 0;
+}
 #endif
 
 int
@@ -1974,6 +2176,8 @@ main(int argc, char **argv)
 		r = scenario_nccl();
 	else if (strcmp(what, "pipeline") == 0)
 		r = scenario_pipeline(arg);
+	else if (strcmp(what, "stage") == 0)
+		r = scenario_stage(arg);
 #endif
 	else
 		FAIL("unknown scenario %s", what);
