@@ -276,8 +276,8 @@ checksum(const char *out, char sum[17])
  * in observe mode ebb plan finds 8 v forward and 8 v backward phases on
  * every rank, each backward using one forward's 3 activations of 2 MiB
  * (6 MiB; the last stage's also the 64 KiB output it keeps), no forward
- * taken twice; under the limit every stage holds it, stage 0
- * moves (most), and each stage's exit summary names it.
+ * taken twice; under the limit every stage holds it and its exit summary
+ * names it, and the stages that hold more move more (below).
  */
 static void
 check_processes(const char *schedule, int v)
@@ -354,9 +354,16 @@ check_processes(const char *schedule, int v)
 		snprintf(line, sizeof line, "summary (pipeline stage %d of %d): ", r, RANKS);
 		ck_assert_msg(strstr(lim[r], line) != NULL, "no '%s' in:\n%s", line, lim[r]);
 	}
+	/* GPipe's stages hold alike, and each moves; in 1F1B orders the first
+	 * holds the most micro-batches and the last the fewest, so it moves more
+	 * than the last (which the plan's times, from the host here, leave the
+	 * order of the middle ones to) */
 	ck_assert_uint_gt(moved[0], 0);
 	for (int r = 1; r < RANKS; r++)
-		ck_assert_uint_ge(moved[0], moved[r]);
+		if (strcmp(schedule, "gpipe") == 0)
+			ck_assert_uint_gt(moved[r], 0);
+	if (strcmp(schedule, "gpipe") != 0)
+		ck_assert_uint_gt(moved[0], moved[RANKS - 1]);
 	for (int r = 0; r < RANKS; r++) {
 		free(off[r]);
 		free(obs[r]);

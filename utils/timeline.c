@@ -499,8 +499,8 @@ op_record(struct tl *t, uint64_t ns, uint64_t seq)
 	const struct ebb_trace_rec *r = &t->rd.rec;
 	char name[300], arg[96];
 
-	snprintf(arg, sizeof arg, "seq %llu, stream %s", (unsigned long long)seq,
-	    r->type == 'Y' ? r->field[3] : r->field[2]);
+	snprintf(arg, sizeof arg, "seq %llu, %s %s", (unsigned long long)seq,
+	    r->type == 'Y' ? r->field[2] : "stream", r->type == 'Y' ? r->field[3] : r->field[2]);
 	switch (r->type) {
 	case 'L':
 		snprintf(name, sizeof name, "launch ");
