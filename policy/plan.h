@@ -404,6 +404,11 @@ struct plan_explain {
 	uint64_t kept;		/* movable, idle there, but no gap of theirs is bridged */
 };
 
+/* Whether move mv keeps its buffer off the device at operation op of an
+ * iteration of nops operations, in the steady state (its saved span, which
+ * may reach into the next iteration, folded onto one). */
+int plan_move_holds(const struct plan_move *mv, uint32_t op, uint32_t nops);
+
 /* Explain the memory at operation op (the plan's peak_op, say). */
 void plan_explain(const struct prof *p, const struct plan_params *pp, const struct plan *pl,
     uint32_t op, struct plan_explain *out);

@@ -623,6 +623,13 @@ plan_fini(struct plan *pl)
 	memset(pl, 0, sizeof *pl);
 }
 
+/* plan_move_holds (plan.h) */
+int
+plan_move_holds(const struct plan_move *mv, uint32_t op, uint32_t nops)
+{
+	return span_holds(mv->saved_first, mv->saved_last, op, nops);
+}
+
 /* What holds the memory at operation op under the plan (plan.h). */
 void
 plan_explain(const struct prof *p, const struct plan_params *pp, const struct plan *pl,

@@ -100,15 +100,15 @@ write_trace(const char *drop, const char *extra)
 static void
 plan(struct run_result *r, const char *path, const char *const *args)
 {
-	char *argv[16] = { (char *)build_path("utils/ebb"), "plan", (char *)path };
-	int n = 3;
+	const char *all[16] = { "plan", path };
+	int n = 2;
 
 	for (int i = 0; args[i]; i++) {
-		ck_assert_int_lt(n, 15);
-		argv[n++] = (char *)args[i];
+		ck_assert_int_lt(n, 14);
+		all[n++] = args[i];
 	}
-	argv[n] = NULL;
-	run_prog(argv, NULL, r);
+	all[n] = NULL;
+	ebb_cmd(r, all);
 }
 
 /* One line of the table. */

@@ -5,7 +5,8 @@
  *              profile, and the command's flow (ebb_plan)
  * planprint.c  printing what was learned, the floor, the plan at each
  *              target and the moves of the last one
- * planlive.c   the buffers alive at a point of the trace (id -> size)
+ * planlive.c   the buffers alive at a point of the trace (id -> size), and
+ *              the bytes they hold on the device and the host (planheld)
  * planreplay.c the trace's write sets applied to the profile, and the gaps
  *              a recompute by replay could bridge (--replay)
  */
@@ -182,6 +183,31 @@ void planlive_del(struct planlive *l, uint64_t id);
 
 /* Free l's slots and leave it empty. */
 void planlive_free(struct planlive *l);
+
+/*
+ * The bytes of ebb's buffers on the device and, offloaded, on the host, as
+ * a trace's records have them: an A record puts a buffer on the device, a
+ * U record takes it off (to the host, or nowhere after a drop's O record),
+ * a B record other than a cancel brings it back, an F record ends it. The
+ * measured curve of --memory-svg and the counters of ebb timeline. Empty
+ * when zeroed.
+ */
+struct planheld {
+	struct planlive buf;	/* buffer -> size, tag PLANHELD_* */
+	struct planlive drop;	/* buffers whose drop (O record) awaits its U */
+	uint64_t device, host;	/* bytes */
+};
+
+/* Where a buffer's bytes are (struct planheld's tags). */
+enum { PLANHELD_HOST, PLANHELD_DEVICE, PLANHELD_DROPPED };
+
+/* Apply record r (A, F, O, U and B records; others change nothing).
+ * Returns 1 when device or host changed, 0 when not, -1 when out of memory
+ * or a field of r is not a number. */
+int planheld_record(struct planheld *h, const struct ebb_trace_rec *r);
+
+/* Free what h holds and leave it empty. */
+void planheld_free(struct planheld *h);
 
 /* ---- planreplay.c ---- */
 

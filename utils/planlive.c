@@ -119,3 +119,71 @@ planlive_free(struct planlive *l)
 	free(l->tag);
 	memset(l, 0, sizeof *l);
 }
+
+/* Field i of r as a number into *v; -1 when it is not one. */
+static int
+held_field(const struct ebb_trace_rec *r, size_t i, uint64_t *v)
+{
+	return i < r->nfields ? ebb_trace_u64(r, i, v) : -1;
+}
+
+/* planheld_record (plancmd_int.h) */
+int
+planheld_record(struct planheld *h, const struct ebb_trace_rec *r)
+{
+	uint64_t bid, size;
+
+	if (strchr("AFOUB", r->type) == NULL || r->type == '\0')
+		return 0;
+	if (held_field(r, r->type == 'A' || r->type == 'F' ? 1 : 2, &bid) < 0)
+		return -1;
+	if (r->type == 'A') {
+		if (held_field(r, 3, &size) < 0 || planlive_put(&h->buf, bid, size, PLANHELD_DEVICE) < 0)
+			return -1;
+		h->device += size;
+		return 1;
+	}
+	if (r->type == 'O')
+		return strcmp(r->field[4], "drop") == 0 && planlive_put(&h->drop, bid, 0, 1) < 0 ?
+		    -1 : 0;
+	size_t at = planlive_find(&h->buf, bid);
+	if (at == SIZE_MAX)
+		return 0;
+	uint8_t *tag = &h->buf.tag[at];
+	size = h->buf.size[at];
+	if (r->type == 'F') {
+		if (*tag == PLANHELD_DEVICE)
+			h->device -= size;
+		else if (*tag == PLANHELD_HOST)
+			h->host -= size;
+		planlive_del(&h->buf, bid);
+		planlive_del(&h->drop, bid);
+		return 1;
+	}
+	if (r->type == 'U' && *tag == PLANHELD_DEVICE) {
+		int dropped = planlive_find(&h->drop, bid) != SIZE_MAX;
+		planlive_del(&h->drop, bid);
+		h->device -= size;
+		*tag = dropped ? PLANHELD_DROPPED : PLANHELD_HOST;
+		if (!dropped)
+			h->host += size;
+		return 1;
+	}
+	if (r->type == 'B' && strcmp(r->field[4], "cancel") != 0 && *tag != PLANHELD_DEVICE) {
+		if (*tag == PLANHELD_HOST)
+			h->host -= size;
+		*tag = PLANHELD_DEVICE;
+		h->device += size;
+		return 1;
+	}
+	return 0;
+}
+
+/* planheld_free (plancmd_int.h) */
+void
+planheld_free(struct planheld *h)
+{
+	planlive_free(&h->buf);
+	planlive_free(&h->drop);
+	memset(h, 0, sizeof *h);
+}

@@ -89,16 +89,9 @@ resident(const struct prof *p, const struct plan *pl, uint32_t k, uint32_t op)
 
 	if (op < first || op > last || b->size == 0)
 		return 0;
-	for (uint32_t m = 0; pl != NULL && m < pl->n; m++) {
-		const struct plan_move *mv = &pl->mv[m];
-		if (mv->buf != k || mv->saved_first > mv->saved_last)
-			continue;
-		if (mv->saved_last - mv->saved_first + 1 >= (int64_t)p->nops)
+	for (uint32_t m = 0; pl != NULL && m < pl->n; m++)
+		if (pl->mv[m].buf == k && plan_move_holds(&pl->mv[m], op, p->nops))
 			return 0;
-		for (int64_t e = op; e <= mv->saved_last; e += p->nops)
-			if (e >= mv->saved_first)
-				return 0;
-	}
 	return 1;
 }
 
@@ -128,57 +121,12 @@ plansvg_peak_names(const struct plancmd *g, const struct prof *p, const struct p
 	}
 }
 
-/* One buffer's state in the measured pass: its size, and tag 1 while it is
- * on the device. */
-#define ON_DEVICE 1
-
-/* Fields of the records the measured pass reads, as numbers; -1 when one
- * is not (the first pass checked them, so only a file changed since). */
+/* Field i of r as a number into *v; -1 when it is not one (the first
+ * pass checked them, so only a file changed since). */
 static int
 field_u64(const struct ebb_trace_rec *r, size_t i, uint64_t *v)
 {
 	return i < r->nfields ? ebb_trace_u64(r, i, v) : -1;
-}
-
-/* Update held by one record of the trace (the buffers in l). Returns 0, or
- * -1 when out of memory or a field is not a number. */
-static int
-measure_record(const struct ebb_trace_rec *r, struct planlive *l, uint64_t *held)
-{
-	uint64_t bid, size;
-	size_t at;
-
-	switch (r->type) {
-	case 'A':
-		if (field_u64(r, 1, &bid) < 0 || field_u64(r, 3, &size) < 0)
-			return -1;
-		if (planlive_put(l, bid, size, ON_DEVICE) < 0)
-			return -1;
-		*held += size;
-		return 0;
-	case 'F': case 'U': case 'B':
-		if (field_u64(r, r->type == 'F' ? 1 : 2, &bid) < 0)
-			return -1;
-		at = planlive_find(l, bid);
-		if (at == SIZE_MAX)
-			return 0;
-		if (r->type == 'B') {
-			if (strcmp(r->field[4], "cancel") != 0 && l->tag[at] != ON_DEVICE) {
-				l->tag[at] = ON_DEVICE;
-				*held += l->size[at];
-			}
-			return 0;
-		}
-		if (l->tag[at] == ON_DEVICE)
-			*held -= l->size[at];
-		if (r->type == 'F')
-			planlive_del(l, bid);
-		else
-			l->tag[at] = 0;
-		return 0;
-	default:
-		return 0;
-	}
 }
 
 /*
@@ -190,9 +138,9 @@ static int
 measured(struct plancmd *g, uint64_t s0, uint64_t period, double *out)
 {
 	struct plancmd_src *s = &g->s;
-	struct planlive l = { 0 };
+	struct planheld h = { 0 };
 	char why[EBB_TRACE_ERRLEN];
-	uint64_t held = 0, cur = 0;
+	uint64_t cur = 0;
 	int rc = 0;
 
 	for (uint64_t i = 0; i < period; i++)
@@ -209,14 +157,15 @@ measured(struct plancmd *g, uint64_t s0, uint64_t period, double *out)
 		}
 		if (cur >= s0 + period)
 			break;
-		if (measure_record(r, &l, &held) < 0) {
+		if (planheld_record(&h, r) < 0) {
 			rc = -2;
 			break;
 		}
-		if (cur >= s0 && (double)held > out[cur - s0])
-			out[cur - s0] = (double)held;
+		if (cur >= s0 && (double)h.device > out[cur - s0])
+			out[cur - s0] = (double)h.device;
 	}
-	planlive_free(&l);
+	uint64_t held = h.device;
+	planheld_free(&h);
 	if (rc == -1)
 		fprintf(s->err, "ebb plan: %s\n", why);
 	else if (rc == -2)

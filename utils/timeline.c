@@ -79,9 +79,8 @@ struct tl {
 	uint64_t seq0, seq1;	/* with --iteration, its operations: [seq0, seq1) (the
 				 * device's slices are theirs, wherever they fall) */
 	uint64_t nev;		/* events written */
-	struct planlive mem;	/* buffer -> size, tag 1 while on the device */
+	struct planheld held;	/* the bytes on the device and offloaded on the host */
 	struct planlive pend;	/* an offload's buffer -> its O record's t, tag: drop */
-	uint64_t held, host;	/* bytes on the device, and offloaded on the host */
 	int window;		/* --window was given */
 	int counted;		/* the counters' sample at the window's start is written */
 };
@@ -424,70 +423,48 @@ counters(struct tl *t, uint64_t ns)
 	if (ns < t->t0 || ns >= t->t1)
 		return;
 	ev_begin(t, 'C', PID_EBB, 0, ns, "device memory held (GiB)");
-	fprintf(t->out, ",\"args\":{\"held\":%.4f}}", (double)t->held / GIB);
+	fprintf(t->out, ",\"args\":{\"held\":%.4f}}", (double)t->held.device / GIB);
 	ev_begin(t, 'C', PID_EBB, 0, ns, "host memory of offloaded buffers (GiB)");
-	fprintf(t->out, ",\"args\":{\"offloaded\":%.4f}}", (double)t->host / GIB);
+	fprintf(t->out, ",\"args\":{\"offloaded\":%.4f}}", (double)t->held.host / GIB);
 }
 
-/* Tags of the buffers in t->mem: where each buffer's bytes are. */
-enum { MEM_HOST = 0, MEM_DEVICE = 1, MEM_DROPPED = 2 };
-
-/* A buffer's allocation, free, release or restore: the counters. Returns 0,
- * or -1 (said). */
+/* A record of a buffer's allocation, offload, release, restore or free:
+ * the counters where they change, and an offload's (or drop's) slice from
+ * its O record to its U record. Returns 0, or -1 (said). */
 static int
 memory_record(struct tl *t, uint64_t ns)
 {
 	const struct ebb_trace_rec *r = &t->rd.rec;
 	uint64_t bid, size;
-	char name[96];
+	size_t pend = SIZE_MAX, at;
 
-	if (field(t, r->type == 'A' || r->type == 'F' ? 1 : 2, &bid) < 0)
+	/* the fields planheld_record reads, said where one is not a number */
+	if (field(t, r->type == 'A' || r->type == 'F' ? 1 : 2, &bid) < 0 ||
+	    (r->type == 'A' && field(t, 3, &size) < 0))
 		return -1;
-	if (r->type == 'A') {
-		if (field(t, 3, &size) < 0)
-			return -1;
-		if (planlive_put(&t->mem, bid, size, MEM_DEVICE) < 0)
+	if (r->type != 'A')
+		pend = planlive_find(&t->pend, bid);
+	if (r->type == 'O') {
+		if (planlive_put(&t->pend, bid, ns, strcmp(r->field[4], "drop") == 0) < 0)
 			return oom(t);
-		t->held += size;
-		counters(t, ns);
-		return 0;
-	}
-	size_t at = planlive_find(&t->mem, bid), pend = planlive_find(&t->pend, bid);
-	if (at == SIZE_MAX)
-		return 0;
-	uint8_t *tag = &t->mem.tag[at];
-	size = t->mem.size[at];
-	if (r->type == 'F') {
-		if (*tag == MEM_DEVICE)
-			t->held -= size;
-		else if (*tag == MEM_HOST)
-			t->host -= size;
-		planlive_del(&t->mem, bid);
+	} else if (r->type == 'U' && pend != SIZE_MAX &&
+	    (at = planlive_find(&t->held.buf, bid)) != SIZE_MAX &&
+	    t->held.buf.tag[at] == PLANHELD_DEVICE) {
+		int drop = t->pend.tag[pend];
+		char name[96], arg[64];
+		snprintf(name, sizeof name, "%s %llu", drop ? "drop" : "offload",
+		    (unsigned long long)bid);
+		snprintf(arg, sizeof arg, "%llu bytes", (unsigned long long)t->held.buf.size[at]);
+		slice(t, PID_EBB, drop ? TID_RECOMPUTE : TID_D2H, t->pend.size[pend], ns, name, arg);
 		planlive_del(&t->pend, bid);
-	} else if (r->type == 'U' && *tag == MEM_DEVICE) {
-		int drop = pend != SIZE_MAX && t->pend.tag[pend];
-		t->held -= size;
-		*tag = drop ? MEM_DROPPED : MEM_HOST;
-		if (!drop)
-			t->host += size;
-		if (pend != SIZE_MAX) {
-			snprintf(name, sizeof name, "%s %llu", drop ? "drop" : "offload",
-			    (unsigned long long)bid);
-			char arg[64];
-			snprintf(arg, sizeof arg, "%llu bytes", (unsigned long long)size);
-			slice(t, PID_EBB, drop ? TID_RECOMPUTE : TID_D2H, t->pend.size[pend], ns, name,
-			    arg);
-			planlive_del(&t->pend, bid);
-		}
-	} else if (r->type == 'B' && strcmp(r->field[4], "cancel") != 0 && *tag != MEM_DEVICE) {
-		if (*tag == MEM_HOST)
-			t->host -= size;
-		*tag = MEM_DEVICE;
-		t->held += size;
-	} else {
-		return 0;
+	} else if (r->type == 'F') {
+		planlive_del(&t->pend, bid);
 	}
-	counters(t, ns);
+	int changed = planheld_record(&t->held, r);
+	if (changed < 0)
+		return oom(t);
+	if (changed)
+		counters(t, ns);
 	return 0;
 }
 
@@ -566,10 +543,7 @@ emit_record(struct tl *t)
 		    name, arg);
 		return 0;
 	case 'O':
-		if (field(t, 2, &v) < 0 || planlive_put(&t->pend, v, ns,
-		    strcmp(r->field[4], "drop") == 0) < 0)
-			return oom(t);
-		return 0;
+		return memory_record(t, ns);
 	case 'W': case 'H':
 		if (field(t, r->type == 'W' ? 3 : 2, &v) < 0)
 			return -1;
@@ -714,7 +688,7 @@ ebb_timeline(const char *path, const struct ebb_timeline_opts *o, FILE *err)
 	free(t.g);
 	free(t.op);
 	free(t.mark);
-	planlive_free(&t.mem);
+	planheld_free(&t.held);
 	planlive_free(&t.pend);
 	ebb_trace_reader_close(&t.rd);
 	return rc;
