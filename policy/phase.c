@@ -198,15 +198,56 @@ inner_cut(const int64_t *live, const int64_t *after, uint32_t a, uint32_t b, int
 }
 
 /*
+ * The starts of the phases of an iteration that no marker cuts: after each
+ * turn of the bytes alive by thr or more. A peak is the highest operation
+ * (bytes alive at it) of a rise, confirmed once the bytes after an
+ * operation are thr under it; a trough the lowest (bytes after it) of a
+ * fall, confirmed once the bytes alive are thr over it. A turn at the
+ * iteration's first operation cuts nothing. Writes the starts into s (room
+ * for nops), s[0] = 0; returns their count.
+ */
+static uint32_t
+turns(const int64_t *live, const int64_t *after, uint32_t nops, int64_t thr, uint32_t *s)
+{
+	uint32_t m = 0, hi = 0, lo = 0;
+	int rising = 1;
+
+	s[m++] = 0;
+	for (uint32_t i = 0; i < nops; i++) {
+		if (rising) {
+			hi = live[i] > live[hi] ? i : hi;
+			if (live[hi] - after[i] >= thr) {	/* a peak at hi */
+				if (hi + 1 > s[m - 1] + 1 && hi + 1 < nops)
+					s[m++] = hi + 1;
+				rising = 0;
+				lo = i;
+			}
+		} else {
+			lo = after[i] < after[lo] ? i : lo;
+			if (live[i] - after[lo] >= thr) {	/* a trough at lo */
+				if (lo + 1 > s[m - 1] + 1 && lo + 1 < nops)
+					s[m++] = lo + 1;
+				rising = 1;
+				hi = i;
+			}
+		}
+	}
+	return m;
+}
+
+/*
  * The starts of the phases: those given, and each inner cut (inner_cut)
  * with a threshold of PHASE_MIN_SHARE of the largest swing of the bytes
- * alive within a phase. Returns the count into *out (malloc'd), or -1.
+ * alive within a phase. With none given but the first (no markers), the
+ * turns of the bytes alive (turns) by PHASE_TURN_SHARE of the iteration's
+ * swing. Returns the count into *out (malloc'd), or -1.
  */
 static int64_t
 refine(const struct prof *p, const uint32_t *start, uint32_t n, uint32_t **out)
 {
 	int64_t *live = malloc(p->nops * sizeof *live), *after = malloc(p->nops * sizeof *after);
-	uint32_t *s = malloc(2 * (size_t)n * sizeof *s);
+	size_t room = n == 1 ? (size_t)p->nops : 2 * (size_t)n;
+	uint32_t *s = malloc((room ? room : 1) * sizeof *s);
 	int64_t swing = 0, m = 0;
 
 	if (live == NULL || after == NULL || s == NULL) {
@@ -224,6 +265,14 @@ refine(const struct prof *p, const uint32_t *start, uint32_t n, uint32_t **out)
 			lo = live[k] < lo ? live[k] : lo;
 		}
 		swing = hi - lo > swing ? hi - lo : swing;
+	}
+	if (n == 1) {
+		int64_t thr = (int64_t)(PHASE_TURN_SHARE * (double)swing);
+		m = thr > 0 ? turns(live, after, p->nops, thr, s) : (s[0] = 0, 1);
+		free(live);
+		free(after);
+		*out = s;
+		return m;
 	}
 	int64_t thr = (int64_t)(PHASE_MIN_SHARE * (double)swing);
 	for (uint32_t i = 0; i < n; i++) {

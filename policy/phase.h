@@ -20,6 +20,9 @@
  *    each way, it is cut after its highest (lowest) operation: a forward
  *    and the backward that follows it with no marker between, as on the
  *    last stage (the first stage: a backward and the next forward).
+ *    An iteration without markers (gradient accumulation on one rank) is
+ *    cut after every such turn of PHASE_TURN_SHARE of its swing or more:
+ *    each micro-batch's forward, then its backward.
  *  - Kinds. A phase that makes more bytes of buffers that outlive it than
  *    it frees of buffers made before it is a forward; the other way round,
  *    a backward; one whose larger side is under PHASE_MIN_SHARE of the
@@ -45,6 +48,11 @@
 /* A phase whose bytes made or freed are under this share of the largest
  * phase's is neither a forward nor a backward. */
 #define PHASE_MIN_SHARE 0.05
+
+/* Without markers, the turns of the bytes alive that cut phases are of at
+ * least this share of the iteration's swing: a micro-batch's activations
+ * rise and fall by most of it, the temporaries within a pass by far less. */
+#define PHASE_TURN_SHARE 0.25
 
 /* The phases one iteration holds at most (more are merged into the last). */
 #define PHASE_MAX 4096

@@ -295,6 +295,83 @@ START_TEST(cuts)
 }
 END_TEST
 
+/*
+ * Gradient accumulation on one rank: no markers. Each of 4 micro-batches'
+ * forwards makes 6 activations of 8 MiB, with a temporary of 4 MiB freed
+ * by the next operation; its backward makes a temporary of 6 MiB (the
+ * loss's gradient), then uses the activations in reverse, freeing each,
+ * with a temporary of 4 MiB each operation. The first backward makes the
+ * gradients (16 MiB), which the optimizer step frees at the end. Every
+ * forward and backward must be a phase of its own, each backward paired
+ * with its micro-batch's forward: the temporaries' turns (at most 10 MiB
+ * of a 70 MiB swing) cut nothing.
+ */
+START_TEST(accumulation_phases)
+{
+	enum { MB = 4, L = 6 };
+	struct prof p;
+	struct phase_set ps;
+	int64_t act[MB][L], grads = -1, tmp;
+	uint32_t o = 0, fw_first[MB], bw_first[MB];
+	static const uint32_t first_op[] = { 0 };
+
+	ck_assert_int_eq(prof_init(&p, MB * (2 * L + 1) + 1), 0);
+	int64_t w = prof_add(&p, 64u << 20, 0, PROF_NONE, 0);
+	for (int m = 0; m < MB; m++) {
+		fw_first[m] = o;
+		for (int l = 0; l < L; l++, o++) {
+			act[m][l] = prof_add(&p, 8u << 20, 0, o, 1);
+			tmp = prof_add(&p, 4u << 20, 0, o, 1);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)w, o), 0);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)act[m][l], o), 0);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)tmp, o), 0);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)tmp, o + 1), 0);
+			prof_free(&p, (uint32_t)tmp, o + 1);
+		}
+		bw_first[m] = o;
+		int64_t lg = prof_add(&p, 6u << 20, 0, o, 1);
+		ck_assert_int_eq(prof_use(&p, (uint32_t)lg, o), 0);
+		if (m == 0) {
+			grads = prof_add(&p, 16u << 20, 0, o, 1);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)grads, o), 0);
+		}
+		o++;
+		ck_assert_int_eq(prof_use(&p, (uint32_t)lg, o), 0);
+		prof_free(&p, (uint32_t)lg, o);
+		for (int l = L - 1; l >= 0; l--, o++) {
+			tmp = prof_add(&p, 4u << 20, 0, o, 1);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)tmp, o), 0);
+			prof_free(&p, (uint32_t)tmp, o);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)act[m][l], o), 0);
+			prof_free(&p, (uint32_t)act[m][l], o);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)grads, o), 0);
+		}
+	}
+	ck_assert_int_eq(prof_use(&p, (uint32_t)grads, o), 0);	/* the optimizer step */
+	prof_free(&p, (uint32_t)grads, o);
+	ck_assert_uint_eq(o + 1, p.nops);
+	ck_assert_int_eq(phase_split(&p, first_op, 1, &ps), 0);
+	ck_assert_uint_eq(ps.n, 2 * MB);
+	ck_assert_uint_eq(ps.nforward, MB);
+	ck_assert_uint_eq(ps.nbackward, MB);
+	for (int m = 0; m < MB; m++) {
+		const struct phase *f = &ps.ph[2 * m], *b = &ps.ph[2 * m + 1];
+		ck_assert_int_eq(f->kind, PHASE_FORWARD);
+		ck_assert_int_eq(b->kind, PHASE_BACKWARD);
+		ck_assert_int_eq(b->forward, 2 * m);
+		ck_assert_uint_ge(b->paired, (uint64_t)L * (8u << 20));
+		/* the forward ends at the highest operation (the backward's first,
+		 * which makes the loss's gradient), the backward at the lowest,
+		 * before the next forward's first allocation */
+		ck_assert_uint_eq(f->first, fw_first[m]);
+		ck_assert_uint_eq(f->last, bw_first[m]);
+		ck_assert_uint_eq(b->last, m + 1 < MB ? fw_first[m + 1] - 1 : p.nops - 1);
+	}
+	phase_fini(&ps);
+	prof_fini(&p);
+}
+END_TEST
+
 /* Starts that are not increasing from 0 are refused. */
 START_TEST(bad_starts)
 {
@@ -321,6 +398,7 @@ main(void)
 	add_test(tc, one_f_one_b_phases);
 	add_test(tc, interleaved_phases);
 	add_test(tc, cuts);
+	add_test(tc, accumulation_phases);
 	add_test(tc, bad_starts);
 	suite_add_tcase(s, tc);
 	return run_suite(s);

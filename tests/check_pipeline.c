@@ -157,6 +157,46 @@ END_TEST
 /* GPipe holds every micro-batch's activations at once: under a limit 40%
  * below the peak ebb tracks without one, the stage computes the same, and
  * its trace has the same markers. */
+/* Gradient accumulation on one rank, with no NCCL: ebb plan cuts the
+ * iteration at the turns of memory, a forward and a backward for each of
+ * the workload's 4 micro-batches, each backward paired with its forward. */
+START_TEST(accumulation)
+{
+	char *argv[] = { workload_path(0), "plan", "8", NULL };
+	const char *env[] = { "WORKLOAD_ACCUM=4", "WORKLOAD_TEMPS=1", "WORKLOAD_LAYER_US=100",
+		NULL };
+	const char *path = tmp_file("accum");
+	const char *rep[] = { "report", path, NULL };
+	const char *plan[] = { "plan", path, "-f", "0.6", NULL };
+	struct run_result w, r;
+	char kind[16];
+	int pair;
+
+	run_ebb(argv, env, path, &w);
+	expect_ok(&w);
+	ebb_cmd(&r, rep);
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	ck_assert_uint_eq(value_of(r.out, "stage-markers: "), 0);
+	ck_assert_uint_eq(value_of(r.out, "stage-phases: "), 0);
+	run_free(&r);
+	ebb_cmd(&r, plan);
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	ck_assert_msg(strstr(r.out, "micro-batch phases: 8 from the turns of memory (no NCCL send "
+	    "or receive to a stage beside this rank): 4 forward, 4 backward, 0 other\n") != NULL,
+	    "%s", r.out);
+	for (int m = 0; m < 4; m++) {
+		phase_row(r.out, 2 * m, kind, &pair);
+		ck_assert_str_eq(kind, "forward");
+		phase_row(r.out, 2 * m + 1, kind, &pair);
+		ck_assert_str_eq(kind, "backward");
+		ck_assert_int_eq(pair, 2 * m);
+	}
+	run_free(&r);
+	run_free(&w);
+	remove(path);
+}
+END_TEST
+
 START_TEST(gpipe_under_a_limit)
 {
 	const char *path = tmp_file("pipe");
@@ -401,6 +441,7 @@ main(void)
 	add_test(tc, one_f_one_b);
 	add_test(tc, gpipe);
 	add_test(tc, gpipe_under_a_limit);
+	add_test(tc, accumulation);
 	suite_add_tcase(s, tc);
 	TCase *tp = tcase_create("processes");
 	tcase_set_timeout(tp, 300);

@@ -58,8 +58,13 @@ kind_name(enum phase_kind k)
 static void
 print_phases(FILE *out, const struct phase_set *ps, uint64_t markers, uint64_t s0)
 {
-	fprintf(out, "\npipeline phases: %u from %llu stage markers: %u forward, %u backward, %u "
-	    "other\n", ps->n, (unsigned long long)markers, ps->nforward, ps->nbackward,
+	if (markers > 0)
+		fprintf(out, "\npipeline phases: %u from %llu stage markers: ", ps->n,
+		    (unsigned long long)markers);
+	else
+		fprintf(out, "\nmicro-batch phases: %u from the turns of memory (no NCCL send or "
+		    "receive to a stage beside this rank): ", ps->n);
+	fprintf(out, "%u forward, %u backward, %u other\n", ps->nforward, ps->nbackward,
 	    ps->n - ps->nforward - ps->nbackward);
 	if (ps->n > PLANPHASE_LISTED) {
 		fprintf(out, "(more than %d: not listed)\n", PLANPHASE_LISTED);
@@ -117,12 +122,6 @@ planphase_print(struct plancmd *g, FILE *out)
 		fprintf(s->err, "ebb plan: %s\n", why);
 		free(start);
 		return -1;
-	}
-	if (markers == 0) {
-		fprintf(out, "\npipeline phases: none (no NCCL send or receive to a stage beside "
-		    "this rank in the iteration)\n");
-		free(start);
-		return 0;
 	}
 	struct phase_set ps;
 	if (nstart == 0 || start[0] != 0 || phase_split(&g->b.r.p, start, nstart, &ps) < 0) {
