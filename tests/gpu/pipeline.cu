@@ -1,9 +1,9 @@
 // pipeline.cu: a one-rank pipeline over NCCL for tests/gpu/pipeline.sh.
 //
 // A pipeline of one stage: each micro-batch's input arrives by a receive
-// from the rank itself and its output leaves by a send to it (grouped, as a
-// stage's send to the next and receive from the previous are), and so do
-// the gradients in the backward. GPipe order: every micro-batch's forward,
+// from the rank itself and its output leaves by a send to it, grouped with
+// the next receive as a stage's send to the next and receive from the
+// previous are, and so do the gradients in the backward. GPipe order: every micro-batch's forward,
 // then every backward in reverse, then an optimizer step. Activations are
 // allocated stream-ordered (cudaMallocAsync) in the forward and freed in
 // the backward, so that the stage holds all micro-batches' activations at
@@ -63,13 +63,6 @@ __global__ void backward(float *gx, float *gw, const float *g, const float *x, c
 	gw[i] += d * v;
 }
 
-__global__ void loss_grad(float *g, const float *y, size_t n)
-{
-	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-	if (i < n)
-		g[i] = y[i] * 0.01f;
-}
-
 __global__ void sgd(float *w, float *gw, size_t n)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -86,13 +79,17 @@ __global__ void init_w(float *w, int layer, size_t n)
 		w[i] = 0.9f + 0.1f * (float)((i * 40503u + layer * 7u) % 997u) / 997.0f;
 }
 
-// Send x to this stage's next (itself) and receive into y from its previous
-// (itself): one group, as pipeline stages issue them.
+// One group of sends and receives, as pipeline stages issue them at a
+// boundary between micro-batches: send n floats of x (when x is not NULL)
+// to this stage's next, receive n into y (when y is not NULL) from its
+// previous; here both are the rank itself.
 static void exchange(const float *x, float *y, size_t n, ncclComm_t comm, cudaStream_t s)
 {
 	NK(ncclGroupStart());
-	NK(ncclSend(x, n, ncclFloat, 0, comm, s));
-	NK(ncclRecv(y, n, ncclFloat, 0, comm, s));
+	if (x != NULL)
+		NK(ncclSend(x, n, ncclFloat, 0, comm, s));
+	if (y != NULL)
+		NK(ncclRecv(y, n, ncclFloat, 0, comm, s));
 	NK(ncclGroupEnd());
 }
 
@@ -122,49 +119,48 @@ int main(int argc, char **argv)
 	}
 	std::vector<float> host(4096);
 	for (int step = 0; step < steps; step++) {
-		// acts[m][0] is micro-batch m's input as received, acts[m][l + 1] layer l's output
+		// acts[m][0] is micro-batch m's input as received, acts[m][l + 1]
+		// layer l's output. Each boundary is one group: the send of what
+		// the phase before it made, and the receive that opens the next
+		// (micro-batch m's input is micro-batch m - 1's output; the last
+		// forward's output comes back as the last backward's gradient, and
+		// each backward's gradient out as the next backward's in), so that
+		// the markers cut each micro-batch's forward and backward once.
 		std::vector<std::vector<float *>> acts(mbs, std::vector<float *>(layers + 1));
+		float *x;
+		CK(cudaMallocAsync(&x, bytes, s));
+		input<<<blocks, 256, 0, s>>>(x, 0, step, n);
+		const float *sent = x;
 		for (int m = 0; m < mbs; m++) {
-			float *x;
-			CK(cudaMallocAsync(&x, bytes, s));
-			input<<<blocks, 256, 0, s>>>(x, m, step, n);
 			CK(cudaMallocAsync(&acts[m][0], bytes, s));
-			exchange(x, acts[m][0], n, comm, s);	// the receive opens the forward
-			CK(cudaFreeAsync(x, s));
+			exchange(sent, acts[m][0], n, comm, s);	// the receive opens the forward
+			CK(cudaFreeAsync((void *)sent, s));
 			for (int l = 0; l < layers; l++) {
 				CK(cudaMallocAsync(&acts[m][l + 1], bytes, s));
 				forward<<<blocks, 256, 0, s>>>(acts[m][l + 1], acts[m][l], w[l], n);
 			}
-			float *out;
-			CK(cudaMallocAsync(&out, bytes, s));
-			exchange(acts[m][layers], out, n, comm, s);	// the send closes it
-			CK(cudaFreeAsync(acts[m][layers], s));
-			acts[m][layers] = out;
+			sent = acts[m][layers];
 		}
 		for (int m = mbs - 1; m >= 0; m--) {
-			float *g, *gin;
-			CK(cudaMallocAsync(&g, bytes, s));
-			loss_grad<<<blocks, 256, 0, s>>>(g, acts[m][layers], n);
-			CK(cudaFreeAsync(acts[m][layers], s));
+			float *gin;
 			CK(cudaMallocAsync(&gin, bytes, s));
-			exchange(g, gin, n, comm, s);	// the receive opens the backward
-			CK(cudaFreeAsync(g, s));
+			exchange(sent, gin, n, comm, s);	// the receive opens the backward
+			CK(cudaFreeAsync((void *)sent, s));
 			for (int l = layers - 1; l >= 0; l--) {
 				float *gx;
 				CK(cudaMallocAsync(&gx, bytes, s));
 				backward<<<blocks, 256, 0, s>>>(gx, gw[l], gin, acts[m][l], w[l], n);
 				CK(cudaFreeAsync(gin, s));
-				if (l > 0)
-					CK(cudaFreeAsync(acts[m][l], s));
+				CK(cudaFreeAsync(acts[m][l], s));
 				gin = gx;
 			}
-			float *gout;
-			CK(cudaMallocAsync(&gout, bytes, s));
-			exchange(gin, gout, n, comm, s);	// the send closes it
-			CK(cudaFreeAsync(gin, s));
-			CK(cudaFreeAsync(gout, s));
-			CK(cudaFreeAsync(acts[m][0], s));
+			sent = gin;
 		}
+		float *sink;
+		CK(cudaMallocAsync(&sink, bytes, s));
+		exchange(sent, sink, n, comm, s);	// the last send closes the last backward
+		CK(cudaFreeAsync((void *)sent, s));
+		CK(cudaFreeAsync(sink, s));
 		for (int l = 0; l < layers; l++)
 			sgd<<<blocks, 256, 0, s>>>(w[l], gw[l], n);
 		CK(cudaGetLastError());

@@ -4,12 +4,17 @@
 # order), without ebb, under observe and under a limit.
 #
 # Pass: every run exits 0 with the same checksum at every step, bit for bit;
-# the observe trace has stage markers (ebb report's stage-markers: four a
-# micro-batch) and phases (stage-phases), and `ebb plan` finds a forward and
-# a backward phase for each micro-batch, each backward paired with its
-# forward. Needs nvcc and NCCL's header and library (found beside torch's
-# nvidia-nccl wheel where the system has none). Exits 77 without a GPU, 1
-# when a check fails; logs under OUT (default /tmp/ebb-pipeline).
+# the observe trace has stage markers (ebb report's stage-markers: a send
+# and a receive at each micro-batch's boundaries) and phases
+# (stage-phases), and `ebb plan` finds a forward and a backward phase for
+# each micro-batch; under a limit at 60% of its peak, the same checksums,
+# with buffers moved. Then gradient accumulation on one rank
+# (bench/train.py): the same losses under observe, and `ebb plan` finds a
+# forward and a backward phase for each micro-batch without any marker.
+# Needs nvcc and NCCL's header and library (found beside torch's
+# nvidia-nccl wheel where the system has none), and python3 with torch and
+# transformers. Exits 77 without a
+# GPU, 1 when a check fails; logs under OUT (default /tmp/ebb-pipeline).
 #
 #   tests/gpu/pipeline.sh [STEPS MICRO_BATCHES LAYERS MIB]     (12 4 6 64)
 set -u
@@ -60,11 +65,11 @@ run() {	# label command...
 	local label=$1
 	shift
 	echo "== $label: $*"
-	local t0=$(date +%s.%N)
+	local t0=$(date +%s%N)
 	timeout 300 "$@" > "$OUT/$label.out" 2> "$OUT/$label.err"
 	local rc=$?
-	local t1=$(date +%s.%N)
-	echo "$label: exit $rc, $(echo "$t1 - $t0" | bc) s, $(sums "$OUT/$label.out" | wc -l) steps"
+	local ms=$((($(date +%s%N) - t0) / 1000000))
+	echo "$label: exit $rc, $((ms / 1000)).$(printf %03d $((ms % 1000))) s, $(sums "$OUT/$label.out" | wc -l) steps"
 	grep -E "^ebb\[[0-9]+\]" "$OUT/$label.err" | grep -vE "\] *$" | tail -20
 	[ $rc = 0 ] || fail "$label: exit status $rc ($(tail -3 "$OUT/$label.err"))"
 }
@@ -89,12 +94,35 @@ bw=$(sed -n 's/^pipeline phases: .*: \([0-9]*\) forward, \([0-9]*\) backward.*/\
 [ "${fw:-0}" = "$mb" ] && [ "${bw:-0}" = "$mb" ] && pass "ebb plan: $fw forward and $bw backward phases ($mb micro-batches)" ||
 	fail "ebb plan: ${fw:-no} forward and ${bw:-no} backward phases, for $mb micro-batches"
 peak=$(sed -n 's/^peak-bytes: //p' "$OUT/observe.report")
-# the limit: 60% of the buffers' peak, and room for the context and NCCL's own
-lim=$(( ${peak:-0} * 6 / 10 / 1048576 + 1024 ))M
-run limit env EBB_VERBOSE=1 "$EBB" run --limit "$lim" --trace "$OUT/limit.trace" -- "$prog" "${args[@]}"
+# the limit: 60% of the buffers' peak (NCCL's own allocations among them), and
+# room for the driver's share that EBB_LIMIT counts
+lim=$(( ${peak:-0} * 6 / 10 / 1048576 + 256 ))M
+run limit "$EBB" run --limit "$lim" -v 1 --trace "$OUT/limit.trace" -- "$prog" "${args[@]}"
 cmp -s "$OUT/plain.sums" <(sums "$OUT/limit.out") && pass "limit $lim: every checksum identical" ||
 	fail "limit $lim: checksums differ from the job alone"
 "$EBB" report "$OUT/limit.trace" > "$OUT/limit.report" 2>&1 || fail "ebb report (limit): $(tail -1 "$OUT/limit.report")"
 grep -E "^(stage-markers|stage-phases|iterations|peak-bytes):" "$OUT/limit.report"
+moved=$(awk '$1 == "Z" && $3 == "offloads" { print $4 }' "$OUT/limit.trace")
+[ "${moved:-0}" -gt 0 ] && pass "limit $lim: $moved buffers moved to the host" ||
+	fail "limit $lim: nothing moved (offloads ${moved:-none}): the limit pressed nothing"
+
+# Gradient accumulation on one rank, without NCCL: the phases come from the
+# turns of the memory the job holds, one forward and one backward for each
+# micro-batch of the optimizer step (bench/train.py, a small Llama-style
+# model, deterministic; its losses bit for bit under observe).
+accum=4
+tr=(python3 "$top/bench/train.py" --model tiny --seq 1024 --accum $accum --steps 8 --deterministic)
+losses() { sed -n 's/^step \([0-9]*\) loss [^ ]* (\([^)]*\)).*/\1 \2/p' "$1"; }
+run accum-plain "${tr[@]}"
+run accum-observe "$EBB" run --mode observe --trace "$OUT/accum.trace" -- "${tr[@]}"
+[ -n "$(losses "$OUT/accum-plain.out")" ] && cmp -s <(losses "$OUT/accum-plain.out") <(losses "$OUT/accum-observe.out") &&
+	pass "accumulation $accum: every loss identical under observe" ||
+	fail "accumulation $accum: losses differ under observe (or none)"
+"$EBB" plan "$OUT/accum.trace" > "$OUT/accum.plan" 2>&1 || fail "ebb plan (accumulation): $(tail -2 "$OUT/accum.plan")"
+sed -n '/^micro-batch phases/,/^$/p;/^pipeline phases/,/^$/p' "$OUT/accum.plan" | head -20
+fw=$(sed -n 's/^micro-batch phases: .*: \([0-9]*\) forward, \([0-9]*\) backward.*/\1/p' "$OUT/accum.plan")
+bw=$(sed -n 's/^micro-batch phases: .*: \([0-9]*\) forward, \([0-9]*\) backward.*/\2/p' "$OUT/accum.plan")
+[ "${fw:-0}" = $accum ] && [ "${bw:-0}" = $accum ] && pass "ebb plan: $fw forward and $bw backward micro-batch phases (accumulation $accum)" ||
+	fail "ebb plan: ${fw:-no} forward and ${bw:-no} backward micro-batch phases, for accumulation $accum"
 echo "== $failures failed"
 [ $failures = 0 ]

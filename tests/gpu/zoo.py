@@ -50,8 +50,13 @@ the right mode (observe or offload in its header), that `ebb report` reads
 without error and that counts at least one launch. A job whose baseline
 fails has its other modes recorded as failed, not run.
 
-step_s is the median step time after the job's warmup steps; ratio is step_s
-over the baseline's (the median of all baseline repeats' steps). At the end:
+step_s is the median step time of the steady state: under limit:F, of the
+steps that ran under the plan (the trace's plan-iterations, the last steps
+of the run) less the first PLAN_SETTLE of them; elsewhere, and where fewer
+than MIN_STEADY steps are left so (the ratio is then marked '*': it counts
+learning), after the job's --warmup steps. steady_from is the first step
+counted. ratio is step_s over the baseline's (the median of all baseline
+repeats' steps after --warmup). At the end:
 one table, OUT/zoo.jsonl (one object per run; --record FILE appends the same
 objects to FILE), OUT/zoo-logs.tgz (logs, `ebb report` outputs and traces,
 each trace gzipped beside its log first, those of more than 50 MB
@@ -87,6 +92,8 @@ JOBDIR = os.path.join(HERE, "zoo", "jobs")
 MIB = 2**20
 GIB = 2**30
 MAX_TRACE_BYTES = 50 * 10**6        # gzipped traces larger than this stay out of the archive
+PLAN_SETTLE = 2                     # planned steps left out of a limit run's median
+MIN_STEADY = 3                      # planned steps a limit run's median needs beyond those
 
 # job name: (script in JOBDIR, its arguments); the name is the "job" of its ZOO_RESULT
 JOBS = {
@@ -411,6 +418,24 @@ def trace_summary(path, key):
     return None
 
 
+def steady_steps(rec, planned):
+    """Under a limit, step_s is the median of the steps that ran under the
+    plan, less the first PLAN_SETTLE of them (where the plan's first
+    iteration and any replay's proof fall): the steady state after learning,
+    whatever --warmup says. planned is the trace's plan-iterations (the
+    iterations started under a plan; the last ones of the run). With fewer
+    than MIN_STEADY such steps, the --warmup median stays and steady_from is
+    None: the run measured learning, and the table marks its ratio."""
+    times = rec["step_times"]
+    rec["planned_steps"] = planned
+    if planned is None or planned - PLAN_SETTLE < MIN_STEADY:
+        rec["steady_from"] = None
+        return
+    first = max(0, len(times) - planned + PLAN_SETTLE)
+    rec["steady_from"] = first
+    rec["step_s"] = round(statistics.median(times[first:]), 6)
+
+
 def gzip_file(path):
     """Compress path to path.gz and remove it. Returns the new path."""
     with open(path, "rb") as src, gzip.open(path + ".gz", "wb", compresslevel=6) as dst:
@@ -532,6 +557,7 @@ class Zoo:
                "steps": self.a.steps, "warmup": self.a.warmup, "step_s": None, "ratio": None,
                "peak_gib": None, "limit_gib": gib(limit), "losses": [],
                "losses_identical": False, "exit_status": None, "passed": False, "reason": "",
+               "steady_from": None, "planned_steps": None, "step_times": [],
                "ebb": mode.ebb, "log": os.path.basename(log), "command": cmd}
         if self.a.dry_run:
             print(f"{label}:\n  {cmd}")
@@ -581,6 +607,7 @@ class Zoo:
             if times[self.a.warmup:]:
                 rec["step_s"] = round(statistics.median(times[self.a.warmup:]), 6)
                 rec["step_times"] = times
+                rec["steady_from"] = self.a.warmup
             if baseline is None:
                 rec["losses_identical"] = True
                 if not all(finite_hex(h) for h in losses):
@@ -607,6 +634,8 @@ class Zoo:
             rec["launches"] = launches
             if bad_trace:
                 why.append(bad_trace)
+            if mode.kind == "limit" and rec["step_times"]:
+                steady_steps(rec, trace_summary(path, "plan-iterations"))
             tracked = trace_summary(path, "peak-bytes")
             rec["tracked_peak_gib"] = gib(tracked)
             if mode.kind == "observe" and not why and tracked is not None:
@@ -672,12 +701,16 @@ class Zoo:
         for r in self.records:
             mode = r["mode"] + (" #%d" % r["repeat"] if a.repeat > 1 else "")
             same = "-" if not r["losses"] else "same" if r["losses_identical"] else "DIFF"
+            learning = "*" if r["ebb"] and r["step_s"] and r["steady_from"] is None else " "
             print(f"{r['workload']:<14} {mode:<24} "
                   f"{fmt(r['exit_status'], 'd'):>5} {fmt(r['step_s'], '.4f'):>9} "
-                  f"{fmt(r['ratio'], '.3f'):>7} {fmt(r['peak_gib'], '.2f'):>9} "
+                  f"{fmt(r['ratio'], '.3f'):>6}{learning} {fmt(r['peak_gib'], '.2f'):>9} "
                   f"{fmt(r['limit_gib'], '.2f'):>9} {same:>7}  "
                   f"{'PASS' if r['passed'] else 'FAIL ' + r['reason']}")
         failed = sum(not r["passed"] for r in self.records)
+        if any(r["ebb"] and r["step_s"] and r["steady_from"] is None for r in self.records):
+            print(f"* fewer than {MIN_STEADY} steps ran under a settled plan: the ratio "
+                  "counts learning (more --steps)")
         print(f"\n{len(self.records) - failed} passed, {failed} failed")
         out = os.path.join(a.out, "zoo.jsonl")
         with open(out, "w") as f:
@@ -721,8 +754,9 @@ def main():
     ap.add_argument("--extra-env", action="append", default=[], metavar="K=V",
                     help="environment of every run (repeatable)")
     ap.add_argument("--record", help="also append the records to this JSON lines file")
-    ap.add_argument("--steps", type=int, default=8, help="steps of each job (8)")
-    ap.add_argument("--warmup", type=int, default=3, help="steps left out of the median (3)")
+    ap.add_argument("--steps", type=int, default=20, help="steps of each job (20)")
+    ap.add_argument("--warmup", type=int, default=8,
+                    help="steps left out of the median where no plan says (8)")
     ap.add_argument("--python", default=os.environ.get("PYTHON", sys.executable),
                     help="the jobs' python3 (default $PYTHON, else this one)")
     ap.add_argument("--gpu", type=int, default=0, help="NVML index of the device (0)")
