@@ -11,6 +11,8 @@
 # without ebb (out of memory), for a shorter pass.
 # All runs use PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync. Step time is
 # the median after warm-up; peak is NVML's for the whole device.
+# Exits 1 when a run (other than the one expected out of memory) fails or
+# any run's losses differ from its baseline's.
 # usage: bench/offload.sh   (BUILD, OUT, PYTHON, BENCH_COMMIT as in tests/gpu/run.sh)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,8 +36,9 @@ run() {	# label log command...
 	timeout 200 "$@" > "$log" 2>&1
 	local rc=$?
 	grep -E "^step |^ebb\[[0-9]+\]: (offload|[0-9]+ launches)|Error|error" "$log" | tail -12
-	[ $rc = 0 ] || echo "$label: exit status $rc (log: $log)"
+	[ $rc = 0 ] || { echo "FAIL: $label: exit status $rc (log: $log)"; failures=$((failures + 1)); }
 }
+failures=0
 
 run "W1 b8 under ebb --limit 64G" "$OUT/b8-ebb.log" \
 	"$EBB" run --limit 64G -v 1 -- $b8 --label ebb-limit-64G --json "$r8"
@@ -47,8 +50,10 @@ run "W1 b16 under ebb --limit 120G" "$OUT/b16-ebb.log" \
 run "W1 b16 gradient checkpointing without ebb" "$OUT/b16-ckpt.log" \
 	$b16 --ckpt --label ckpt --json "$r16"
 if [ "${BENCH_FULL:-1}" = 1 ]; then
+	f=$failures
 	run "W1 b16 without ebb (expected: out of memory)" "$OUT/b16-base.log" \
 		$b16 --label baseline --json "$r16"
+	failures=$f	# its failure is the point
 	grep -q "OutOfMemoryError\|out of memory" "$OUT/b16-base.log" &&
 		echo "W1 b16 without ebb: out of memory"
 fi
@@ -57,3 +62,8 @@ BENCH_COMMAND=${BENCH_COMMAND:-bench/offload.sh} $PY "$top/bench/record.py" --wo
 	--out "$OUT/results.jsonl" "$r8"
 BENCH_COMMAND=${BENCH_COMMAND:-bench/offload.sh} $PY "$top/bench/record.py" --workload W1 \
 	--baseline ckpt --out "$OUT/results.jsonl" "$r16"
+# every run's losses those of its baseline, bit for bit
+n=$($PY -c 'import json, sys; print(sum(not json.loads(l)["losses_identical"] for l in open(sys.argv[1]) if l.strip()))' "$OUT/results.jsonl" 2>/dev/null)
+[ "${n:-1}" = 0 ] || { echo "FAIL: ${n:-unreadable} records with losses unlike their baseline's ($OUT/results.jsonl)"; failures=$((failures + 1)); }
+echo "== $failures failed"
+[ $failures = 0 ]
