@@ -572,6 +572,40 @@ START_TEST(pictures_of_a_run)
 }
 END_TEST
 
+/*
+ * A job that departs from its iteration at its end (the workload's last
+ * steps differ) and finds none again: the exit lines name the period it
+ * followed, and say so, where the Z record's period (at exit) is 0.
+ */
+START_TEST(summary_after_a_last_departure)
+{
+	const char *path = tmp_file("diaglast");
+	char *argv[] = { workload_path(0), "plan", "12", NULL };
+	const char *env[] = { "EBB_MODE=observe", NULL };
+	struct run_result w;
+	struct trace t;
+	char want[160];
+
+	run_ebb(argv, env, path, &w);
+	expect_ok(&w);
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "period"), 0);
+	const struct rec *d = NULL;
+	for (size_t i = 0; i < t.n; i++)
+		if (t.r[i].type == 'D')
+			d = &t.r[i];
+	ck_assert_ptr_nonnull(d);
+	ck_assert_uint_gt(num(d, 2), 0);
+	snprintf(want, sizeof want, "iterations of %llu operations (the last learned: the job "
+	    "departed from it", (unsigned long long)num(d, 2));
+	ck_assert_msg(strstr(w.err, want) != NULL, "no '%s' in:\n%s", want, w.err);
+	ck_assert_ptr_nonnull(strstr(w.err, "an iteration found, departed from at the end"));
+	trace_free(&t);
+	run_free(&w);
+	remove(path);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -585,6 +619,7 @@ main(void)
 	add_test(tc, plan_pictures);
 	add_test(tc, plan_picture_errors);
 	add_test(tc, pictures_of_a_run);
+	add_test(tc, summary_after_a_last_departure);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

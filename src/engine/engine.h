@@ -190,6 +190,8 @@ struct ebb_engine_stats {
 	uint64_t pointer_words;		/* parameter words that hit a buffer */
 	uint64_t iterations;		/* iteration starts seen */
 	uint64_t period;		/* learned period in operations, 0 if none */
+	uint64_t period_last;		/* the last period learned, kept through a
+					 * departure (the job's last steps, say) */
 };
 
 void ebb_engine_stats(struct ebb_engine_stats *out);

@@ -350,6 +350,7 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		engine.stats.period = period;
 		trace_iteration(seq, period);
 		if (period > 0) {
+			engine.stats.period_last = period;
 			found();
 			boundary(seq + 1, period);
 		}
@@ -367,7 +368,7 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		break;
 	case ITER_FOUND: {
 		uint64_t p = iter_period(&engine.finder);
-		engine.stats.period = p;
+		engine.stats.period = engine.stats.period_last = p;
 		/* Token i (from 0) is operation i + 1. */
 		for (uint64_t i = 0; i <= engine.finder.found_complete; i++) {
 			uint64_t s = engine.finder.found_first + 1 + i * p;

@@ -375,7 +375,8 @@ headline(const struct engine_totals *t)
 		ebb_log(EBB_LOG_NOTE, "summary%s: %s mode, %llu launches, peak %s tracked; %s", stage,
 		    engine.conf->mode == EBB_MODE_OBSERVE ? "observe" : "off",
 		    (unsigned long long)st->launches, human(st->bytes_peak, a, sizeof a),
-		    st->period > 0 ? "an iteration found" : "no iteration found");
+		    st->period > 0 ? "an iteration found" : st->period_last > 0 ?
+		    "an iteration found, departed from at the end" : "no iteration found");
 		return;
 	}
 	if (engine.conf->limit > 0)
@@ -409,13 +410,15 @@ summary_lines(const struct engine_totals *t)
 	headline(t);
 	ebb_log(EBB_LOG_NOTE, "%llu launches (%llu unresolved, %llu without a tracked buffer), "
 	    "%llu copies, %llu memsets, %llu NCCL calls; %llu buffers allocated, %llu live, "
-	    "peak %s tracked; %llu iterations of %llu operations",
+	    "peak %s tracked; %llu iterations of %llu operations%s",
 	    (unsigned long long)st->launches, (unsigned long long)st->launches_unresolved,
 	    (unsigned long long)st->launches_nobuf, (unsigned long long)st->copies,
 	    (unsigned long long)st->memsets, (unsigned long long)st->nccl_calls,
 	    (unsigned long long)st->allocs, (unsigned long long)st->buffers_live,
 	    human(st->bytes_peak, peak, sizeof peak), (unsigned long long)st->iterations,
-	    (unsigned long long)st->period);
+	    (unsigned long long)(st->period ? st->period : st->period_last),
+	    st->period == 0 && st->period_last > 0 ? " (the last learned: the job departed from "
+	    "it, and no iteration was found again)" : "");
 	if (engine.conf->self_time) {
 		self_line(0);
 		self_line(1);
