@@ -244,8 +244,12 @@ start_stage(int r, const char *schedule, const char *id, const char *mode, const
 {
 	char v[8][4200];
 	char *argv[] = { workload_path(0), "stage", "6", NULL };
-	char *env[12];
+	char *env[16];
 	int n = 0;
+	/* the sanitizers' options that make check sets (./dev.sh asan), which
+	 * a stage needs to start with libebb.so built with them */
+	static const char *const keep[] = { "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS" };
+	char kept[3][4200];
 
 	snprintf(v[0], sizeof v[0], "LD_PRELOAD=%s", getenv("EBBTEST_LIBEBB"));
 	snprintf(v[1], sizeof v[1], "LD_LIBRARY_PATH=%s", getenv("EBBTEST_FAKECUDA"));
@@ -260,6 +264,11 @@ start_stage(int r, const char *schedule, const char *id, const char *mode, const
 	env[n++] = "WORKLOAD_RANKS=4";
 	env[n++] = "EBB_CUPTI=0";
 	env[n++] = "EBB_VERBOSE=1";
+	for (int i = 0; i < 3; i++)
+		if (getenv(keep[i]) != NULL) {
+			snprintf(kept[i], sizeof kept[i], "%s=%s", keep[i], getenv(keep[i]));
+			env[n++] = kept[i];
+		}
 	env[n] = NULL;
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);

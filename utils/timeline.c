@@ -632,7 +632,8 @@ timeline_write(struct tl *t, const struct ebb_timeline_opts *o)
 {
 	if (each_record(t, scan_record) < 0)
 		return 1;
-	qsort(t->g, t->ng, sizeof *t->g, cmp_gtime);
+	if (t->ng > 1)	/* t->g is NULL without GPU times */
+		qsort(t->g, t->ng, sizeof *t->g, cmp_gtime);
 	if (set_window(t, o) < 0)
 		return 1;
 	if (ebb_trace_rewind(&t->rd) < 0) {

@@ -1754,6 +1754,7 @@ struct nccl_fns {
 	    ncclComm_t, cudaStream_t);
 	ncclResult_t (*GroupStart)(void);
 	ncclResult_t (*GroupEnd)(void);
+	ncclResult_t (*CommDestroy)(ncclComm_t);
 };
 static struct nccl_fns nc;
 static ncclComm_t comms[2];
@@ -1843,10 +1844,12 @@ scenario_pipeline(int iters)
 		FAIL("dlopen libnccl.so.2: %s", dlerror());
 	*(void **)&nc.CommInitAll = dlsym(RTLD_DEFAULT, "ncclCommInitAll");
 	*(void **)&nc.Send = dlsym(RTLD_DEFAULT, "ncclSend");
+	*(void **)&nc.CommDestroy = dlsym(RTLD_DEFAULT, "ncclCommDestroy");
 	*(void **)&nc.Recv = dlsym(RTLD_DEFAULT, "ncclRecv");
 	*(void **)&nc.GroupStart = dlsym(RTLD_DEFAULT, "ncclGroupStart");
 	*(void **)&nc.GroupEnd = dlsym(RTLD_DEFAULT, "ncclGroupEnd");
-	if (!nc.CommInitAll || !nc.Send || !nc.Recv || !nc.GroupStart || !nc.GroupEnd)
+	if (!nc.CommInitAll || !nc.Send || !nc.Recv || !nc.GroupStart || !nc.GroupEnd ||
+	    !nc.CommDestroy)
 		FAIL("NCCL symbols missing");
 	int dev = 0;
 	if (nc.CommInitAll(&comm, 1, &dev) != ncclSuccess)
@@ -1897,6 +1900,8 @@ scenario_pipeline(int iters)
 				sum = (sum ^ got[mb * L + l]) * 0x100000001b3ULL;
 			}
 	}
+	if (nc.CommDestroy(comm) != ncclSuccess)
+		FAIL("ncclCommDestroy");
 	printf("checksum %016llx\n", (unsigned long long)sum);
 	print_driver_stats();
 	return 0;
@@ -2010,7 +2015,9 @@ scenario_stage(int iters)
 	*(void **)&nc.Recv = dlsym(RTLD_DEFAULT, "ncclRecv");
 	*(void **)&nc.GroupStart = dlsym(RTLD_DEFAULT, "ncclGroupStart");
 	*(void **)&nc.GroupEnd = dlsym(RTLD_DEFAULT, "ncclGroupEnd");
-	if (!init_rank || !nc.Send || !nc.Recv || !nc.GroupStart || !nc.GroupEnd)
+	*(void **)&nc.CommDestroy = dlsym(RTLD_DEFAULT, "ncclCommDestroy");
+	if (!init_rank || !nc.Send || !nc.Recv || !nc.GroupStart || !nc.GroupEnd ||
+	    !nc.CommDestroy)
 		FAIL("NCCL symbols missing");
 	ncclUniqueId uid;
 	memset(&uid, 0, sizeof uid);
@@ -2098,6 +2105,8 @@ scenario_stage(int iters)
 			if (st[k].kind == 'B')
 				CK(cu.MemFreeAsync(g[st[k].mb][st[k].chunk], c.s));
 	}
+	if (nc.CommDestroy(c.comm) != ncclSuccess)
+		FAIL("ncclCommDestroy");
 	printf("checksum %016llx\n", (unsigned long long)sum);
 	print_driver_stats();
 	return 0;
