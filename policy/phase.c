@@ -125,7 +125,8 @@ pair(const struct prof *p, const uint32_t *start, struct phase_set *s)
 			t[nt++] = (struct tally){ bp, f, b->size };
 		}
 	}
-	qsort(t, nt, sizeof *t, cmp_tally);
+	if (nt > 1)
+		qsort(t, nt, sizeof *t, cmp_tally);
 	for (size_t i = 0; i < nt;) {
 		size_t j = i;
 		uint64_t sum = 0;
