@@ -606,6 +606,38 @@ START_TEST(summary_after_a_last_departure)
 }
 END_TEST
 
+/*
+ * A plan whose iterations run far slower than the job's own is said at the
+ * default verbosity: the fake's copies slow down (FAKECUDA_COPY_DELAY_FROM)
+ * once the iteration has been recorded and planned with fast ones, so the
+ * device waits for every restore. The same job with the link as fast as
+ * it was learned says nothing of it.
+ */
+START_TEST(summary_warns_of_a_slow_plan)
+{
+	char *argv[] = { workload_path(0), "plan", "24", NULL };
+	const char *slow[] = { "EBB_MODE=offload", "EBB_LIMIT=24M", "EBB_VERBOSE=0",
+		"FAKECUDA_COPY_DELAY_US=20000", "FAKECUDA_COPY_DELAY_FROM=400", NULL };
+	const char *fast[] = { "EBB_MODE=offload", "EBB_LIMIT=24M", "EBB_VERBOSE=0", NULL };
+	static const char warn[] = "the job's iterations took ";
+	struct run_result w;
+
+	run_ebb(argv, slow, NULL, &w);
+	expect_ok(&w);
+	const char *p = strstr(w.err, warn);
+	ck_assert_msg(p != NULL, "no '%s' in:\n%s", warn, w.err);
+	p = strstr(p, " s, ");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_msg(strtod(p + 4, NULL) >= 1.25, "%s", w.err);
+	ck_assert_ptr_nonnull(strstr(w.err, "under EBB_LIMIT=24.0 MiB "));
+	run_free(&w);
+	run_ebb(argv, fast, NULL, &w);
+	expect_ok(&w);
+	ck_assert_msg(strstr(w.err, warn) == NULL, "%s", w.err);
+	run_free(&w);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -620,6 +652,7 @@ main(void)
 	add_test(tc, plan_picture_errors);
 	add_test(tc, pictures_of_a_run);
 	add_test(tc, summary_after_a_last_departure);
+	add_test(tc, summary_warns_of_a_slow_plan);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

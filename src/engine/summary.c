@@ -354,6 +354,37 @@ summary_unheld(const char *why)
 	report_unheld(why);
 }
 
+/* A plan whose iterations measure this many times the iteration predicted
+ * with nothing moved is said at exit at every verbosity (slow_warning). */
+#define SUMMARY_SLOW 1.25
+
+/*
+ * Where the plan's iterations took SUMMARY_SLOW times or more the time the
+ * same iteration is predicted to take with nothing moved (meas seconds
+ * against the last plan's unmoved_step_ns), say so at every verbosity, with
+ * what holds the limit and what would cost less: a job held under its
+ * limit but several times slower is not to pass in silence.
+ */
+static void
+slow_warning(const struct exec_stats *xs, double meas)
+{
+	char lim[32], bound[32];
+	double unmoved = (double)xs->unmoved_step_ns / 1e9;
+
+	if (unmoved <= 0 || meas < SUMMARY_SLOW * unmoved)
+		return;
+	human(engine.conf->limit, lim, sizeof lim);
+	human(xs->bound_bytes, bound, sizeof bound);
+	ebb_log(EBB_LOG_WARN, "under EBB_LIMIT=%s the job's iterations took %.3f s, %.2f times "
+	    "the %.3f s predicted with nothing moved: %s %s; a higher EBB_LIMIT costs less "
+	    "(ebb plan TRACE --svg draws the step time against the peak)", lim, meas,
+	    meas / unmoved, unmoved, xs->bound_bytes > engine.conf->limit ?
+	    "the copies cannot move what the limit needs in time, and the device waits for them "
+	    "below the plan's lowest peak without stalls," : "the moves, recomputes and their "
+	    "driver calls cost the host and the device that time, above the plan's lowest peak "
+	    "without stalls,", bound);
+}
+
 /*
  * The exit summary's first line, the one to read first: what was held and
  * moved, and the step time measured under the plan against its prediction
@@ -395,6 +426,9 @@ headline(const struct engine_totals *t)
 	    human(ms->held_peak, c, sizeof c), lim, human(ms->bytes_d2h, a, sizeof a),
 	    human(ms->bytes_h2d, b, sizeof b), (unsigned long long)xs->recompute_remakes,
 	    (double)ms->stall_ns / 1e9, (unsigned long long)ms->stalls_measured, step);
+	if (engine.run_iters > 0)
+		slow_warning(xs, (double)(engine.run_last.ns - engine.run_base.ns) / 1e9 /
+		    (double)engine.run_iters);
 }
 
 /* Write the summary's exit lines: the headline, the engine's counters, and
