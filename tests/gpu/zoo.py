@@ -52,9 +52,10 @@ fails has its other modes recorded as failed, not run.
 
 step_s is the median step time of the steady state: under limit:F, of the
 steps that ran under the plan (the trace's plan-iterations, the last steps
-of the run) less the first PLAN_SETTLE of them; elsewhere, and where fewer
-than MIN_STEADY steps are left so (the ratio is then marked '*': it counts
-learning), after the job's --warmup steps. steady_from is the first step
+of the run), under observe, of those after learning ended (its learned
+note), each less the first PLAN_SETTLE of them; without ebb, and where
+fewer than MIN_STEADY steps are left so (the ratio is then marked '*': it
+counts learning), after the job's --warmup steps. steady_from is the first step
 counted. ratio is step_s over the baseline's (the median of all baseline
 repeats' steps after --warmup). At the end:
 one table, OUT/zoo.jsonl (one object per run; --record FILE appends the same
@@ -418,14 +419,34 @@ def trace_summary(path, key):
     return None
 
 
+def iterations_after(path, note):
+    """The iterations (I records) of an ebb trace that start after the
+    operation its note (Q record) names (learned: where learning ended), or
+    None without that note."""
+    at, starts = None, []
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 4 and p[0] == "Q" and p[2] == note:
+                    at = int(p[3])
+                elif len(p) >= 4 and p[0] == "I":
+                    starts.append(int(p[3]))
+    except (OSError, ValueError):
+        return None
+    return None if at is None else sum(s > at for s in starts)
+
+
 def steady_steps(rec, planned):
-    """Under a limit, step_s is the median of the steps that ran under the
-    plan, less the first PLAN_SETTLE of them (where the plan's first
-    iteration and any replay's proof fall): the steady state after learning,
-    whatever --warmup says. planned is the trace's plan-iterations (the
-    iterations started under a plan; the last ones of the run). With fewer
-    than MIN_STEADY such steps, the --warmup median stays and steady_from is
-    None: the run measured learning, and the table marks its ratio."""
+    """step_s under ebb is the median of the last steps, those after
+    learning: under a limit, the steps that ran under the plan (the trace's
+    plan-iterations), in observe mode those after learning ended
+    (iterations_after), less the first PLAN_SETTLE of them (where the plan's
+    first iteration and any replay's proof fall), whatever --warmup says.
+    planned is that count of iterations, the last ones of the run. With
+    fewer than MIN_STEADY such steps, the --warmup median stays and
+    steady_from is None: the run measured learning, and the table marks its
+    ratio."""
     times = rec["step_times"]
     rec["planned_steps"] = planned
     if planned is None or planned - PLAN_SETTLE < MIN_STEADY:
@@ -634,8 +655,9 @@ class Zoo:
             rec["launches"] = launches
             if bad_trace:
                 why.append(bad_trace)
-            if mode.kind == "limit" and rec["step_times"]:
-                steady_steps(rec, trace_summary(path, "plan-iterations"))
+            if rec["step_times"]:
+                steady_steps(rec, trace_summary(path, "plan-iterations")
+                             if mode.kind == "limit" else iterations_after(path, "learned"))
             tracked = trace_summary(path, "peak-bytes")
             rec["tracked_peak_gib"] = gib(tracked)
             if mode.kind == "observe" and not why and tracked is not None:
