@@ -18,7 +18,7 @@ static const char *const expected[] = {
 #define EBB_NCCL(name, op, params, args, send, recv, count, type, peer) #name,
 #include "syms.def"
 	"cuGetProcAddress", "cuGetProcAddress_v2", "dlsym",
-	"ncclCommRegister", "ncclCommDeregister",
+	"ncclCommRegister", "ncclCommDeregister", "ncclCommDestroy", "ncclCommAbort",
 	NULL
 };
 

@@ -540,6 +540,45 @@ START_TEST(nccl_calls)
 }
 END_TEST
 
+/*
+ * Communicators destroyed and made again (the allocator may give the new
+ * ones the old ones' addresses, in the other order): each send and receive
+ * is recorded with the rank of the communicator it was called on, as NCCL
+ * says now, not as it said of an earlier one at that address.
+ */
+START_TEST(nccl_comm_made_again)
+{
+	const char *path = tmp_file("ncclagain");
+	char *argv[] = { workload_path(0), "nccl", "3", NULL };
+	struct run_result r;
+	struct trace t;
+	int send = 0, recv = 0;
+
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	for (size_t i = 0; i < t.n; i++) {
+		const struct rec *x = &t.r[i];
+		if (x->type != 'N')
+			continue;
+		if (strcmp(x->f[3], "send") == 0) {
+			send++;
+			ck_assert_msg(strcmp(x->f[6], "0") == 0, "send %d recorded at rank %s", send,
+			    x->f[6]);
+		} else if (strcmp(x->f[3], "recv") == 0) {
+			recv++;
+			ck_assert_msg(strcmp(x->f[6], "1") == 0, "receive %d recorded at rank %s", recv,
+			    x->f[6]);
+		}
+	}
+	ck_assert_int_eq(send, 3);
+	ck_assert_int_eq(recv, 3);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /* The driver will not give the layout: the launch is counted and marked "?". */
 START_TEST(unresolved_launch)
 {
@@ -2592,6 +2631,7 @@ main(void)
 	add_test(tc, capture_past_driver_share);
 	add_test(tc, event_calls_bounded);
 	add_test(tc, nccl_calls);
+	add_test(tc, nccl_comm_made_again);
 	add_test(tc, unresolved_launch);
 	add_test(tc, bad_value_one_line);
 	add_test(tc, strict_stops);

@@ -30,6 +30,8 @@ enum nccl_id {
 #include "syms.def"
 	NCCL_ID_CommRegister,
 	NCCL_ID_CommDeregister,
+	NCCL_ID_CommDestroy,
+	NCCL_ID_CommAbort,
 	NCCL_ID_CommUserRank,	/* not interposed: asked for the N records' rank */
 	NCCL_ID_CommCount,
 	NCCL_COUNT
@@ -40,6 +42,8 @@ static const char *const nccl_names[NCCL_COUNT] = {
 #include "syms.def"
 	"ncclCommRegister",
 	"ncclCommDeregister",
+	"ncclCommDestroy",
+	"ncclCommAbort",
 	"ncclCommUserRank",
 	"ncclCommCount",
 };
@@ -118,8 +122,8 @@ static struct {
  * The caller's rank in comm and its size, as NCCL says (ncclCommUserRank,
  * ncclCommCount), for the N records that mark pipeline stages: -1 and 0
  * where NCCL does not say. The answer is kept by the communicator's
- * address: one destroyed and another made at its address would be named
- * by the first's (jobs make their communicators once, at start).
+ * address until ncclCommDestroy or ncclCommAbort (comm_forget), so that a
+ * communicator made later at the same address is asked anew.
  */
 static void
 comm_rank(ncclComm_t comm, int *rank, int *nranks)
@@ -150,6 +154,20 @@ comm_rank(ncclComm_t comm, int *rank, int *nranks)
 	comms.c[at].comm = comm;
 	comms.c[at].rank = r;
 	comms.c[at].nranks = n;
+	pthread_mutex_unlock(&comms.lock);
+}
+
+/* Drop what comm_rank keeps of comm, a communicator going away. */
+static void
+comm_forget(ncclComm_t comm)
+{
+	pthread_mutex_lock(&comms.lock);
+	for (int i = 0; i < comms.n; i++)
+		if (comms.c[i].comm == comm) {
+			comms.c[i].comm = NULL;	/* a NULL communicator's rank is unknown */
+			comms.c[i].rank = -1;
+			comms.c[i].nranks = 0;
+		}
 	pthread_mutex_unlock(&comms.lock);
 }
 
@@ -236,6 +254,23 @@ ncclCommDeregister(const ncclComm_t comm, void *handle)
 	return r;
 }
 
+/* ncclCommDestroy and ncclCommAbort: the communicator's rank is forgotten
+ * (comm_forget), whatever NCCL answers. */
+#define EBB_NCCL_END(name, id)						\
+	EBB_EXPORT ncclResult_t						\
+	name(ncclComm_t comm)						\
+	{								\
+		ncclResult_t (*real)(ncclComm_t) =			\
+		    (ncclResult_t (*)(ncclComm_t))real_of(id);		\
+		if (real == NULL)					\
+			return ncclSystemError;				\
+		ncclResult_t r = real(comm);				\
+		comm_forget(comm);					\
+		return r;						\
+	}
+EBB_NCCL_END(ncclCommDestroy, NCCL_ID_CommDestroy)
+EBB_NCCL_END(ncclCommAbort, NCCL_ID_CommAbort)
+
 void *
 ebb_nccl_by_name(const char *name)
 {
@@ -247,6 +282,10 @@ ebb_nccl_by_name(const char *name)
 		return (void *)ncclCommRegister;
 	if (strcmp(name, "ncclCommDeregister") == 0)
 		return (void *)ncclCommDeregister;
+	if (strcmp(name, "ncclCommDestroy") == 0)
+		return (void *)ncclCommDestroy;
+	if (strcmp(name, "ncclCommAbort") == 0)
+		return (void *)ncclCommAbort;
 	return NULL;
 }
 

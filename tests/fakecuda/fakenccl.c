@@ -605,10 +605,17 @@ static struct clique *clique_new(const ncclUniqueId *id, int nranks)
     return c;
 }
 
+/* Communicators destroyed, kept for the next ones made (under nc_lock):
+ * the last destroyed is the first made again, at its address, as an
+ * allocator may give it; and a call on a destroyed one still finds it dead. */
+#define SPARE_COMMS 8
+static struct ncclComm *spare[SPARE_COMMS];
+static int nspare;
+
 /* Makes rank `rank` of clique c, under nc_lock. */
 static struct ncclComm *comm_new(struct clique *c, int rank)
 {
-    struct ncclComm *comm = xcalloc(1, sizeof *comm);
+    struct ncclComm *comm = nspare > 0 ? spare[--nspare] : xcalloc(1, sizeof *comm);
 
     comm->tag = TAG_COMM;
     comm->c = c;
@@ -693,7 +700,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
     return ncclSuccess;
 }
 
-/* Frees a communicator, and its clique with the last one. */
+/* Destroys a communicator (kept as a spare for the next made), and frees its
+ * clique with the last one. */
 ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     struct clique *c;
@@ -710,10 +718,16 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
         free(c->taken);
         free(c);
     }
-    pthread_mutex_unlock(&nc_lock);
     free(comm->send_seq);
     free(comm->recv_seq);
-    free(comm);
+    if (nspare < SPARE_COMMS) {
+        memset(comm, 0, sizeof *comm);
+        comm->tag = TAG_DEAD;
+        spare[nspare++] = comm;
+    } else {
+        free(comm);
+    }
+    pthread_mutex_unlock(&nc_lock);
     return ncclSuccess;
 }
 

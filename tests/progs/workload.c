@@ -11,7 +11,8 @@
  *
  * Scenarios: basic, loop N, threads N, fork, fork-exit, churn N, vmm, pool N,
  * query, capture, capture-limit (a graph's pool allocated while capturing),
- * nccl, pipeline N (a pipeline stage's micro-batches on one rank), stage N (one
+ * nccl [N] (N rounds of communicators made and destroyed), pipeline N (a
+ * pipeline stage's micro-batches on one rank), stage N (one
  * stage of a pipeline of processes), unresolved,
  * offload N (random buffers, streams and operations, every result checked;
  * run it under a small EBB_LIMIT), toobig (one buffer larger than the limit),
@@ -1788,8 +1789,11 @@ rank_main(void *p)
 	return NULL;
 }
 
+/* rounds: each makes the two communicators, runs the ranks and destroys the
+ * communicators (rank 0's first), so that the next round's may be made at
+ * the addresses of the last's, in the other order. */
 static int
-scenario_nccl(void)
+scenario_nccl(int rounds)
 {
 	/* Like libtorch: call NCCL through symbols bound at load time (here via
 	 * RTLD_DEFAULT, which reaches the preloaded libebb first). */
@@ -1800,18 +1804,24 @@ scenario_nccl(void)
 	*(void **)&nc.Send = dlsym(RTLD_DEFAULT, "ncclSend");
 	*(void **)&nc.Recv = dlsym(RTLD_DEFAULT, "ncclRecv");
 	*(void **)&nc.AllReduce = dlsym(RTLD_DEFAULT, "ncclAllReduce");
-	if (!nc.CommInitAll || !nc.Send || !nc.Recv || !nc.AllReduce)
+	*(void **)&nc.CommDestroy = dlsym(RTLD_DEFAULT, "ncclCommDestroy");
+	if (!nc.CommInitAll || !nc.Send || !nc.Recv || !nc.AllReduce || !nc.CommDestroy)
 		FAIL("NCCL symbols missing");
 	int devs[2] = { 0, 0 };
-	if (nc.CommInitAll(comms, 2, devs) != ncclSuccess)
-		FAIL("ncclCommInitAll");
 	CK(cu.MemAlloc(&nbuf[0], 4096));	/* bid 1 */
 	CK(cu.MemAlloc(&nbuf[1], 4096));	/* bid 2 */
-	pthread_t t[2];
-	for (int r = 0; r < 2; r++)
-		pthread_create(&t[r], NULL, rank_main, (void *)(intptr_t)r);
-	for (int r = 0; r < 2; r++)
-		pthread_join(t[r], NULL);
+	for (int round = 0; round < (rounds > 0 ? rounds : 1); round++) {
+		if (nc.CommInitAll(comms, 2, devs) != ncclSuccess)
+			FAIL("ncclCommInitAll");
+		pthread_t t[2];
+		for (int r = 0; r < 2; r++)
+			pthread_create(&t[r], NULL, rank_main, (void *)(intptr_t)r);
+		for (int r = 0; r < 2; r++)
+			pthread_join(t[r], NULL);
+		for (int r = 0; r < 2; r++)
+			if (nc.CommDestroy(comms[r]) != ncclSuccess)
+				FAIL("ncclCommDestroy");
+	}
 	return 0;
 }
 
@@ -2182,7 +2192,7 @@ main(int argc, char **argv)
 		r = scenario_cancelfree();
 #ifndef WORKLOAD_LINKED
 	else if (strcmp(what, "nccl") == 0)
-		r = scenario_nccl();
+		r = scenario_nccl(arg);
 	else if (strcmp(what, "pipeline") == 0)
 		r = scenario_pipeline(arg);
 	else if (strcmp(what, "stage") == 0)
