@@ -37,6 +37,10 @@ void fakecuda_stats(struct fakecuda_stats *out);
 /* Sets device_bytes_peak to the current device_bytes_in_use. */
 void fakecuda_reset_peak(void);
 
+/* Sets the delay of every copy queued from now on (FAKECUDA_COPY_DELAY_US's):
+ * a link that slows while the job runs. */
+void fakecuda_set_copy_delay_us(unsigned us);
+
 /*
  * Runs fn(arg) on the worker of stream (0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD allowed:
  * 0 means the legacy stream), in order with the stream's other work. Returns

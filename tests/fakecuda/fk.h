@@ -32,8 +32,7 @@
 struct fk_config {
     uint64_t mem_bytes;       /* FAKECUDA_MEM_BYTES */
     unsigned kernel_delay_us; /* FAKECUDA_KERNEL_DELAY_US */
-    unsigned copy_delay_us;   /* FAKECUDA_COPY_DELAY_US */
-    uint64_t copy_delay_from; /* FAKECUDA_COPY_DELAY_FROM: copies before the delay */
+    unsigned copy_delay_us;   /* FAKECUDA_COPY_DELAY_US, or fakecuda_set_copy_delay_us's */
     unsigned launch_queue_delay_us; /* FAKECUDA_LAUNCH_QUEUE_DELAY_US */
     unsigned vmm_delay_us;    /* FAKECUDA_VMM_DELAY_US */
     unsigned query_delay_us;  /* FAKECUDA_QUERY_DELAY_US */

@@ -45,12 +45,9 @@ static CUresult copy_submit(const char *what, const struct copy *c, CUstream h, 
         return CUDA_SUCCESS;
     if (!c->dst || !c->src)
         return CUDA_ERROR_INVALID_VALUE;
-    static uint64_t submitted;  /* copies so far, for FAKECUDA_COPY_DELAY_FROM */
-
     op = fk_op_new(FK_OP_WORK, what, copy_run, sizeof *c);
     memcpy(op->payload, c, sizeof *c);
-    if (__atomic_fetch_add(&submitted, 1, __ATOMIC_RELAXED) >= fk_cfg.copy_delay_from)
-        op->delay_us = fk_cfg.copy_delay_us;
+    op->delay_us = __atomic_load_n(&fk_cfg.copy_delay_us, __ATOMIC_RELAXED);
     return fk_submit(h, ptds, op, sync ? FK_SUB_SYNC : 0);
 }
 

@@ -240,7 +240,6 @@ static void config_read(void)
         fk_die("bad FAKECUDA_MEM_BYTES='%s'", getenv("FAKECUDA_MEM_BYTES"));
     fk_cfg.kernel_delay_us = (unsigned)env_number("FAKECUDA_KERNEL_DELAY_US", 0, 0, 60000000);
     fk_cfg.copy_delay_us = (unsigned)env_number("FAKECUDA_COPY_DELAY_US", 0, 0, 60000000);
-    fk_cfg.copy_delay_from = env_number("FAKECUDA_COPY_DELAY_FROM", 0, 0, UINT64_MAX);
     fk_cfg.launch_queue_delay_us =
         (unsigned)env_number("FAKECUDA_LAUNCH_QUEUE_DELAY_US", 0, 0, 60000000);
     fk_cfg.vmm_delay_us = (unsigned)env_number("FAKECUDA_VMM_DELAY_US", 0, 0, 60000000);
@@ -777,6 +776,11 @@ void fakecuda_stats(struct fakecuda_stats *out)
 }
 
 /* Resets the peak to the bytes in use now (fakecuda.h). */
+void fakecuda_set_copy_delay_us(unsigned us)
+{
+    __atomic_store_n(&fk_cfg.copy_delay_us, us, __ATOMIC_RELAXED);
+}
+
 void fakecuda_reset_peak(void)
 {
     pthread_mutex_lock(&fk_lock);

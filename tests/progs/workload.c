@@ -1348,6 +1348,12 @@ scenario_plan(int iters)
 	 * the layer before's activation, which the plan offloads there (a
 	 * launcher asking about its arguments, as Triton's does) */
 	int query = getenv("WORKLOAD_QUERY") != NULL && atoi(getenv("WORKLOAD_QUERY")) != 0;
+	/* from this iteration on every copy takes WORKLOAD_SLOW_LINK_US more (the
+	 * fake driver's fakecuda_set_copy_delay_us): a link that slows after ebb
+	 * has learned the job */
+	int slow_at = getenv("WORKLOAD_SLOW_LINK_AT") ? atoi(getenv("WORKLOAD_SLOW_LINK_AT")) : -1;
+	unsigned slow_us = (unsigned)(getenv("WORKLOAD_SLOW_LINK_US") ?
+	    atoi(getenv("WORKLOAD_SLOW_LINK_US")) : 20000);
 
 	CK(cu.StreamCreate(&s, 0));
 	for (int i = 0; i < NW; i++) {
@@ -1361,6 +1367,13 @@ scenario_plan(int iters)
 	CK(cu.MemAlloc(&res, L * sizeof(uint32_t)));
 	for (int it = 0; it < iters; it++) {
 		int shift = change >= 0 && it >= change;
+		if (it == slow_at) {
+			void (*set)(unsigned) = (void (*)(unsigned))dlsym(driver_lib ? driver_lib :
+			    RTLD_DEFAULT, "fakecuda_set_copy_delay_us");
+			if (set == NULL)
+				FAIL("WORKLOAD_SLOW_LINK_AT needs the fake driver");
+			set(slow_us);
+		}
 		for (int mb = 0; mb < accum; mb++) {
 			for (int l = 0; l < L; l++) {
 				size_t n = asz[(l + shift) % 3];
