@@ -93,8 +93,8 @@ JOBDIR = os.path.join(HERE, "zoo", "jobs")
 MIB = 2**20
 GIB = 2**30
 MAX_TRACE_BYTES = 50 * 10**6        # gzipped traces larger than this stay out of the archive
-PLAN_SETTLE = 2                     # planned steps left out of a limit run's median
-MIN_STEADY = 3                      # planned steps a limit run's median needs beyond those
+PLAN_SETTLE = 2                     # steps after learning left out of an ebb run's median
+MIN_STEADY = 3                      # steps after learning its median needs beyond those
 
 # job name: (script in JOBDIR, its arguments); the name is the "job" of its ZOO_RESULT
 JOBS = {
@@ -437,19 +437,22 @@ def iterations_after(path, note):
     return None if at is None else sum(s > at for s in starts)
 
 
-def steady_steps(rec, planned):
+def steady_steps(rec, planned, iterations):
     """step_s under ebb is the median of the last steps, those after
     learning: under a limit, the steps that ran under the plan (the trace's
     plan-iterations), in observe mode those after learning ended
     (iterations_after), less the first PLAN_SETTLE of them (where the plan's
     first iteration and any replay's proof fall), whatever --warmup says.
-    planned is that count of iterations, the last ones of the run. With
-    fewer than MIN_STEADY such steps, the --warmup median stays and
-    steady_from is None: the run measured learning, and the table marks its
-    ratio."""
+    planned is that count of iterations, the last ones of the run, and
+    iterations all the trace's (its Z iterations): an iteration is taken for
+    a step only where the two counts are within 2 of each other. With fewer
+    than MIN_STEADY such steps, or iterations that are not steps, the
+    --warmup median stays and steady_from is None: the run measured
+    learning, or cannot say, and the table marks its ratio."""
     times = rec["step_times"]
     rec["planned_steps"] = planned
-    if planned is None or planned - PLAN_SETTLE < MIN_STEADY:
+    if planned is None or iterations is None or abs(iterations - len(times)) > 2 or \
+            planned - PLAN_SETTLE < MIN_STEADY:
         rec["steady_from"] = None
         return
     first = max(0, len(times) - planned + PLAN_SETTLE)
@@ -657,7 +660,8 @@ class Zoo:
                 why.append(bad_trace)
             if rec["step_times"]:
                 steady_steps(rec, trace_summary(path, "plan-iterations")
-                             if mode.kind == "limit" else iterations_after(path, "learned"))
+                             if mode.kind == "limit" else iterations_after(path, "learned"),
+                             trace_summary(path, "iterations"))
             tracked = trace_summary(path, "peak-bytes")
             rec["tracked_peak_gib"] = gib(tracked)
             if mode.kind == "observe" and not why and tracked is not None:
@@ -731,8 +735,8 @@ class Zoo:
                   f"{'PASS' if r['passed'] else 'FAIL ' + r['reason']}")
         failed = sum(not r["passed"] for r in self.records)
         if any(r["ebb"] and r["step_s"] and r["steady_from"] is None for r in self.records):
-            print(f"* fewer than {MIN_STEADY} steps ran under a settled plan: the ratio "
-                  "counts learning (more --steps)")
+            print(f"* fewer than {MIN_STEADY} steps ran after learning (or ebb's iterations "
+                  "are not the job's steps): the ratio counts learning")
         print(f"\n{len(self.records) - failed} passed, {failed} failed")
         out = os.path.join(a.out, "zoo.jsonl")
         with open(out, "w") as f:
