@@ -775,12 +775,13 @@ void fakecuda_stats(struct fakecuda_stats *out)
     pthread_mutex_unlock(&fk_lock);
 }
 
-/* Resets the peak to the bytes in use now (fakecuda.h). */
+/* Sets the delay of the copies queued from now on (fakecuda.h). */
 void fakecuda_set_copy_delay_us(unsigned us)
 {
     __atomic_store_n(&fk_cfg.copy_delay_us, us, __ATOMIC_RELAXED);
 }
 
+/* Resets the peak to the bytes in use now (fakecuda.h). */
 void fakecuda_reset_peak(void)
 {
     pthread_mutex_lock(&fk_lock);

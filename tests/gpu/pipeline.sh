@@ -13,8 +13,8 @@
 # forward and a backward phase for each micro-batch without any marker.
 # Needs nvcc and NCCL's header and library (found beside torch's
 # nvidia-nccl wheel where the system has none), and python3 with torch and
-# transformers. Exits 77 without a
-# GPU, 1 when a check fails; logs under OUT (default /tmp/ebb-pipeline).
+# transformers. Exits 77 without a GPU, 1 when a check fails; logs under OUT
+# (default /tmp/ebb-pipeline).
 #
 #   tests/gpu/pipeline.sh [STEPS MICRO_BATCHES LAYERS MIB]     (12 4 6 64)
 set -u

@@ -1769,8 +1769,30 @@ struct nccl_fns {
 	ncclResult_t (*GroupStart)(void);
 	ncclResult_t (*GroupEnd)(void);
 	ncclResult_t (*CommDestroy)(ncclComm_t);
+	ncclResult_t (*CommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
 };
 static struct nccl_fns nc;
+
+/* Load libnccl.so.2 and bind nc, like libtorch: through symbols bound at
+ * load time (here via RTLD_DEFAULT, which reaches the preloaded libebb
+ * first). Fails the workload where any is missing. */
+static void
+nccl_bind(void)
+{
+	if (dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL) == NULL)
+		FAIL("dlopen libnccl.so.2: %s", dlerror());
+	*(void **)&nc.CommInitAll = dlsym(RTLD_DEFAULT, "ncclCommInitAll");
+	*(void **)&nc.CommInitRank = dlsym(RTLD_DEFAULT, "ncclCommInitRank");
+	*(void **)&nc.CommDestroy = dlsym(RTLD_DEFAULT, "ncclCommDestroy");
+	*(void **)&nc.Send = dlsym(RTLD_DEFAULT, "ncclSend");
+	*(void **)&nc.Recv = dlsym(RTLD_DEFAULT, "ncclRecv");
+	*(void **)&nc.AllReduce = dlsym(RTLD_DEFAULT, "ncclAllReduce");
+	*(void **)&nc.GroupStart = dlsym(RTLD_DEFAULT, "ncclGroupStart");
+	*(void **)&nc.GroupEnd = dlsym(RTLD_DEFAULT, "ncclGroupEnd");
+	if (!nc.CommInitAll || !nc.CommInitRank || !nc.CommDestroy || !nc.Send || !nc.Recv ||
+	    !nc.AllReduce || !nc.GroupStart || !nc.GroupEnd)
+		FAIL("NCCL symbols missing");
+}
 static ncclComm_t comms[2];
 static CUdeviceptr nbuf[2];
 
@@ -1808,18 +1830,7 @@ rank_main(void *p)
 static int
 scenario_nccl(int rounds)
 {
-	/* Like libtorch: call NCCL through symbols bound at load time (here via
-	 * RTLD_DEFAULT, which reaches the preloaded libebb first). */
-	void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
-	if (lib == NULL)
-		FAIL("dlopen libnccl.so.2: %s", dlerror());
-	*(void **)&nc.CommInitAll = dlsym(RTLD_DEFAULT, "ncclCommInitAll");
-	*(void **)&nc.Send = dlsym(RTLD_DEFAULT, "ncclSend");
-	*(void **)&nc.Recv = dlsym(RTLD_DEFAULT, "ncclRecv");
-	*(void **)&nc.AllReduce = dlsym(RTLD_DEFAULT, "ncclAllReduce");
-	*(void **)&nc.CommDestroy = dlsym(RTLD_DEFAULT, "ncclCommDestroy");
-	if (!nc.CommInitAll || !nc.Send || !nc.Recv || !nc.AllReduce || !nc.CommDestroy)
-		FAIL("NCCL symbols missing");
+	nccl_bind();
 	int devs[2] = { 0, 0 };
 	CK(cu.MemAlloc(&nbuf[0], 4096));	/* bid 1 */
 	CK(cu.MemAlloc(&nbuf[1], 4096));	/* bid 2 */
@@ -1856,24 +1867,13 @@ scenario_pipeline(int iters)
 	const size_t asz = 4u << 20, wsz = 1u << 20;
 	int gpipe = getenv("WORKLOAD_SCHEDULE") != NULL &&
 	    strcmp(getenv("WORKLOAD_SCHEDULE"), "gpipe") == 0;
-	void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
 	ncclComm_t comm;
 	CUstream s;
 	CUdeviceptr w, x, tok_out, tok_in, res, act[M][L];
 	uint32_t got[M * L];
 	uint64_t sum = 0xcbf29ce484222325ULL;
 
-	if (lib == NULL)
-		FAIL("dlopen libnccl.so.2: %s", dlerror());
-	*(void **)&nc.CommInitAll = dlsym(RTLD_DEFAULT, "ncclCommInitAll");
-	*(void **)&nc.Send = dlsym(RTLD_DEFAULT, "ncclSend");
-	*(void **)&nc.CommDestroy = dlsym(RTLD_DEFAULT, "ncclCommDestroy");
-	*(void **)&nc.Recv = dlsym(RTLD_DEFAULT, "ncclRecv");
-	*(void **)&nc.GroupStart = dlsym(RTLD_DEFAULT, "ncclGroupStart");
-	*(void **)&nc.GroupEnd = dlsym(RTLD_DEFAULT, "ncclGroupEnd");
-	if (!nc.CommInitAll || !nc.Send || !nc.Recv || !nc.GroupStart || !nc.GroupEnd ||
-	    !nc.CommDestroy)
-		FAIL("NCCL symbols missing");
+	nccl_bind();
 	int dev = 0;
 	if (nc.CommInitAll(&comm, 1, &dev) != ncclSuccess)
 		FAIL("ncclCommInitAll");
@@ -2019,33 +2019,21 @@ scenario_stage(int iters)
 	const char *id = getenv("WORKLOAD_NCCL_ID"), *how = getenv("WORKLOAD_SCHEDULE");
 	int rank = getenv("WORKLOAD_RANK") ? atoi(getenv("WORKLOAD_RANK")) : -1;
 	int ranks = getenv("WORKLOAD_RANKS") ? atoi(getenv("WORKLOAD_RANKS")) : 0;
-	void *lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
 	struct st_step st[ST_M * 4];
 	struct st_comm c = { 0 };
-	ncclResult_t (*init_rank)(ncclComm_t *, int, ncclUniqueId, int);
 	const size_t asz = 2u << 20;
 	CUdeviceptr w, res, act[ST_M][2][ST_L], x[ST_M][2], y[ST_M][2], g[ST_M][2];
 	uint64_t sum = 0xcbf29ce484222325ULL;
 
 	if (id == NULL || rank < 0 || ranks < 2 || rank >= ranks)
 		FAIL("stage: WORKLOAD_NCCL_ID, WORKLOAD_RANK and WORKLOAD_RANKS (2 or more) are needed");
-	if (lib == NULL)
-		FAIL("dlopen libnccl.so.2: %s", dlerror());
+	nccl_bind();
 	int n = stage_schedule(how ? how : "1f1b", rank, ranks, st);
 	int v = how != NULL && strcmp(how, "interleaved") == 0 ? 2 : 1, last_g = v * ranks - 1;
-	*(void **)&init_rank = dlsym(RTLD_DEFAULT, "ncclCommInitRank");
-	*(void **)&nc.Send = dlsym(RTLD_DEFAULT, "ncclSend");
-	*(void **)&nc.Recv = dlsym(RTLD_DEFAULT, "ncclRecv");
-	*(void **)&nc.GroupStart = dlsym(RTLD_DEFAULT, "ncclGroupStart");
-	*(void **)&nc.GroupEnd = dlsym(RTLD_DEFAULT, "ncclGroupEnd");
-	*(void **)&nc.CommDestroy = dlsym(RTLD_DEFAULT, "ncclCommDestroy");
-	if (!init_rank || !nc.Send || !nc.Recv || !nc.GroupStart || !nc.GroupEnd ||
-	    !nc.CommDestroy)
-		FAIL("NCCL symbols missing");
 	ncclUniqueId uid;
 	memset(&uid, 0, sizeof uid);
 	snprintf(uid.internal, sizeof uid.internal, "fakenccl-shm-%s", id);
-	if (init_rank(&c.comm, ranks, uid, rank) != ncclSuccess)
+	if (nc.CommInitRank(&c.comm, ranks, uid, rank) != ncclSuccess)
 		FAIL("ncclCommInitRank");
 	CK(cu.StreamCreate(&c.s, 0));
 	CK(cu.MemAlloc(&w, 1u << 20));
