@@ -17,6 +17,10 @@ and no PYTORCH_CUDA_ALLOC_CONF in its environment. Then each mode:
   observe          ebb run --mode observe
   observe-nocupti  the same with EBB_CUPTI=0
   limit:F          ebb run --limit <F x the baseline's peak, in MiB, like 1234M>
+  checkpoint       without ebb, the job's own activation checkpointing (--anchor
+                   checkpoint): the anchor ebb's recompute is compared with
+  save_on_cpu      without ebb, what autograd saves kept in pinned host memory
+                   (--anchor save_on_cpu): the anchor ebb's moves are compared with
   MODE:K=V[:K=V]   any of these with more environment, e.g. limit:0.6:EBB_PLAN=0
 
 Every ebb run gets -v 1 (or the EBB_VERBOSE its mode or --extra-env sets)
@@ -38,6 +42,11 @@ job passed before, that is its peak less the peak of the allocations ebb
 tracked (the trace's peak-bytes: every allocation, PyTorch's and NCCL's,
 which EBB_LIMIT bounds); else its baseline's peak less
 torch.cuda.max_memory_reserved(), which the PyTorch jobs report.
+
+The anchors run only for the jobs that take --anchor (ANCHOR_JOBS); for the
+others they are left out, and said so. Their losses are recorded and compared
+with the baseline's (losses_identical), but a difference does not fail them:
+an anchor is a reference, not ebb's result.
 
 A run passes when: it exits with status 0 within --timeout; it printed a
 ZOO_RESULT line with one loss and one time for each step and then "ok"; its
@@ -120,7 +129,11 @@ KINDS = {
     "observe": (True, {}),
     "observe-nocupti": (True, {"EBB_CUPTI": "0"}),
     "limit": (True, {}),
+    "checkpoint": (False, {}),
+    "save_on_cpu": (False, {}),
 }
+ANCHOR_KINDS = ("checkpoint", "save_on_cpu")        # a job's own --anchor, without ebb
+ANCHOR_JOBS = {"hf_mistral", "hf_gpt2_eager", "resnet50", "resnet152"}
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -518,15 +531,23 @@ class Zoo:
         self.records = []
         self.meta = None
 
-    def job_argv(self, job):
+    def job_argv(self, job, mode):
         script, args = JOBS[job]
+        anchor = ["--anchor", mode.kind] if mode.kind in ANCHOR_KINDS else []
         return [self.a.python, os.path.join(JOBDIR, script), "--steps", str(self.a.steps),
-                "--warmup", str(self.a.warmup), *args]
+                "--warmup", str(self.a.warmup), *args, *anchor]
+
+    def job_modes(self, job):
+        """The modes of --modes that job runs: the anchors only where it takes --anchor."""
+        left = [m.spec for m in self.modes if m.kind in ANCHOR_KINDS and job not in ANCHOR_JOBS]
+        if left:
+            print(f"zoo: {job} has no anchors: {', '.join(left)} left out", flush=True)
+        return [m for m in self.modes if m.kind not in ANCHOR_KINDS or job in ANCHOR_JOBS]
 
     def plan(self, job, mode, label, limit_mib):
         """(environment additions, argv, trace pattern) of one run."""
         add = {"PYTHONUNBUFFERED": "1", **self.extra}
-        argv = self.job_argv(job)
+        argv = self.job_argv(job, mode)
         trace = None
         if mode.ebb:
             trace = os.path.join(self.a.out, f"{label}.%p.trace")
@@ -641,7 +662,10 @@ class Zoo:
             else:
                 ref = baseline["losses"]
                 rec["losses_identical"] = losses == ref
-                if losses != ref:
+                if mode.kind in ANCHOR_KINDS:
+                    if not all(finite_hex(h) for h in losses):
+                        why.append("a loss is not finite")
+                elif losses != ref:
                     diff = [i for i in range(max(len(losses), len(ref)))
                             if i >= len(losses) or i >= len(ref) or losses[i] != ref[i]]
                     why.append(f"losses differ from the baseline's from step {diff[0]} "
@@ -687,7 +711,7 @@ class Zoo:
                   + command_line({}, self.removed, [a.python, "-c", CONTEXT_CODE]))
             for job in self.jobs:
                 for rep in range(a.repeat):
-                    for mode in [base] + self.modes:
+                    for mode in [base] + self.job_modes(job):
                         self.run(job, mode, rep, None)
             return 0
         os.makedirs(a.out, exist_ok=True)
@@ -701,7 +725,7 @@ class Zoo:
         for job in self.jobs:
             first = None
             for rep in range(a.repeat):
-                for mode in [base] + self.modes:
+                for mode in [base] + self.job_modes(job):
                     rec = self.run(job, mode, rep, first)
                     if mode.kind == "baseline" and first is None:
                         first = rec

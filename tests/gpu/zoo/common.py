@@ -39,14 +39,54 @@ SEED = 1234
 DEVICE = os.environ.get("ZOO_DEVICE", "cuda")
 
 
-def parser(description):
-    """An argument parser with the options every job takes."""
+ANCHORS = ("none", "checkpoint", "save_on_cpu")
+
+
+def parser(description, anchors=False):
+    """An argument parser with the options every job takes; with anchors,
+    also --anchor, the framework's own ways of holding less memory that ebb
+    is compared with (the jobs that take it apply it)."""
     ap = argparse.ArgumentParser(description=description,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
     ap.add_argument("--warmup", type=int, default=3,
                     help="first steps left out of the median step time (default 3)")
+    if anchors:
+        ap.add_argument("--anchor", choices=ANCHORS, default="none",
+                        help="checkpoint: the model's activation (gradient) checkpointing, "
+                             "non-reentrant; save_on_cpu: every tensor autograd saves kept "
+                             "in pinned host memory (torch.autograd.graph.save_on_cpu); "
+                             "default none")
     return ap
+
+
+def saved_tensors(args):
+    """The context a step's forward and backward run in: save_on_cpu(pin_memory=True)
+    under --anchor save_on_cpu, else one that does nothing."""
+    import contextlib
+
+    import torch
+    if getattr(args, "anchor", "none") == "save_on_cpu":
+        return torch.autograd.graph.save_on_cpu(pin_memory=True)
+    return contextlib.nullcontext()
+
+
+def checkpointed(block):
+    """block (a module of one tensor in, one out) recomputed in backward instead
+    of keeping its activations: torch.utils.checkpoint, non-reentrant, with the
+    random-number state saved and restored, so the results stay those without it."""
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    class Checkpointed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = block
+
+        def forward(self, x):
+            return checkpoint(self.inner, x, use_reentrant=False, preserve_rng_state=True)
+
+    return Checkpointed()
 
 
 def parse(ap):
@@ -178,21 +218,28 @@ class Steps:
 
 
 def train_lm(job, args, model, opt, data, dev, autocast=None):
-    """The loop of the causal-LM jobs: for each step, batch data[i] copied to
-    dev, the loss of predicting it (under autocast to that dtype, where
-    given), backward, the optimizer's step; the step's loss recorded. Returns
-    the Steps, for its finish()."""
+    """The loop of the causal-LM jobs (HF models): for each step, batch data[i]
+    copied to dev, the loss of predicting it (under autocast to that dtype,
+    where given), backward, the optimizer's step; the step's loss recorded.
+    --anchor checkpoint turns on the model's gradient checkpointing (every
+    decoder layer recomputed in backward); --anchor save_on_cpu runs forward
+    and backward under saved_tensors(). Returns the Steps, for its finish()."""
     import contextlib
 
     import torch
+    if getattr(args, "anchor", "none") == "checkpoint":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if not model.is_gradient_checkpointing:
+            sys.exit(f"{job}: the model did not take gradient checkpointing")
     steps = Steps(job, args)
     for i in range(args.steps):
         steps.begin()
         ids = data[i].to(dev)
-        with (torch.autocast(dev.type, dtype=autocast) if autocast is not None
-              else contextlib.nullcontext()):
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
+        with saved_tensors(args):
+            with (torch.autocast(dev.type, dtype=autocast) if autocast is not None
+                  else contextlib.nullcontext()):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         steps.end(loss)

@@ -4,6 +4,8 @@ labels drawn on the device from a seeded generator each step, cross-entropy,
 SGD with momentum, fp32 (cuDNN may use TF32, deterministically).
 Default resnet50 at batch 64; `--model resnet152 --batch 128` is the
 launch-bound case (thousands of small operations and allocations a step).
+--anchor checkpoint recomputes every residual block in backward;
+--anchor save_on_cpu keeps what autograd saves in pinned host memory.
 
 ResNet's AdaptiveAvgPool2d has no deterministic backward on CUDA (PyTorch
 raises under use_deterministic_algorithms), so it is replaced by the mean
@@ -16,7 +18,7 @@ import common  # noqa: E402  (sets CUBLAS_WORKSPACE_CONFIG before torch)
 
 
 def main():
-    ap = common.parser(__doc__)
+    ap = common.parser(__doc__, anchors=True)
     ap.add_argument("--model", choices=["resnet18", "resnet50", "resnet101", "resnet152"],
                     default="resnet50")
     ap.add_argument("--batch", type=int, default=64)
@@ -35,6 +37,14 @@ def main():
     dev = common.device()
     model = getattr(torchvision.models, a.model)(weights=None, num_classes=1000)
     model.avgpool = GlobalMean()
+    if a.anchor == "checkpoint":
+        # every residual block recomputed in backward (its batch norms then
+        # update their running statistics twice, which no loss of a training
+        # step reads)
+        for name in ("layer1", "layer2", "layer3", "layer4"):
+            stage = getattr(model, name)
+            for i in range(len(stage)):
+                stage[i] = common.checkpointed(stage[i])
     model = model.to(dev)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     model = model.to(memory_format=fmt)
@@ -48,8 +58,9 @@ def main():
         x = torch.randn(a.batch, 3, a.size, a.size, device=dev, generator=gen)
         x = x.contiguous(memory_format=fmt)
         y = torch.randint(0, 1000, (a.batch,), device=dev, generator=gen)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
+        with common.saved_tensors(a):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         steps.end(loss)
