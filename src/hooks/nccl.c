@@ -255,7 +255,11 @@ ncclCommDeregister(const ncclComm_t comm, void *handle)
 }
 
 /* ncclCommDestroy and ncclCommAbort: the communicator's rank is forgotten
- * (comm_forget), whatever NCCL answers. */
+ * (comm_forget), whatever NCCL answers. Before the call too: once NCCL has
+ * freed it, another thread may make a communicator at the same address and
+ * call with it before this one returns, and must not meet the old rank
+ * then. (A call on the old communicator while it is destroyed, which NCCL
+ * forbids, may cache it again; the forget after the call drops that.) */
 #define EBB_NCCL_END(name, id)						\
 	EBB_EXPORT ncclResult_t						\
 	name(ncclComm_t comm)						\
@@ -264,6 +268,7 @@ ncclCommDeregister(const ncclComm_t comm, void *handle)
 		    (ncclResult_t (*)(ncclComm_t))real_of(id);		\
 		if (real == NULL)					\
 			return ncclSystemError;				\
+		comm_forget(comm);					\
 		ncclResult_t r = real(comm);				\
 		comm_forget(comm);					\
 		return r;						\
