@@ -357,6 +357,101 @@ START_TEST(without_gpu_times_the_host_times_are_used)
 }
 END_TEST
 
+/* E records of iteration 2 (operations 7 to 13), issued 20 ms apart, ebb
+ * taking ebb_ms of each gap, into buf. */
+static const char *
+pace_records(char *buf, size_t size, unsigned ebb_ms)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i <= 6; i++)
+		n += (size_t)snprintf(buf + n, size - n, "E %u %u %u 0 0\n", 7 + i,
+		    1000000000u + i * 20000000u, i * ebb_ms * 1000000u);
+	ck_assert_uint_lt(n, size);
+	return buf;
+}
+
+/* The library's E records give the iteration's host pace, ebb's own time
+ * left out: issued 20 ms apart against 10 ms of GPU time an operation, the
+ * device waits 10 ms at each of the 5 operations after the first; with 19
+ * ms of each gap ebb's, the job's own 1 ms keeps the device busy. Without E
+ * records the pace is the issue times' (100 ns apart here: no wait). */
+START_TEST(pace_from_the_library_records)
+{
+	static const char *const args[] = { "-t", "1G", NULL };
+	char extra[512];
+	struct run_result r;
+
+	plan(&r, write_trace("", pace_records(extra, sizeof extra, 0)), args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_msg(strstr(r.out, "host pace: 120000000 ns an iteration, the job's own, as the "
+	    "library planned with it (the trace's E records: ebb's 0 ns and the driver's queue 0 "
+	    "ns left out)\n") != NULL, "%s", r.out);
+	ck_assert_msg(strstr(r.out, "host: the job's pace from the library's recording (E records); "
+	    "with nothing moved the device waits 0.050000 s an iteration") != NULL, "%s", r.out);
+	run_free(&r);
+
+	plan(&r, write_trace("", pace_records(extra, sizeof extra, 19)), args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_msg(strstr(r.out, "host pace: 6000000 ns an iteration, the job's own, as the "
+	    "library planned with it (the trace's E records: ebb's 114000000 ns and the driver's "
+	    "queue 0 ns left out)\n") != NULL, "%s", r.out);
+	ck_assert_ptr_nonnull(strstr(r.out, "with nothing moved the device waits 0.000000 s"));
+	run_free(&r);
+
+	/* a run of them that misses an operation is not used */
+	char *cut = strstr(pace_records(extra, sizeof extra, 19), "E 10 ");
+	memmove(cut, strchr(cut, '\n') + 1, strlen(strchr(cut, '\n') + 1) + 1);
+	plan(&r, write_trace("", extra), args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_ptr_null(strstr(r.out, "host pace:"));
+	ck_assert_ptr_nonnull(strstr(r.out, "host: the job's pace from the trace's issue times; "
+	    "with nothing moved the device waits 0.000000 s"));
+	run_free(&r);
+}
+END_TEST
+
+/* On a trace of the library's, ebb plan of the recording it planned has the
+ * library's pace: the plan-host-pace-ns note, to the nanosecond, from one E
+ * record for each of its operations and the next. */
+START_TEST(pace_of_the_recording_is_the_library_s)
+{
+	const char *path = tmp_file("planpace");
+	static const char *const recorded[] = { "--iteration", "recorded", NULL };
+	char *argv[] = { workload_path(0), "plan", "12", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", NULL };
+	struct run_result w, r;
+	struct trace t;
+
+	run_ebb(argv, env, path, &w);
+	expect_ok(&w);
+	trace_load(path, &t);
+	char *text = read_file(path);
+	const char *note = strstr(text, " plan-host-pace-ns ");
+	const char *rec = strstr(text, " plan-recording ");
+	ck_assert_ptr_nonnull(note);
+	ck_assert_ptr_nonnull(rec);
+	unsigned long long pace = strtoull(note + strlen(" plan-host-pace-ns "), NULL, 10);
+	unsigned long long s0 = strtoull(rec + strlen(" plan-recording "), NULL, 10);
+	/* the E records of the first plan: its recording's operations and the next */
+	char first[32];
+	snprintf(first, sizeof first, "\nE %llu ", s0);
+	ck_assert_msg(strstr(text, first) != NULL, "no E record of operation %llu", s0);
+	ck_assert_uint_ge(count_type(&t, 'E'), 2);
+
+	plan(&r, path, recorded);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	char want[64];
+	snprintf(want, sizeof want, "host pace: %llu ns an iteration", pace);
+	ck_assert_msg(strstr(r.out, want) != NULL, "want '%s' in:\n%s", want, r.out);
+	run_free(&r);
+	run_free(&w);
+	trace_free(&t);
+	free(text);
+	unlink(path);
+}
+END_TEST
+
 START_TEST(no_iteration_records)
 {
 	static const char *const args[] = { NULL };
@@ -418,7 +513,9 @@ START_TEST(malformed_lines_are_named)
 END_TEST
 
 /* The job's own copies between host and device (C records' dir) are read;
- * a trace of format version 1, whose C records have no dir, is refused. */
+ * a trace of a format version before EBB_TRACE_VERSION_MIN (version 1's C
+ * records have no dir) is refused, and one of EBB_TRACE_VERSION_MIN (without
+ * E records) is read. */
 START_TEST(job_copies_are_read)
 {
 	static const char *const args[] = { "--target", "1G", NULL };
@@ -441,11 +538,14 @@ START_TEST(job_copies_are_read)
 	run_free(&r);
 
 	char want[96];
-	plan(&r, write_body(EBB_TRACE_VERSION - 1, body, "", ""), args);
+	plan(&r, write_body(EBB_TRACE_VERSION_MIN - 1, body, "", ""), args);
 	ck_assert_int_ne(r.status, 0);
-	snprintf(want, sizeof want, "trace format version %d; this ebb reads version %d",
-	    EBB_TRACE_VERSION - 1, EBB_TRACE_VERSION);
+	snprintf(want, sizeof want, "trace format version %d; this ebb reads versions %d to %d",
+	    EBB_TRACE_VERSION_MIN - 1, EBB_TRACE_VERSION_MIN, EBB_TRACE_VERSION);
 	ck_assert_msg(strstr(r.err, want) != NULL, "%s", r.err);
+	run_free(&r);
+	plan(&r, write_body(EBB_TRACE_VERSION_MIN, body, "", ""), args);
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
 	run_free(&r);
 }
 END_TEST
@@ -1061,6 +1161,8 @@ main(void)
 	add_test(tc, bandwidth_from_the_trace_notes);
 	add_test(tc, without_gpu_times_the_host_times_are_used);
 	add_test(tc, no_iteration_records);
+	add_test(tc, pace_from_the_library_records);
+	add_test(tc, pace_of_the_recording_is_the_library_s);
 	add_test(tc, malformed_lines_are_named);
 	add_test(tc, usage_errors);
 	add_test(tc, job_copies_are_read);

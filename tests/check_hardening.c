@@ -430,13 +430,16 @@ START_TEST(report_refuses_other_versions)
 {
 	char want[512];
 
-	for (int v = EBB_TRACE_VERSION - 1; v <= EBB_TRACE_VERSION + 1; v += 2) {
+	static const int versions[] = { EBB_TRACE_VERSION_MIN - 1, EBB_TRACE_VERSION + 1 };
+
+	for (int k = 0; k < 2; k++) {
+		int v = versions[k];
 		const char *path = write_version(v);
 		snprintf(want, sizeof want, "ebb report: %s:1: trace format version %d; this ebb reads "
-		    "version %d\n", path, v, EBB_TRACE_VERSION);
+		    "versions %d to %d\n", path, v, EBB_TRACE_VERSION_MIN, EBB_TRACE_VERSION);
 		expect_trace_error("report", path, want);
 		snprintf(want, sizeof want, "ebb plan: %s:1: trace format version %d; this ebb reads "
-		    "version %d\n", path, v, EBB_TRACE_VERSION);
+		    "versions %d to %d\n", path, v, EBB_TRACE_VERSION_MIN, EBB_TRACE_VERSION);
 		expect_trace_error("plan", path, want);
 		unlink(path);
 	}

@@ -49,6 +49,12 @@ struct plancmd_access {
 	size_t first, n;	/* its accesses: acc[first .. first + n), PROF_ACC_* */
 };
 
+/* An E record: the library's account of one operation of a recording it planned. */
+struct plancmd_pace {
+	uint64_t seq, issue, ebb, call;
+	uint8_t sync;
+};
+
 /* What the first pass keeps. */
 struct plancmd_scan {
 	struct plancmd_mark *mark;
@@ -68,6 +74,8 @@ struct plancmd_scan {
 	uint64_t recording;	/* the first plan-recording note's operation (0: none) */
 	struct plancmd_access *v;	/* V records, in the trace's order */
 	size_t nv, cv;
+	struct plancmd_pace *pace;	/* E records, in the trace's order */
+	size_t npace, cpace;
 	uint8_t *acc;		/* their accesses */
 	size_t nacc, cacc;
 };
@@ -90,6 +98,11 @@ struct plancmd_build {
 	uint64_t *issue;	/* when the host issued each operation, and the end
 				 * (period + 1; 0: not in the trace) */
 	uint8_t *sync;		/* the host waited for the device there */
+	/* the job's host pace as the library had it, from the E records of
+	 * the iteration (pace_e: they cover it; else the issue times alone) */
+	int pace_e;
+	double pace_s, pace_ebb_s, pace_queued_s;	/* its sum, ebb's time and the
+							 * queue's waits left out */
 };
 
 /* One row of the targets' table: what the plan for one target predicts. */

@@ -117,11 +117,19 @@ planprint_learned(const struct plancmd *g, const struct ebb_plan_opts *o, FILE *
 	else if (g->assumed)
 		fprintf(out, "note: the trace has no %s-gbps note: %.0f GB/s assumed; give it with "
 		    "--%s GBPS\n", dir[g->assumed - 1], PLANCMD_ASSUMED_GBPS, dir[g->assumed - 1]);
+	if (g->b.pace_e)
+		fprintf(out, "host pace: %llu ns an iteration, the job's own, as the library planned "
+		    "with it (the trace's E records: ebb's %llu ns and the driver's queue %llu ns left "
+		    "out)\n", (unsigned long long)(g->b.pace_s * 1e9),
+		    (unsigned long long)(g->b.pace_ebb_s * 1e9),
+		    (unsigned long long)(g->b.pace_queued_s * 1e9));
 	if (p->host != NULL) {
-		fprintf(out, "host: the job's pace from the trace's issue times%s; with nothing moved "
+		fprintf(out, "host: the job's pace from %s; with nothing moved "
 		    "the device waits %.6f s an iteration for the host; a move costs the host %.0f us "
-		    "to the host, %.0f us back (%s)\n", g->sc.offload ? " (an offload-mode trace: "
-		    "ebb's own work then is in it)" : "", prof_host_idle(p),
+		    "to the host, %.0f us back (%s)\n", g->b.pace_e ? "the library's recording (E "
+		    "records)" : g->sc.offload ? "the trace's issue times (an offload-mode trace: "
+		    "ebb's own work then is in them; the recording the library planned, --iteration "
+		    "recorded, has it apart)" : "the trace's issue times", prof_host_idle(p),
 		    g->pp.host_offload_s * 1e6, g->pp.host_restore_s * 1e6, o->move_given ? "given" :
 		    g->sc.move_ns[0] >= 0 ? "from the trace's plan-host notes" : "not in the trace: "
 		    "give them with --move-cost; a run's plan-host-* notes have them");

@@ -16,7 +16,9 @@
 #include <stdint.h>
 
 #define EBB_TRACE_MAGIC "#ebb-trace"
-#define EBB_TRACE_VERSION 3
+#define EBB_TRACE_VERSION 4
+/* The oldest version the reader takes: version 4 only added the E record. */
+#define EBB_TRACE_VERSION_MIN 3
 
 /*
  * One entry per record type: its letter, its name, then its fields in
@@ -63,6 +65,7 @@
 	X('V', access,    u64(t), u64(seq), list(accs))				\
 	X('J', refusal,   u64(t), u64(seq), u64(bid), u64(bytes), word(why))	\
 	X('H', hostwait,  u64(t), u64(seq), u64(ns), word(what))		\
+	X('E', pace,      u64(seq), u64(issue), u64(ebb), u64(call), u64(sync))	\
 	X('Q', note,      u64(t), word(key), word(value))			\
 	X('Z', summary,   u64(t), word(key), u64(value))
 

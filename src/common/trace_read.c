@@ -232,9 +232,10 @@ ebb_trace_next(struct ebb_trace_reader *rd, char *err, size_t errlen)
 				    EBB_TRACE_MAGIC);
 				return -1;
 			}
-			if (v != EBB_TRACE_VERSION) {
+			if (v < EBB_TRACE_VERSION_MIN || v > EBB_TRACE_VERSION) {
 				snprintf(err, errlen, "%s:1: trace format version %d; this ebb reads "
-				    "version %d", rd->path, v, EBB_TRACE_VERSION);
+				    "versions %d to %d", rd->path, v, EBB_TRACE_VERSION_MIN,
+				    EBB_TRACE_VERSION);
 				return -1;
 			}
 			rd->version = v;

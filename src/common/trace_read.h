@@ -62,7 +62,8 @@ int ebb_trace_reader_open(struct ebb_trace_reader *rd, const char *path);
 
 /*
  * Read the next record into rd->rec, checking the header on line 1: it
- * must name format version EBB_TRACE_VERSION. Returns 1 with a record, 0
+ * must name a format version from EBB_TRACE_VERSION_MIN to
+ * EBB_TRACE_VERSION. Returns 1 with a record, 0
  * at the end of the file, or -1 with a message in err, which names the
  * file: "PATH:LINE: reason" for a malformed line, "PATH: error" when
  * reading fails (a directory, an I/O error), "PATH is empty".

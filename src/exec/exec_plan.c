@@ -412,6 +412,19 @@ note_pace(const struct prof *p, const struct exec_recorded *rc, double queued_s)
 	ebb_trace_note_u64("plan-host-queued-ns", (uint64_t)(queued_s * 1e9));
 }
 
+/* The E records of recording rc (nops operations from s0): what the pace
+ * above is made of, so that ebb plan can plan the recording with the pace
+ * the library had (ebb-trace(5)). The last is the next operation's issue. */
+static void
+trace_pace(const struct exec_recorded *rc, uint64_t s0, uint32_t nops)
+{
+	if (!ebb_trace_on())
+		return;
+	for (uint32_t i = 0; i <= nops; i++)
+		ebb_trace_write_pace(s0 + i, rc->host[i], rc->self[i] - rc->self[0],
+		    i < nops ? rc->call[i] : 0, i < nops && rc->sync[i]);
+}
+
 const struct lrec *
 exec_recorded_launch(const struct exec_recorded *r, uint64_t i)
 {
@@ -445,6 +458,7 @@ exec_plan_make(struct exec_recorded *rc)
 			note_pace(&q, rc, queued);
 		prof_fini(&q);
 	}	/* (without memory, none) */
+	trace_pace(rc, r->s0, r->p.nops);
 
 	mover_bandwidth(&m->d2h, &m->h2d);
 	if (r->p.replay != NULL) {
