@@ -18,13 +18,16 @@ phase_cut_next(struct phase_cut *c, int marker, int send)
 	if (marker) {
 		if (!c->in_run) {	/* a run begins: a phase with it, unless it proves sends only */
 			c->in_run = 1;
+			c->run_len = 1;
 			c->run_sends_only = send;
 			return starts || !send;
 		}
-		/* in a run: a receive after sends only starts the phase here */
+		c->run_len++;
+		/* in a run: a receive after sends only starts the phase at the
+		 * run's first operation */
 		if (c->run_sends_only && !send) {
 			c->run_sends_only = 0;
-			return 1;
+			return (int)c->run_len;
 		}
 		return starts;
 	}
@@ -238,7 +241,7 @@ turns(const int64_t *live, const int64_t *after, uint32_t nops, int64_t thr, uin
 
 /*
  * The starts of the phases: those given, and each inner cut (inner_cut)
- * with a threshold of PHASE_MIN_SHARE of the largest swing of the bytes
+ * with a threshold of PHASE_TURN_SHARE of the largest swing of the bytes
  * alive within a phase. With none given but the first (no markers), the
  * turns of the bytes alive (turns) by PHASE_TURN_SHARE of the iteration's
  * swing. Returns the count into *out (malloc'd), or -1.
@@ -275,7 +278,7 @@ refine(const struct prof *p, const uint32_t *start, uint32_t n, uint32_t **out)
 		*out = s;
 		return m;
 	}
-	int64_t thr = (int64_t)(PHASE_MIN_SHARE * (double)swing);
+	int64_t thr = (int64_t)(PHASE_TURN_SHARE * (double)swing);
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t a = start[i], b = i + 1 < n ? start[i + 1] - 1 : p->nops - 1;
 		s[m++] = a;
@@ -338,12 +341,22 @@ phase_split(const struct prof *p, const uint32_t *given, uint32_t ngiven, struct
 		return -1;
 	}
 	/* a phase that frees without using any forward's buffers (the frees at a
-	 * step's end of what backwards made) is no backward */
+	 * step's end of what backwards made) is no backward; one that makes
+	 * buffers no backward pairs with is no forward */
 	for (uint32_t i = 0; i < n; i++)
 		if (out->ph[i].kind == PHASE_BACKWARD && out->ph[i].forward < 0) {
 			out->ph[i].kind = PHASE_OTHER;
 			out->nbackward--;
 		}
+	for (uint32_t i = 0; i < n; i++) {
+		int paired = 0;
+		for (uint32_t k = 0; k < n && !paired; k++)
+			paired = out->ph[k].kind == PHASE_BACKWARD && out->ph[k].forward == (int32_t)i;
+		if (out->ph[i].kind == PHASE_FORWARD && !paired) {
+			out->ph[i].kind = PHASE_OTHER;
+			out->nforward--;
+		}
+	}
 	return 0;
 }
 

@@ -16,10 +16,12 @@
  *    run of sends alone closes the phase it ends, and the next starts after
  *    it. The first phase starts at the iteration's first operation. Where
  *    the bytes alive within a phase rise and then fall (or fall and then
- *    rise) by PHASE_MIN_SHARE of the largest swing within a phase or more
+ *    rise) by PHASE_TURN_SHARE of the largest swing within a phase or more
  *    each way, it is cut after its highest (lowest) operation: a forward
  *    and the backward that follows it with no marker between, as on the
- *    last stage (the first stage: a backward and the next forward).
+ *    last stage (the first stage: a backward and the next forward). A
+ *    stage's own communication buffers (the one a group's receive fills,
+ *    the one its send sent, freed after it) turn by far less.
  *    An iteration without markers (gradient accumulation on one rank) is
  *    cut after every such turn of PHASE_TURN_SHARE of its swing or more:
  *    each micro-batch's forward, then its backward.
@@ -31,7 +33,10 @@
  *    its forward is the one whose buffers, made in it and used in the
  *    backward, weigh the most bytes. A phase that frees more than it makes
  *    but uses no forward's buffers (the frees at a step's end of what the
- *    backwards made) is neither.
+ *    backwards made) is neither; nor is one that makes more than it frees
+ *    but no backward pairs with (what a step makes before its first
+ *    micro-batch: its input, sent on by the first stage of a pipeline of
+ *    one).
  *
  * The same cuts come from any source of boundaries (struct phase_cut is
  * fed one operation at a time), so the model also serves gradient
@@ -81,13 +86,18 @@ struct phase_set {
 struct phase_cut {
 	int in_run;		/* the last operation was a marker */
 	int run_sends_only;	/* the run so far has sends only */
+	unsigned run_len;	/* operations of the run so far */
 	int started;		/* an operation has been fed */
 };
 
 /*
  * Feed the next operation: marker is nonzero for a send or receive to a
- * stage beside this one, send nonzero for a send. Returns 1 when a phase
- * starts at this operation, 0 otherwise (the first operation starts one).
+ * stage beside this one, send nonzero for a send. Returns 0 when no phase
+ * starts here, else 1 + how many operations back the phase starts: 1 when
+ * it starts at this operation (the first operation starts one), more at a
+ * receive after sends in one run, whose phase starts at the run's first
+ * operation (the buffer a receive fills is allocated before the group, so
+ * that it counts at the group's first operation).
  */
 int phase_cut_next(struct phase_cut *c, int marker, int send);
 

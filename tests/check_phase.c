@@ -61,9 +61,13 @@ struct gen {
 static uint32_t
 op(struct gen *g, int marker, int send)
 {
-	if (phase_cut_next(&g->cut, marker, send)) {
+	int back = phase_cut_next(&g->cut, marker, send);
+	if (back > 0) {
+		uint32_t at = g->op - (uint32_t)(back - 1);
+		while (g->nstart > 0 && g->start[g->nstart - 1] >= at)
+			g->nstart--;
 		ck_assert_uint_lt(g->nstart, 1024);
-		g->start[g->nstart++] = g->op;
+		g->start[g->nstart++] = at;
 	}
 	if (g->p != NULL)
 		ck_assert_int_eq(prof_use(g->p, (uint32_t)g->weights, g->op), 0);
@@ -273,13 +277,14 @@ START_TEST(interleaved_phases)
 END_TEST
 
 /* The cuts: a run with a receive starts a phase at its first operation
- * (or at the receive, after sends); a run of sends alone, after it. */
+ * (said at the receive, after sends: 2, one operation back); a run of
+ * sends alone, after it. */
 START_TEST(cuts)
 {
 	/* ops: compute, send, compute, send+recv, compute, recv, compute, send, send, compute */
 	static const int marker[] = { 0, 1, 0, 1, 1, 0, 1, 0, 1, 1, 0 };
 	static const int send[] = { 0, 1, 0, 1, 0, 0, 0, 0, 1, 1, 0 };
-	static const int want[] = { 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 1 };
+	static const int want[] = { 1, 0, 1, 0, 2, 0, 1, 0, 0, 0, 1 };
 	struct phase_cut c = { 0 };
 
 	for (size_t i = 0; i < sizeof marker / sizeof *marker; i++)
@@ -372,6 +377,113 @@ START_TEST(accumulation_phases)
 }
 END_TEST
 
+/*
+ * A stage's own communication buffers are no turn (tests/gpu/pipeline.cu,
+ * GPipe on one rank, its sends and receives to itself): each boundary is
+ * one group, the send of what the phase before made and the receive that
+ * opens the next, whose buffer is allocated just before the group; the
+ * sent buffer is freed just after it. A forward then makes L activations,
+ * one an operation; a backward makes a gradient an operation and frees the
+ * one before and that layer's activation. The fall of the one buffer freed
+ * after the group and the rise of the receive's (a seventh of a forward's
+ * rise here) must cut nothing: one forward and one backward phase a
+ * micro-batch, each backward paired with its micro-batch's forward.
+ */
+START_TEST(boundary_buffers_are_no_turn)
+{
+	enum { MB = 4, L = 6, SZ = 64u << 20 };
+	struct prof p;
+	struct phase_set ps;
+	struct phase_cut c = { 0 };
+	uint32_t start[4 * MB], nstart = 0, o = 0;
+	uint32_t fw_group[MB], bw_group[MB];
+	int64_t act[MB][L + 1];
+	uint32_t nops = 1 + MB * (2 + L) + MB * (2 + L) + 2 + L;
+
+	ck_assert_int_eq(prof_init(&p, nops), 0);
+	int64_t w = prof_add(&p, (uint64_t)L * SZ, 0, PROF_NONE, 0);
+#define OP(marker, snd) do {						\
+		int back_ = phase_cut_next(&c, (marker), (snd));	\
+		if (back_ > 0) {					\
+			while (nstart > 0 && start[nstart - 1] >= o - (uint32_t)(back_ - 1)) \
+				nstart--;				\
+			start[nstart++] = o - (uint32_t)(back_ - 1);	\
+		}							\
+		ck_assert_int_eq(prof_use(&p, (uint32_t)w, o), 0);	\
+	} while (0)
+	/* the input, made by a kernel */
+	OP(0, 0);
+	int64_t sent = prof_add(&p, SZ, 0, o, 1);
+	o++;
+	/* a group: send sent, receive into a buffer allocated at the send;
+	 * sent freed after the receive (a free counts at the operation before it) */
+#define GROUP(into) do {						\
+		OP(1, 1);						\
+		(into) = prof_add(&p, SZ, 0, o, 1);			\
+		ck_assert_int_eq(prof_use(&p, (uint32_t)sent, o), 0);	\
+		o++;							\
+		OP(1, 0);						\
+		ck_assert_int_eq(prof_use(&p, (uint32_t)(into), o), 0); \
+		prof_free(&p, (uint32_t)sent, o);			\
+		o++;							\
+	} while (0)
+	for (int m = 0; m < MB; m++) {
+		fw_group[m] = o;
+		GROUP(act[m][0]);
+		for (int l = 0; l < L; l++, o++) {
+			OP(0, 0);
+			act[m][l + 1] = prof_add(&p, SZ, 0, o, 1);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)act[m][l], o), 0);
+		}
+		sent = act[m][L];
+	}
+	for (int m = MB - 1; m >= 0; m--) {
+		int64_t gin;
+		bw_group[m] = o;
+		GROUP(gin);
+		for (int l = L - 1; l >= 0; l--, o++) {
+			OP(0, 0);
+			int64_t gx = prof_add(&p, SZ, 0, o, 1);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)gin, o), 0);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)act[m][l], o), 0);
+			prof_free(&p, (uint32_t)gin, o);
+			prof_free(&p, (uint32_t)act[m][l], o);
+			gin = gx;
+		}
+		sent = gin;
+	}
+	int64_t sink;
+	GROUP(sink);
+	prof_free(&p, (uint32_t)sink, o - 1);
+	for (int l = 0; l < L; l++, o++)	/* the optimizer step */
+		OP(0, 0);
+#undef GROUP
+#undef OP
+	ck_assert_uint_eq(o, nops);
+	ck_assert_int_eq(phase_split(&p, start, nstart, &ps), 0);
+	ck_assert_msg(ps.nforward == MB && ps.nbackward == MB, "%u forward, %u backward phases of %u",
+	    ps.nforward, ps.nbackward, ps.n);
+	for (int m = 0; m < MB; m++) {
+		int f = -1, b = -1;
+		for (uint32_t i = 0; i < ps.n; i++) {
+			if (ps.ph[i].first <= fw_group[m] && ps.ph[i].last >= fw_group[m])
+				f = (int)i;
+			if (ps.ph[i].first <= bw_group[m] && ps.ph[i].last >= bw_group[m])
+				b = (int)i;
+		}
+		ck_assert_int_ge(f, 0);
+		ck_assert_int_ge(b, 0);
+		ck_assert_int_eq(ps.ph[f].kind, PHASE_FORWARD);
+		ck_assert_uint_eq(ps.ph[f].first, fw_group[m]);
+		ck_assert_uint_eq(ps.ph[f].last, fw_group[m] + 1 + L);
+		ck_assert_int_eq(ps.ph[b].kind, PHASE_BACKWARD);
+		ck_assert_int_eq(ps.ph[b].forward, f);
+	}
+	phase_fini(&ps);
+	prof_fini(&p);
+}
+END_TEST
+
 /* Starts that are not increasing from 0 are refused. */
 START_TEST(bad_starts)
 {
@@ -399,6 +511,7 @@ main(void)
 	add_test(tc, interleaved_phases);
 	add_test(tc, cuts);
 	add_test(tc, accumulation_phases);
+	add_test(tc, boundary_buffers_are_no_turn);
 	add_test(tc, bad_starts);
 	suite_add_tcase(s, tc);
 	return run_suite(s);

@@ -115,8 +115,16 @@ planphase_print(struct plancmd *g, FILE *out)
 			break;
 		int send, marker = planphase_marker(r, &send);
 		markers += marker;
-		if (phase_cut_next(&cut, marker, send) && nstart < n)
-			start[nstart++] = (uint32_t)(seq - g->s0);
+		/* a start some operations back (a run's first, fed since s0)
+		 * replaces any start after it */
+		int back = phase_cut_next(&cut, marker, send);
+		if (back > 0) {
+			uint32_t at = (uint32_t)(seq - g->s0) - (uint32_t)(back - 1);
+			while (nstart > 0 && start[nstart - 1] >= at)
+				nstart--;
+			if (nstart < n)
+				start[nstart++] = at;
+		}
 	}
 	if (rc < 0) {
 		fprintf(s->err, "ebb plan: %s\n", why);

@@ -83,7 +83,7 @@ ebb_report(const char *path, FILE *out, FILE *err)
 		if (strchr("LCMNRY", r->type) != NULL) {
 			int send, marker = planphase_marker(r, &send);
 			markers += marker;
-			cuts += markers > 0 && phase_cut_next(&cut, marker, send);
+			cuts += markers > 0 && phase_cut_next(&cut, marker, send) > 0;
 		}
 		switch (r->type) {
 		case 'A':

@@ -109,12 +109,15 @@ moved=$(awk '$1 == "Z" && $3 == "offloads" { print $4 }' "$OUT/limit.trace")
 # Gradient accumulation on one rank, without NCCL: the phases come from the
 # turns of the memory the job holds, one forward and one backward for each
 # micro-batch of the optimizer step (bench/train.py, a small Llama-style
-# model, deterministic; its losses bit for bit under observe).
+# model, deterministic; its losses bit for bit under observe). The trace is
+# made with --alloc ebb, as ebb(1) says a trace for `ebb plan` is best made:
+# with PyTorch's caching allocator ebb sees its segments, which hold the
+# memory through the step and do not turn.
 accum=4
 tr=(python3 "$top/bench/train.py" --model tiny --seq 1024 --accum $accum --steps 8 --deterministic)
 losses() { sed -n 's/^step \([0-9]*\) loss [^ ]* (\([^)]*\)).*/\1 \2/p' "$1"; }
 run accum-plain "${tr[@]}"
-run accum-observe "$EBB" run --mode observe --trace "$OUT/accum.trace" -- "${tr[@]}"
+run accum-observe "$EBB" run --mode observe --alloc ebb --trace "$OUT/accum.trace" -- "${tr[@]}"
 [ -n "$(losses "$OUT/accum-plain.out")" ] && cmp -s <(losses "$OUT/accum-plain.out") <(losses "$OUT/accum-observe.out") &&
 	pass "accumulation $accum: every loss identical under observe" ||
 	fail "accumulation $accum: losses differ under observe (or none)"
