@@ -292,26 +292,16 @@ refine(const struct prof *p, const uint32_t *start, uint32_t n, uint32_t **out)
 	return m;
 }
 
-/* phase_split (phase.h) */
-int
-phase_split(const struct prof *p, const uint32_t *given, uint32_t ngiven, struct phase_set *out)
+/* The phases starting at start[0 .. n) into out: their bounds, what each
+ * makes and frees, kinds and pairs (phase.h). Returns 0, or -1 when out of
+ * memory (out empty). */
+static int
+classify(const struct prof *p, const uint32_t *start, uint32_t n, struct phase_set *out)
 {
 	memset(out, 0, sizeof *out);
-	if (ngiven == 0 || given[0] != 0 || p->nops == 0)
-		return -1;
-	for (uint32_t i = 1; i < ngiven; i++)
-		if (given[i] <= given[i - 1] || given[i] >= p->nops)
-			return -1;
-	uint32_t *start;
-	int64_t nstart = refine(p, given, ngiven, &start);
-	if (nstart < 0)
-		return -1;
-	uint32_t n = nstart > PHASE_MAX ? PHASE_MAX : (uint32_t)nstart;
 	out->ph = calloc(n, sizeof *out->ph);
-	if (out->ph == NULL) {
-		free(start);
+	if (out->ph == NULL)
 		return -1;
-	}
 	out->n = n;
 	for (uint32_t i = 0; i < n; i++) {
 		out->ph[i].first = start[i];
@@ -334,9 +324,7 @@ phase_split(const struct prof *p, const uint32_t *given, uint32_t ngiven, struct
 		out->nforward += ph->kind == PHASE_FORWARD;
 		out->nbackward += ph->kind == PHASE_BACKWARD;
 	}
-	int rc = pair(p, start, out);
-	free(start);
-	if (rc < 0) {
+	if (pair(p, start, out) < 0) {
 		phase_fini(out);
 		return -1;
 	}
@@ -358,6 +346,44 @@ phase_split(const struct prof *p, const uint32_t *given, uint32_t ngiven, struct
 		}
 	}
 	return 0;
+}
+
+/* phase_split (phase.h) */
+int
+phase_split(const struct prof *p, const uint32_t *given, uint32_t ngiven, struct phase_set *out)
+{
+	memset(out, 0, sizeof *out);
+	if (ngiven == 0 || given[0] != 0 || p->nops == 0)
+		return -1;
+	for (uint32_t i = 1; i < ngiven; i++)
+		if (given[i] <= given[i - 1] || given[i] >= p->nops)
+			return -1;
+	uint32_t *start;
+	int64_t nstart = refine(p, given, ngiven, &start);
+	if (nstart < 0)
+		return -1;
+	uint32_t n = nstart > PHASE_MAX ? PHASE_MAX : (uint32_t)nstart;
+	if (classify(p, start, n, out) < 0) {
+		free(start);
+		return -1;
+	}
+	/* a backward that follows a backward of the same forward is the same
+	 * micro-batch's (a turn within it: the loss's large temporaries at its
+	 * start): one phase, classified again */
+	uint32_t m = 1;
+	for (uint32_t i = 1; i < n; i++) {
+		const struct phase *a = &out->ph[i - 1], *b = &out->ph[i];
+		if (!(a->kind == PHASE_BACKWARD && b->kind == PHASE_BACKWARD &&
+		    a->forward == b->forward))
+			start[m++] = start[i];
+	}
+	int rc = 0;
+	if (m < n) {
+		phase_fini(out);
+		rc = classify(p, start, m, out);
+	}
+	free(start);
+	return rc;
 }
 
 /* phase_fini (phase.h) */

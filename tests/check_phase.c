@@ -309,9 +309,10 @@ END_TEST
  * gradients (16 MiB), which the optimizer step frees at the end. Every
  * forward and backward must be a phase of its own, each backward paired
  * with its micro-batch's forward: the temporaries' turns (at most 10 MiB
- * of a 70 MiB swing) cut nothing.
+ * of a 70 MiB swing) cut nothing. With a loss's gradient of loss_bytes.
  */
-START_TEST(accumulation_phases)
+static void
+accumulation(uint64_t loss_bytes, uint64_t logits)
 {
 	enum { MB = 4, L = 6 };
 	struct prof p;
@@ -320,7 +321,7 @@ START_TEST(accumulation_phases)
 	uint32_t o = 0, fw_first[MB], bw_first[MB];
 	static const uint32_t first_op[] = { 0 };
 
-	ck_assert_int_eq(prof_init(&p, MB * (2 * L + 1) + 1), 0);
+	ck_assert_int_eq(prof_init(&p, MB * (2 * L + 1 + 2 * (logits > 0)) + 1), 0);
 	int64_t w = prof_add(&p, 64u << 20, 0, PROF_NONE, 0);
 	for (int m = 0; m < MB; m++) {
 		fw_first[m] = o;
@@ -334,8 +335,29 @@ START_TEST(accumulation_phases)
 			prof_free(&p, (uint32_t)tmp, o + 1);
 		}
 		bw_first[m] = o;
-		int64_t lg = prof_add(&p, 6u << 20, 0, o, 1);
+		int64_t lg = prof_add(&p, loss_bytes, 0, o, 1);
 		ck_assert_int_eq(prof_use(&p, (uint32_t)lg, o), 0);
+		if (logits > 0) {
+			/* the logits, made by the forward's last operation, freed
+			 * by the loss's backward, which makes their gradient; the
+			 * next operation's temporary as large */
+			int64_t lo = prof_add(&p, logits, 0, o - 1, 1), dl, t;
+			ck_assert_int_eq(prof_use(&p, (uint32_t)lo, o - 1), 0);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)act[m][L - 1], o), 0);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)lo, o), 0);
+			prof_free(&p, (uint32_t)lo, o);
+			dl = prof_add(&p, logits, 0, o, 1);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)dl, o), 0);
+			o++;
+			t = prof_add(&p, logits, 0, o, 1);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)t, o), 0);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)dl, o), 0);
+			o++;
+			ck_assert_int_eq(prof_use(&p, (uint32_t)t, o), 0);
+			ck_assert_int_eq(prof_use(&p, (uint32_t)act[m][L - 1], o), 0);
+			prof_free(&p, (uint32_t)t, o);
+			prof_free(&p, (uint32_t)dl, o);
+		}
 		if (m == 0) {
 			grads = prof_add(&p, 16u << 20, 0, o, 1);
 			ck_assert_int_eq(prof_use(&p, (uint32_t)grads, o), 0);
@@ -374,6 +396,24 @@ START_TEST(accumulation_phases)
 	}
 	phase_fini(&ps);
 	prof_fini(&p);
+}
+
+START_TEST(accumulation_phases)
+{
+	accumulation(6u << 20, 0);
+}
+END_TEST
+
+/* Logits nearly as large as a forward's activations (a language model's
+ * over a large vocabulary: 40 MiB against 48), their gradient and a
+ * temporary as large, with the first backward's gradients, turn the memory
+ * within the first backward by more than PHASE_TURN_SHARE: the backward cut
+ * there is still one phase, its micro-batch's (seen on the H100 with
+ * bench/train.py --model tiny --accum 4: 4 forward and 8 backward phases;
+ * here 4 and 5 before backwards of one forward were merged). */
+START_TEST(accumulation_with_large_logits)
+{
+	accumulation(6u << 20, 40u << 20);
 }
 END_TEST
 
@@ -511,6 +551,7 @@ main(void)
 	add_test(tc, interleaved_phases);
 	add_test(tc, cuts);
 	add_test(tc, accumulation_phases);
+	add_test(tc, accumulation_with_large_logits);
 	add_test(tc, boundary_buffers_are_no_turn);
 	add_test(tc, bad_starts);
 	suite_add_tcase(s, tc);

@@ -558,79 +558,6 @@ seconds(uint64_t from, uint64_t to)
 	return to > from ? (double)(to - from) / 1e9 : 0;
 }
 
-/* The E records of operations s0 to s0 + n, the last run of them that has
- * each in order (a recording the library planned); NULL where none has. */
-static const struct plancmd_pace *
-recording_pace(const struct plancmd_scan *sc, uint64_t s0, uint32_t n)
-{
-	for (size_t j = sc->npace; j-- > 0;) {
-		if (sc->pace[j].seq != s0 || sc->npace - j < (size_t)n + 1)
-			continue;
-		uint32_t k = 1;
-		while (k <= n && sc->pace[j + k].seq == s0 + k)
-			k++;
-		if (k > n)
-			return &sc->pace[j];
-	}
-	return NULL;
-}
-
-/*
- * The host's side of the iteration's profile, n operations from s0: the
- * job's pace. Where the trace has the library's E records of the iteration
- * (a recording it planned), from them, as the library had it: ebb's own
- * time and the driver's queue left out, a synchronisation's wait replayed.
- * Else from the issue times alone (an observe trace: ebb's own time in them
- * is small). With the host's times as durations, the pace is not in the
- * profile (as in the library); the E records' is still summed, for the
- * report. Returns 0, or -1 when out of memory (said).
- */
-static int
-profile_pace(struct plancmd_src *s, const struct plancmd_scan *sc, struct plancmd_build *b,
-    uint64_t s0, uint32_t n)
-{
-	const struct plancmd_pace *pe = recording_pace(sc, s0, n);
-
-	if (pe == NULL) {
-		if (!b->host && prof_host_pace(&b->r.p, b->issue, NULL, NULL, b->sync, NULL) < 0)
-			return oom(s);
-		return 0;
-	}
-	uint64_t *issue = malloc(((size_t)n + 1) * sizeof *issue);
-	uint64_t *ebb = malloc(((size_t)n + 1) * sizeof *ebb);
-	uint64_t *call = malloc(((size_t)n + 1) * sizeof *call);
-	uint8_t *sync = malloc((size_t)n + 1);
-	struct prof q = { 0 };
-	struct prof *p = b->host ? &q : &b->r.p;
-	int rc = -1;
-
-	if (issue == NULL || ebb == NULL || call == NULL || sync == NULL ||
-	    (b->host && prof_init(&q, n) < 0))
-		goto out;
-	for (uint32_t i = 0; i <= n; i++) {
-		issue[i] = pe[i].issue;
-		ebb[i] = pe[i].ebb;
-		call[i] = pe[i].call;
-		sync[i] = pe[i].sync;
-	}
-	if (prof_host_pace(p, issue, ebb, call, sync, &b->pace_queued_s) < 0)
-		goto out;
-	b->pace_s = 0;
-	for (uint32_t i = 0; i < n; i++)
-		b->pace_s += p->host[i];
-	b->pace_ebb_s = (double)(ebb[n] - ebb[0]) / 1e9;
-	b->pace_e = 1;
-	rc = 0;
-out:
-	if (b->host)
-		prof_fini(&q);
-	free(issue);
-	free(ebb);
-	free(call);
-	free(sync);
-	return rc < 0 ? oom(s) : 0;
-}
-
 /*
  * Second pass: follow the live buffers up to the iteration's start, then
  * record its allocations, frees and uses, and its times. Returns 0 or -1.
@@ -732,7 +659,7 @@ build_profile(struct plancmd_src *s, const struct plancmd_scan *sc, const struct
 	rec_end(&b->r);
 	if (b->r.oom)
 		return oom(s);
-	return profile_pace(s, sc, b, s0, (uint32_t)ch->m->period);
+	return planpace_profile(s, sc, b, s0, (uint32_t)ch->m->period);
 }
 
 /* Whether an allocation of this A record kind is ebb's to serve in offload

@@ -9,6 +9,8 @@
  *              the bytes they hold on the device and the host (planheld)
  * planreplay.c the trace's write sets applied to the profile, and the gaps
  *              a recompute by replay could bridge (--replay)
+ * planpace.c   the job's host pace: the library's (E records) or the issue
+ *              times'
  */
 #ifndef EBB_PLANCMD_INT_H
 #define EBB_PLANCMD_INT_H
@@ -277,6 +279,13 @@ int planphase_marker(const struct ebb_trace_rec *r, int *send);
 /* The pipeline phases of g's iteration (policy/phase.h), from its stage
  * markers, printed on out. Returns 0, or -1 (said on g->s.err). */
 int planphase_print(struct plancmd *g, FILE *out);
+
+/* The host's side of the profile b builds of n operations from s0: the
+ * job's pace, from the E records of sc where they cover the iteration, else
+ * from b's issue times (planpace.c). Returns 0, or -1 when out of memory
+ * (said on s's err). */
+int planpace_profile(struct plancmd_src *s, const struct plancmd_scan *sc,
+    struct plancmd_build *b, uint64_t s0, uint32_t n);
 
 /* ---- plansvg.c ---- */
 
