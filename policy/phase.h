@@ -36,7 +36,9 @@
  *    backwards made) is neither; nor is one that makes more than it frees
  *    but no backward pairs with (what a step makes before its first
  *    micro-batch: its input, sent on by the first stage of a pipeline of
- *    one).
+ *    one). Consecutive backwards of one forward are one backward (its
+ *    memory turned within it, as a language model's logits and their
+ *    gradient turn it at the loss), classified again.
  *
  * The same cuts come from any source of boundaries (struct phase_cut is
  * fed one operation at a time), so the model also serves gradient
