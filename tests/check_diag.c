@@ -636,6 +636,29 @@ START_TEST(summary_warns_of_a_slow_plan)
 }
 END_TEST
 
+/* A plan that moves nothing (EBB_LIMIT far above the job) over iterations
+ * that slowed by themselves (the workload's host works 30 ms more a layer
+ * from its 8th iteration, WORKLOAD_SLOW_HOST_AT): the warning says the plan
+ * moved nothing, and blames neither the link nor the moves. */
+START_TEST(summary_warns_of_a_slow_plan_that_moves_nothing)
+{
+	char *argv[] = { workload_path(0), "plan", "16", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=4G", "EBB_VERBOSE=0",
+		"WORKLOAD_SLOW_HOST_AT=8", "WORKLOAD_SLOW_HOST_US=30000", NULL };
+	struct run_result w;
+
+	run_ebb(argv, env, NULL, &w);
+	expect_ok(&w);
+	const char *p = strstr(w.err, "the job's iterations took ");
+	ck_assert_msg(p != NULL, "no warning in:\n%s", w.err);
+	ck_assert_msg(strstr(p, "though the plan moved nothing: the time is ebb's own in the job's "
+	    "calls") != NULL, "%s", w.err);
+	ck_assert_msg(strstr(w.err, "the moves, recomputes") == NULL, "%s", w.err);
+	ck_assert_msg(strstr(w.err, "the copies cannot move") == NULL, "%s", w.err);
+	run_free(&w);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -651,6 +674,7 @@ main(void)
 	add_test(tc, pictures_of_a_run);
 	add_test(tc, summary_after_a_last_departure);
 	add_test(tc, summary_warns_of_a_slow_plan);
+	add_test(tc, summary_warns_of_a_slow_plan_that_moves_nothing);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

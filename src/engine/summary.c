@@ -363,10 +363,12 @@ summary_unheld(const char *why)
  * same iteration is predicted to take with nothing moved (meas seconds
  * against the last plan's unmoved_step_ns), say so at every verbosity, with
  * what holds the limit and what would cost less: a job held under its
- * limit but several times slower is not to pass in silence.
+ * limit but several times slower is not to pass in silence. moved: buffers
+ * moved or dropped over those iterations; where none were, neither the
+ * link nor the moves are the cause, and the warning says what is.
  */
 static void
-slow_warning(const struct exec_stats *xs, double meas)
+slow_warning(const struct exec_stats *xs, double meas, uint64_t moved)
 {
 	char lim[32], bound[32];
 	double unmoved = (double)xs->unmoved_step_ns / 1e9;
@@ -375,6 +377,14 @@ slow_warning(const struct exec_stats *xs, double meas)
 		return;
 	human(engine.conf->limit, lim, sizeof lim);
 	human(xs->bound_bytes, bound, sizeof bound);
+	if (moved == 0) {
+		ebb_log(EBB_LOG_WARN, "under EBB_LIMIT=%s the job's iterations took %.3f s, %.2f "
+		    "times the %.3f s predicted, though the plan moved nothing: the time is ebb's "
+		    "own in the job's calls (offload mode serves every allocation; EBB_SELF_TIME=1 "
+		    "measures it), or the job's iterations differ from the one recorded", lim, meas,
+		    meas / unmoved, unmoved);
+		return;
+	}
 	ebb_log(EBB_LOG_WARN, "under EBB_LIMIT=%s the job's iterations took %.3f s, %.2f times "
 	    "the %.3f s predicted with nothing moved: %s %s; a higher EBB_LIMIT costs less "
 	    "(ebb plan TRACE --svg draws the step time against the peak)", lim, meas,
@@ -428,7 +438,8 @@ headline(const struct engine_totals *t)
 	    (double)ms->stall_ns / 1e9, (unsigned long long)ms->stalls_measured, step);
 	if (engine.run_iters > 0)
 		slow_warning(xs, (double)(engine.run_last.ns - engine.run_base.ns) / 1e9 /
-		    (double)engine.run_iters);
+		    (double)engine.run_iters, engine.run_last.ms.offloads - engine.run_base.ms.offloads +
+		    engine.run_last.ms.drops - engine.run_base.ms.drops);
 }
 
 /* Write the summary's exit lines: the headline, the engine's counters, and

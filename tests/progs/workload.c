@@ -1354,6 +1354,12 @@ scenario_plan(int iters)
 	int slow_at = getenv("WORKLOAD_SLOW_LINK_AT") ? atoi(getenv("WORKLOAD_SLOW_LINK_AT")) : -1;
 	unsigned slow_us = (unsigned)(getenv("WORKLOAD_SLOW_LINK_US") ?
 	    atoi(getenv("WORKLOAD_SLOW_LINK_US")) : 20000);
+	/* from this iteration on the host's own work after each layer's
+	 * launches is WORKLOAD_SLOW_HOST_US (a job that slows by itself after
+	 * ebb has learned it) */
+	int slow_host_at = getenv("WORKLOAD_SLOW_HOST_AT") ? atoi(getenv("WORKLOAD_SLOW_HOST_AT")) : -1;
+	unsigned slow_host_us = (unsigned)(getenv("WORKLOAD_SLOW_HOST_US") ?
+	    atoi(getenv("WORKLOAD_SLOW_HOST_US")) : 20000);
 
 	CK(cu.StreamCreate(&s, 0));
 	for (int i = 0; i < NW; i++) {
@@ -1374,6 +1380,8 @@ scenario_plan(int iters)
 				FAIL("WORKLOAD_SLOW_LINK_AT needs the fake driver");
 			set(slow_us);
 		}
+		if (it == slow_host_at)
+			host_us = slow_host_us;
 		for (int mb = 0; mb < accum; mb++) {
 			for (int l = 0; l < L; l++) {
 				size_t n = asz[(l + shift) % 3];
