@@ -448,7 +448,7 @@ START_TEST(pace_of_the_recording_is_the_library_s)
 	run_free(&w);
 	trace_free(&t);
 	free(text);
-	unlink(path);
+	remove(path);
 }
 END_TEST
 
