@@ -579,6 +579,173 @@ START_TEST(nccl_comm_made_again)
 }
 END_TEST
 
+/* The workload's checksum line (stdout), or "" when there is none. */
+static const char *
+checksum_of(const char *out)
+{
+	/* a ring of them: an assertion compares two calls' results */
+	static char ring[4][64];
+	static unsigned next;
+	char *sum = ring[next++ % 4];
+	const char *c = strstr(out, "checksum ");
+	sum[0] = '\0';
+	if (c != NULL)
+		sscanf(c, "checksum %63s", sum);
+	return sum;
+}
+
+/* EBB_CUPTI_LIB=the fake CUPTI of tests/fakecuda (no activities), into buf. */
+static const char *
+fake_cupti(char *buf, size_t size)
+{
+	snprintf(buf, size, "EBB_CUPTI_LIB=%s/libcupti.so.13", getenv("EBBTEST_FAKECUDA"));
+	return buf;
+}
+
+/* The fake CUPTI's exit line in err: what ebb did with it. */
+struct fakecupti {
+	unsigned long attached, finalised, pushes, pops, flushes, idle;
+	int enabled;
+};
+
+static void
+fakecupti_said(const char *err, struct fakecupti *f)
+{
+	const char *p = strstr(err, "fakecupti: ");
+
+	ck_assert_msg(p != NULL, "no fakecupti line in:\n%s", err);
+	ck_assert_int_eq(sscanf(p, "fakecupti: attached %lu, finalised %lu, enabled %d, pushes %lu, "
+	    "pops %lu, flushes %lu, pushes idle %lu", &f->attached, &f->finalised, &f->enabled,
+	    &f->pushes, &f->pops, &f->flushes, &f->idle), 7);
+}
+
+/* The value of note key in t, or NULL (the first such note). */
+static const char *
+note_of(const struct trace *t, const char *key)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (t->r[i].type == 'Q' && t->r[i].n >= 3 && strcmp(t->r[i].f[1], key) == 0)
+			return t->r[i].f[2];
+	return NULL;
+}
+
+/*
+ * CUPTI's lifecycle on the fake CUPTI: in observe mode it is attached at
+ * the first operation and finalised when learning ends; in offload mode it
+ * is paused then, records again at a departure (the workload's sizes change
+ * at its 10th iteration), and is finalised by the end. An external
+ * correlation id is pushed around each operation only while CUPTI records,
+ * and popped as often. Results are those without ebb. A CUPTI another
+ * profiler holds (FAKECUPTI_REFUSE) is said once, and the job runs on.
+ */
+START_TEST(cupti_lifecycle)
+{
+	const char *path = tmp_file("cuptilife");
+	char lib[4200];
+	char *argv[] = { workload_path(0), "plan", "16", NULL };
+	const char *off[] = { "EBB_MODE=off", "WORKLOAD_CHANGE_AT=10", NULL };
+	const char *obs[] = { "EBB_MODE=observe", "EBB_CUPTI=1", fake_cupti(lib, sizeof lib),
+		"WORKLOAD_CHANGE_AT=10", NULL };
+	const char *offl[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_CUPTI=1", lib,
+		"WORKLOAD_CHANGE_AT=10", NULL };
+	const char *refused[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_CUPTI=1", lib,
+		"FAKECUPTI_REFUSE=1", NULL };
+	struct run_result r0, r;
+	struct trace t;
+	struct fakecupti f;
+
+	run_ebb(argv, off, NULL, &r0);
+	expect_ok(&r0);
+
+	run_ebb(argv, obs, path, &r);
+	expect_ok(&r);
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(r0.out));
+	trace_load(path, &t);
+	ck_assert_ptr_nonnull(note_of(&t, "cupti"));
+	ck_assert_ptr_null(note_of(&t, "cupti-paused"));
+	ck_assert_pstr_eq(note_of(&t, "cupti-detached"), "learned");
+	fakecupti_said(r.err, &f);
+	ck_assert_uint_eq(f.attached, 1);
+	ck_assert_uint_eq(f.finalised, 1);
+	ck_assert_uint_gt(f.pushes, 0);
+	ck_assert_uint_eq(f.pops, f.pushes);
+	ck_assert_uint_eq(f.idle, 0);
+	trace_free(&t);
+	run_free(&r);
+
+	run_ebb(argv, offl, path, &r);
+	expect_ok(&r);
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(r0.out));
+	trace_load(path, &t);
+	ck_assert_pstr_eq(note_of(&t, "cupti-paused"), "learned");
+	ck_assert_pstr_eq(note_of(&t, "cupti-resumed"), "departure");
+	ck_assert_ptr_nonnull(note_of(&t, "cupti-detached"));
+	fakecupti_said(r.err, &f);
+	ck_assert_uint_eq(f.attached, 1);
+	ck_assert_uint_eq(f.finalised, 1);
+	ck_assert_uint_eq(f.pops, f.pushes);
+	ck_assert_uint_eq(f.idle, 0);
+	trace_free(&t);
+	run_free(&r);
+
+	run_ebb(argv, refused, path, &r);
+	expect_ok(&r);
+	ck_assert_int_eq(count_substr(r.err, "is not available to ebb"), 1);
+	trace_load(path, &t);
+	ck_assert_ptr_null(note_of(&t, "cupti"));
+	trace_free(&t);
+	run_free(&r);
+	run_free(&r0);
+	remove(path);
+}
+END_TEST
+
+/*
+ * The pause after learning ends in offload mode once the plan has run
+ * EBB_CUPTI_HOLD whole iterations (16 by default), and after
+ * EBB_LEARN_LAUNCHES operations (1000 here, the least), whichever comes
+ * first: CUPTI is finalised ("held"), the operation at which that happens
+ * still goes to the iteration finder, and the plan runs on to the job's end
+ * with no departure but the job's own last one. (Before, the operation at
+ * the end of EBB_LEARN_LAUNCHES was never fed to the finder: a departure,
+ * then four more, and ebb stopped planning.)
+ */
+START_TEST(cupti_hold_ends_without_a_departure)
+{
+	const char *path = tmp_file("cuptihold");
+	char lib[4200];
+	char *argv[] = { workload_path(0), "plan", "40", NULL };
+	const char *by_iters[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_CUPTI=1",
+		fake_cupti(lib, sizeof lib), NULL };
+	const char *by_ops[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_CUPTI=1", lib,
+		"EBB_CUPTI_HOLD=0", "EBB_LEARN_LAUNCHES=1000", NULL };
+	const char *const *envs[] = { by_iters, by_ops };
+
+	for (int k = 0; k < 2; k++) {
+		struct run_result r;
+		struct trace t;
+		struct fakecupti f;
+
+		run_ebb(argv, envs[k], path, &r);
+		expect_ok(&r);
+		trace_load(path, &t);
+		ck_assert_pstr_eq(note_of(&t, "cupti-paused"), "learned");
+		ck_assert_msg(note_of(&t, "cupti-detached") != NULL &&
+		    strcmp(note_of(&t, "cupti-detached"), "held") == 0, "k %d: %s", k, r.err);
+		ck_assert_msg(summary(&t, "plan-departures") <= 1, "k %d: %llu departures:\n%s", k,
+		    (unsigned long long)summary(&t, "plan-departures"), r.err);
+		ck_assert_uint_ge(summary(&t, "plan-iterations"), 30);
+		/* finalised before the job's end: the operations after it pushed nothing */
+		fakecupti_said(r.err, &f);
+		ck_assert_uint_eq(f.finalised, 1);
+		ck_assert_uint_eq(f.pops, f.pushes);
+		trace_free(&t);
+		run_free(&r);
+	}
+	remove(path);
+}
+END_TEST
+
 /* The driver will not give the layout: the launch is counted and marked "?". */
 START_TEST(unresolved_launch)
 {
@@ -1389,21 +1556,6 @@ accesses_of(const struct trace *t, const char *name)
 		seen = 1;
 	}
 	return seen ? out : NULL;
-}
-
-/* The workload's checksum line (stdout), or "" when there is none. */
-static const char *
-checksum_of(const char *out)
-{
-	/* a ring of them: an assertion compares two calls' results */
-	static char ring[4][64];
-	static unsigned next;
-	char *sum = ring[next++ % 4];
-	const char *c = strstr(out, "checksum ");
-	sum[0] = '\0';
-	if (c != NULL)
-		sscanf(c, "checksum %63s", sum);
-	return sum;
 }
 
 /*
@@ -2648,6 +2800,8 @@ main(void)
 	add_test(tc, event_calls_bounded);
 	add_test(tc, nccl_calls);
 	add_test(tc, nccl_comm_made_again);
+	add_test(tc, cupti_lifecycle);
+	add_test(tc, cupti_hold_ends_without_a_departure);
 	add_test(tc, unresolved_launch);
 	add_test(tc, bad_value_one_line);
 	add_test(tc, strict_stops);

@@ -114,7 +114,18 @@ workload_path(int linked)
 	return (char *)build_path(linked ? "tests/progs/workload-linked" : "tests/progs/workload");
 }
 
-/* Run the workload with libebb preloaded; env adds to the defaults. */
+/* Whether env (NULL-terminated, or NULL) sets the variable of "NAME=". */
+static int
+sets(const char *const *env, const char *name_eq)
+{
+	for (int i = 0; env && env[i]; i++)
+		if (strncmp(env[i], name_eq, strlen(name_eq)) == 0)
+			return 1;
+	return 0;
+}
+
+/* Run the workload with libebb preloaded; env adds to the defaults
+ * (EBB_CUPTI=0 and EBB_VERBOSE=1 unless env sets them). */
 void
 run_ebb(char *const argv[], const char *const *env, const char *trace, struct run_result *r)
 {
@@ -128,8 +139,10 @@ run_ebb(char *const argv[], const char *const *env, const char *trace, struct ru
 	e[n++] = preload;
 	e[n++] = libpath;
 	e[n++] = tracevar;
-	e[n++] = "EBB_CUPTI=0";
-	e[n++] = "EBB_VERBOSE=1";
+	if (!sets(env, "EBB_CUPTI="))
+		e[n++] = "EBB_CUPTI=0";
+	if (!sets(env, "EBB_VERBOSE="))
+		e[n++] = "EBB_VERBOSE=1";
 	for (int i = 0; env && env[i] && n < 31; i++)
 		e[n++] = (char *)env[i];
 	e[n] = NULL;

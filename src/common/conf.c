@@ -44,6 +44,8 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	  "An iteration starts at each launch of a kernel whose name contains this text (instead of finding the period).", 0, 0 },
 	{ "EBB_CUPTI", EBB_CONF_BOOL, F(cupti), 0, 1, NULL, "1",
 	  "Time the launches of the learning iterations on the GPU with CUPTI.", 0, 0 },
+	{ "EBB_CUPTI_HOLD", EBB_CONF_UINT, F(cupti_hold), 0, 1000000, NULL, "16",
+	  "Whole iterations the plan runs without a departure after which ebb finalises CUPTI, paused since learning (paused, it still slows every launch); 0: only EBB_LEARN_LAUNCHES ends the pause.", 0, 0 },
 	{ "EBB_CUPTI_LIB", EBB_CONF_STRING, F(cupti_lib), 0, 0, NULL, "",
 	  "Path of libcupti to load (default: one already loaded, then the CUDA toolkit's, then the one beside libcudart).", 0, 0 },
 	{ "EBB_SITE_DEPTH", EBB_CONF_UINT, F(site_depth), 0, 32, NULL, "8",

@@ -39,6 +39,7 @@ struct ebb_conf {
 	int strict;			/* EBB_STRICT */
 	uint64_t learn_iters;		/* EBB_LEARN_ITERS */
 	uint64_t learn_launches;	/* EBB_LEARN_LAUNCHES */
+	uint64_t cupti_hold;		/* EBB_CUPTI_HOLD */
 	char iter_kernel[256];		/* EBB_ITER_KERNEL: "" = find the period */
 	int cupti;			/* EBB_CUPTI */
 	char cupti_lib[EBB_CONF_PATH_MAX];	/* EBB_CUPTI_LIB */

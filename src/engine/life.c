@@ -337,14 +337,22 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 {
 	int cupti_action = CUPTI_KEEP;
 
-	if (engine.cupti_hold_until != 0 && seq >= engine.cupti_hold_until && engine.learned) {
+	/* the hold ends (EBB_LEARN_LAUNCHES operations since learning, or
+	 * EBB_CUPTI_HOLD whole iterations of a plan with no plan to come after
+	 * it): CUPTI is finalised, and the operation still goes to the finder
+	 * below (one it missed would read as a departure) */
+	if (engine.cupti_hold_until != 0 && engine.learned &&
+	    (seq >= engine.cupti_hold_until || (engine.conf->cupti_hold > 0 &&
+	    engine.life == LIFE_RUNNING && !exec_replan_pending() &&
+	    engine.replan_due == REPLAN_NONE &&
+	    exec_run_iterations() >= engine.conf->cupti_hold))) {
 		engine.cupti_hold_until = 0;
 		atomic_store(&engine.cupti_goal, CUPTI_GOAL_OFF);
-		return CUPTI_DETACH;
+		cupti_action = CUPTI_DETACH;
 	}
 	if (engine.conf->iter_kernel[0] != '\0') {
 		if (k == NULL || !k->iter_mark)
-			return 0;
+			return cupti_action;
 		uint64_t period = engine.mark_period_start ? seq - engine.mark_period_start : 0;
 		engine.mark_period_start = seq;
 		engine.stats.period = period;
@@ -361,7 +369,7 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		return cupti_action;
 	}
 	if (!engine.finder_ok || engine.life == LIFE_GAVE_UP)
-		return 0;
+		return cupti_action;
 	enum iter_event e = iter_push(&engine.finder, token, sync, engine.tab.bytes);
 	switch (e) {
 	case ITER_NONE:
@@ -442,7 +450,8 @@ life_cupti_act(int action)
 		break;
 	default:
 		if (ebb_cupti_attached() || ebb_cupti_paused())
-			life_cupti_stop(engine.life == LIFE_GAVE_UP ? "gave-up" : "learned");
+			life_cupti_stop(engine.life == LIFE_GAVE_UP ? "gave-up" :
+			    ebb_cupti_paused() ? "held" : "learned");
 		break;
 	}
 	pthread_mutex_unlock(&cupti_lock);

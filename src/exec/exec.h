@@ -125,8 +125,9 @@ void exec_made_free(struct exec_made *m);
 
 /*
  * The plan with recomputes (EBB_RECOMPUTE), made once the first plan's
- * candidates are verified. exec_replan_due: the verification is done and a
- * plan was kept for it (the lifecycle owner then has it made).
+ * candidates are verified. exec_replan_pending: a plan is kept for it
+ * (its candidates are being verified). exec_replan_due: the verification
+ * is done and a plan was kept for it (the lifecycle owner then has it made).
  * exec_replan_take: that plan (NULL: none), with each candidate's result
  * in *ok (malloc'd; the caller frees it); the executor forgets both.
  * exec_replan_make (without ebb_state_lock): the plan with the verified
@@ -137,6 +138,7 @@ void exec_made_free(struct exec_made *m);
  * kept plan and the verification are dropped (the plan stops).
  */
 struct exec_remade;
+int exec_replan_pending(void);
 int exec_replan_due(void);
 struct exec_made *exec_replan_take(uint8_t **ok);
 struct exec_remade *exec_replan_make(struct exec_made *m, const uint8_t *ok);

@@ -613,6 +613,13 @@ struct exec_remade {
 	struct rc_skipped alone_skipped;
 };
 
+/* (exec.h) */
+int
+exec_replan_pending(void)
+{
+	return exec.kept != NULL;
+}
+
 int
 exec_replan_due(void)
 {

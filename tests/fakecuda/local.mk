@@ -2,7 +2,8 @@
 ## built for `make check` only (see tests/fakecuda/README.md), and their self-test.
 ## Fragment of the top-level Makefile.am: paths are relative to the top.
 
-check_LTLIBRARIES += tests/fakecuda/libcuda.la tests/fakecuda/libnccl.la
+check_LTLIBRARIES += tests/fakecuda/libcuda.la tests/fakecuda/libnccl.la \
+	tests/fakecuda/libcupti.la
 
 # -Bsymbolic-functions: like the real libraries, the fakes bind their own functions
 # internally, so cuGetProcAddress hands out the fake's functions even when a preloaded
@@ -32,6 +33,13 @@ tests_fakecuda_libnccl_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 tests_fakecuda_libnccl_la_LDFLAGS = -shared -rpath $(abs_builddir)/tests/fakecuda/.libs \
 	-version-info 2:0:0 -no-undefined -Wl,-Bsymbolic-functions
 tests_fakecuda_libnccl_la_LIBADD = tests/fakecuda/libcuda.la $(PTHREAD_LIBS)
+
+# A CUPTI of no activities (libcupti.so.13), which ebb loads through EBB_CUPTI_LIB.
+tests_fakecuda_libcupti_la_SOURCES = tests/fakecuda/fakecupti.c
+tests_fakecuda_libcupti_la_CPPFLAGS = $(CUDA_CPPFLAGS)
+tests_fakecuda_libcupti_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
+tests_fakecuda_libcupti_la_LDFLAGS = -shared -rpath $(abs_builddir)/tests/fakecuda/.libs \
+	-version-info 13:0:0 -no-undefined
 
 # The self-test loads the libraries with dlopen (from $EBB_TEST_FAKECUDA), never links them.
 # -export-dynamic: it exports a decoy driver function, as an interposer would.
