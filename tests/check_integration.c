@@ -619,6 +619,21 @@ fakecupti_said(const char *err, struct fakecupti *f)
 	    &f->pushes, &f->pops, &f->flushes, &f->idle), 7);
 }
 
+/* CUPTI attached once and finalised once, each pushed id popped, none
+ * pushed while paused: what the fake CUPTI says in err. */
+static void
+expect_cupti_once(const char *err)
+{
+	struct fakecupti f;
+
+	fakecupti_said(err, &f);
+	ck_assert_uint_eq(f.attached, 1);
+	ck_assert_uint_eq(f.finalised, 1);
+	ck_assert_uint_gt(f.pushes, 0);
+	ck_assert_uint_eq(f.pops, f.pushes);
+	ck_assert_uint_eq(f.idle, 0);
+}
+
 /* The value of note key in t, or NULL (the first such note). */
 static const char *
 note_of(const struct trace *t, const char *key)
@@ -652,7 +667,6 @@ START_TEST(cupti_lifecycle)
 		"FAKECUPTI_REFUSE=1", NULL };
 	struct run_result r0, r;
 	struct trace t;
-	struct fakecupti f;
 
 	run_ebb(argv, off, NULL, &r0);
 	expect_ok(&r0);
@@ -664,12 +678,7 @@ START_TEST(cupti_lifecycle)
 	ck_assert_ptr_nonnull(note_of(&t, "cupti"));
 	ck_assert_ptr_null(note_of(&t, "cupti-paused"));
 	ck_assert_pstr_eq(note_of(&t, "cupti-detached"), "learned");
-	fakecupti_said(r.err, &f);
-	ck_assert_uint_eq(f.attached, 1);
-	ck_assert_uint_eq(f.finalised, 1);
-	ck_assert_uint_gt(f.pushes, 0);
-	ck_assert_uint_eq(f.pops, f.pushes);
-	ck_assert_uint_eq(f.idle, 0);
+	expect_cupti_once(r.err);
 	trace_free(&t);
 	run_free(&r);
 
@@ -680,11 +689,7 @@ START_TEST(cupti_lifecycle)
 	ck_assert_pstr_eq(note_of(&t, "cupti-paused"), "learned");
 	ck_assert_pstr_eq(note_of(&t, "cupti-resumed"), "departure");
 	ck_assert_ptr_nonnull(note_of(&t, "cupti-detached"));
-	fakecupti_said(r.err, &f);
-	ck_assert_uint_eq(f.attached, 1);
-	ck_assert_uint_eq(f.finalised, 1);
-	ck_assert_uint_eq(f.pops, f.pushes);
-	ck_assert_uint_eq(f.idle, 0);
+	expect_cupti_once(r.err);
 	trace_free(&t);
 	run_free(&r);
 
@@ -724,7 +729,6 @@ START_TEST(cupti_hold_ends_without_a_departure)
 	for (int k = 0; k < 2; k++) {
 		struct run_result r;
 		struct trace t;
-		struct fakecupti f;
 
 		run_ebb(argv, envs[k], path, &r);
 		expect_ok(&r);
@@ -735,10 +739,7 @@ START_TEST(cupti_hold_ends_without_a_departure)
 		ck_assert_msg(summary(&t, "plan-departures") <= 1, "k %d: %llu departures:\n%s", k,
 		    (unsigned long long)summary(&t, "plan-departures"), r.err);
 		ck_assert_uint_ge(summary(&t, "plan-iterations"), 30);
-		/* finalised before the job's end: the operations after it pushed nothing */
-		fakecupti_said(r.err, &f);
-		ck_assert_uint_eq(f.finalised, 1);
-		ck_assert_uint_eq(f.pops, f.pushes);
+		expect_cupti_once(r.err);
 		trace_free(&t);
 		run_free(&r);
 	}
