@@ -344,7 +344,7 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 	if (engine.cupti_hold_until != 0 && engine.learned &&
 	    (seq >= engine.cupti_hold_until || (engine.conf->cupti_hold > 0 &&
 	    engine.life == LIFE_RUNNING && !exec_replan_pending() &&
-	    engine.replan_due == REPLAN_NONE &&
+	    __atomic_load_n(&engine.replan_due, __ATOMIC_RELAXED) == REPLAN_NONE &&
 	    exec_run_iterations() >= engine.conf->cupti_hold))) {
 		engine.cupti_hold_until = 0;
 		atomic_store(&engine.cupti_goal, CUPTI_GOAL_OFF);
