@@ -604,7 +604,7 @@ fake_cupti(char *buf, size_t size)
 
 /* The fake CUPTI's exit line in err: what ebb did with it. */
 struct fakecupti {
-	unsigned long attached, finalised, pushes, pops, flushes, idle;
+	unsigned long attached, finalised, pushes, pops, flushes, idle, kernels;
 	int enabled;
 };
 
@@ -615,8 +615,8 @@ fakecupti_said(const char *err, struct fakecupti *f)
 
 	ck_assert_msg(p != NULL, "no fakecupti line in:\n%s", err);
 	ck_assert_int_eq(sscanf(p, "fakecupti: attached %lu, finalised %lu, enabled %d, pushes %lu, "
-	    "pops %lu, flushes %lu, pushes idle %lu", &f->attached, &f->finalised, &f->enabled,
-	    &f->pushes, &f->pops, &f->flushes, &f->idle), 7);
+	    "pops %lu, flushes %lu, pushes idle %lu, kernels %lu", &f->attached, &f->finalised,
+	    &f->enabled, &f->pushes, &f->pops, &f->flushes, &f->idle, &f->kernels), 8);
 }
 
 /* CUPTI attached once and finalised once, each pushed id popped, none
@@ -650,8 +650,11 @@ note_of(const struct trace *t, const char *key)
  * is paused then, records again at a departure (the workload's sizes change
  * at its 10th iteration), and is finalised by the end. An external
  * correlation id is pushed around each operation only while CUPTI records,
- * and popped as often. Results are those without ebb. A CUPTI another
- * profiler holds (FAKECUPTI_REFUSE) is said once, and the job runs on.
+ * and popped as often. The fake's kernel records are matched to the
+ * launches through their external ids: a G record for each (cupti-timed),
+ * ebb plan times the iteration with them, and so does the library's plan
+ * (plan-times). Results are those without ebb. A CUPTI another profiler
+ * holds (FAKECUPTI_REFUSE) is said once, and the job runs on.
  */
 START_TEST(cupti_lifecycle)
 {
@@ -679,6 +682,15 @@ START_TEST(cupti_lifecycle)
 	ck_assert_ptr_null(note_of(&t, "cupti-paused"));
 	ck_assert_pstr_eq(note_of(&t, "cupti-detached"), "learned");
 	expect_cupti_once(r.err);
+	ck_assert_uint_gt(count_type(&t, 'G'), 0);
+	ck_assert_uint_eq(count_type(&t, 'G'), strtoull(note_of(&t, "cupti-timed"), NULL, 10));
+	ck_assert_pstr_eq(note_of(&t, "cupti-timed-direct"), note_of(&t, "cupti-timed"));
+	const char *const args[] = { "plan", path, NULL };
+	struct run_result p;
+	ebb_cmd(&p, args);
+	ck_assert_msg(p.status == 0 && strstr(p.out, "time source: cupti") != NULL, "%s%s", p.out,
+	    p.err);
+	run_free(&p);
 	trace_free(&t);
 	run_free(&r);
 
@@ -689,6 +701,7 @@ START_TEST(cupti_lifecycle)
 	ck_assert_pstr_eq(note_of(&t, "cupti-paused"), "learned");
 	ck_assert_pstr_eq(note_of(&t, "cupti-resumed"), "departure");
 	ck_assert_ptr_nonnull(note_of(&t, "cupti-detached"));
+	ck_assert_pstr_eq(note_of(&t, "plan-times"), "cupti");
 	expect_cupti_once(r.err);
 	trace_free(&t);
 	run_free(&r);

@@ -42,6 +42,19 @@ void fakecuda_reset_peak(void);
 void fakecuda_set_copy_delay_us(unsigned us);
 
 /*
+ * Activity hooks, for a CUPTI of the fake's (fakecupti.c): while set, each
+ * kernel launch calls api() on the launching thread, as the driver API
+ * call that CUPTI gives a correlation id, and once the kernel has run,
+ * kernel(that id, start, end, stream) on the stream's worker, with
+ * CLOCK_MONOTONIC nanoseconds around its run (after any FAKECUDA delay) and
+ * the stream's handle as a number. NULL, NULL: none (the default). Kernels
+ * replayed from a graph have none.
+ */
+void fakecuda_set_activity(uint32_t (*api)(void),
+                           void (*kernel)(uint32_t corr, uint64_t start, uint64_t end,
+                                          uint32_t stream));
+
+/*
  * Runs fn(arg) on the worker of stream (0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD allowed:
  * 0 means the legacy stream), in order with the stream's other work. Returns
  * CUDA_ERROR_INVALID_HANDLE for an unknown stream, CUDA_ERROR_INVALID_CONTEXT when a default

@@ -45,6 +45,11 @@ extern struct fk_config fk_cfg;
 /* Statistics reported by fakecuda_stats(), under fk_lock. */
 extern struct fakecuda_stats fk_stats;
 
+/* The activity hooks (fakecuda_set_activity), both set or both NULL; read
+ * with fk_activity_api() and fk_activity_kernel(). */
+uint32_t fk_activity_api(void);
+void fk_activity_kernel(uint32_t corr, uint64_t start, uint64_t end, uint32_t stream);
+
 /* What an entry point needs before it may run (fk_enter). */
 enum fk_need {
     FK_NEED_NONE = 0, /* nothing: cuInit, cuDriverGetVersion, cuGetErrorName, ... */
@@ -117,6 +122,7 @@ struct fk_op {
     const char *what;            /* entry point that queued it (fault reports) */
     const char *detail;          /* kernel name or NULL (fault reports) */
     unsigned delay_us;           /* sleep before run (FAKECUDA_*_DELAY_US) */
+    uint32_t act_corr;           /* the activity hooks' correlation id (0: none) */
     void (*run)(struct fk_op *); /* FK_OP_WORK */
     struct fk_op *target;        /* FK_OP_WAIT: a reference */
     size_t payload_size;

@@ -671,6 +671,7 @@ static CUresult launch(const char *what, CUfunction f, unsigned gx, unsigned gy,
     op = fk_op_new(FK_OP_WORK, what, launch_run, sizeof *l + fn->k->struct_size);
     op->detail = fn->k->name;
     op->delay_us = fk_cfg.kernel_delay_us;
+    op->act_corr = fk_activity_api();
     l = (struct launch *)op->payload;
     l->k = fn->k;
     rc = copy_params(fn->k, kernelParams, extra, l->params);

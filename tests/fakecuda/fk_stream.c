@@ -91,6 +91,7 @@ struct fk_op *fk_op_clone(const struct fk_op *op)
     copy->refs = 1;
     copy->done = 0;
     copy->t_ns = 0;
+    copy->act_corr = 0; /* a graph's replay: no activity record */
     return copy;
 }
 
@@ -166,7 +167,11 @@ static void *worker_main(void *arg)
             tls_op = op;
             if (op->delay_us)
                 fk_sleep_us(op->delay_us);
+            uint64_t t0 = op->act_corr ? fk_now_ns() : 0;
             op->run(op);
+            if (op->act_corr)
+                fk_activity_kernel(op->act_corr, t0, fk_now_ns(),
+                                   (uint32_t)(uintptr_t)s->handle);
             tls_op = NULL;
             pthread_mutex_lock(&fk_lock);
         }
