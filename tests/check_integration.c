@@ -760,6 +760,50 @@ START_TEST(cupti_hold_ends_without_a_departure)
 }
 END_TEST
 
+/*
+ * A departure after the pause has ended (the workload's sizes change at its
+ * 30th iteration, past the plan's 16 iterations of EBB_CUPTI_HOLD): the
+ * iteration is learned again without CUPTI, and its plan is timed with the
+ * GPU times its kernels had (plan-times learned), not by the host; the
+ * results are those without ebb.
+ */
+START_TEST(plan_after_the_hold_has_learned_times)
+{
+	const char *path = tmp_file("cuptilearned");
+	char lib[4200];
+	char *argv[] = { workload_path(0), "plan", "50", NULL };
+	const char *off[] = { "EBB_MODE=off", "WORKLOAD_CHANGE_AT=30", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_CUPTI=1",
+		fake_cupti(lib, sizeof lib), "WORKLOAD_CHANGE_AT=30", NULL };
+	struct run_result r0, r;
+	struct trace t;
+	int held = 0, learned_after = 0;
+
+	run_ebb(argv, off, NULL, &r0);
+	expect_ok(&r0);
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	ck_assert_str_eq(checksum_of(r.out), checksum_of(r0.out));
+	trace_load(path, &t);
+	for (size_t i = 0; i < t.n; i++) {
+		const struct rec *x = &t.r[i];
+		if (x->type != 'Q' || x->n < 3)
+			continue;
+		if (strcmp(x->f[1], "cupti-detached") == 0 && strcmp(x->f[2], "held") == 0)
+			held = 1;
+		if (held && strcmp(x->f[1], "plan-times") == 0 && strcmp(x->f[2], "learned") == 0)
+			learned_after = 1;
+	}
+	ck_assert_msg(held && learned_after, "held %d, a plan with learned times after it %d:\n%s",
+	    held, learned_after, r.err);
+	expect_cupti_once(r.err);
+	trace_free(&t);
+	run_free(&r);
+	run_free(&r0);
+	remove(path);
+}
+END_TEST
+
 /* The driver will not give the layout: the launch is counted and marked "?". */
 START_TEST(unresolved_launch)
 {
@@ -2816,6 +2860,7 @@ main(void)
 	add_test(tc, nccl_comm_made_again);
 	add_test(tc, cupti_lifecycle);
 	add_test(tc, cupti_hold_ends_without_a_departure);
+	add_test(tc, plan_after_the_hold_has_learned_times);
 	add_test(tc, unresolved_launch);
 	add_test(tc, bad_value_one_line);
 	add_test(tc, strict_stops);
