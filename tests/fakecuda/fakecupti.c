@@ -93,7 +93,7 @@ on_api(void)
 {
 	uint32_t corr = atomic_fetch_add(&fc.corr, 1) + 1;
 
-	if (ext_depth > 0) {
+	if (ext_depth > 0 && ext_depth <= EXT_DEPTH) {
 		union record r;
 		memset(&r, 0, sizeof r);
 		r.ext.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
@@ -188,7 +188,8 @@ cuptiActivityDisable(CUpti_ActivityKind kind)
 
 /* The records kept so far, handed over in the buffers the client gives
  * (at least one, empty where there is none, as CUPTI hands back a buffer no
- * activity filled). */
+ * activity filled), without the records' lock: the client's callbacks take
+ * locks of their own. */
 EXPORT CUptiResult
 cuptiActivityFlushAll(uint32_t flag)
 {
@@ -197,7 +198,11 @@ cuptiActivityFlushAll(uint32_t flag)
 	if (fc.request == NULL)
 		return CUPTI_SUCCESS;
 	pthread_mutex_lock(&recs.lock);
-	size_t done = 0;
+	union record *all = recs.r;
+	size_t total = recs.n, done = 0;
+	recs.r = NULL;
+	recs.n = recs.cap = 0;
+	pthread_mutex_unlock(&recs.lock);
 	do {
 		uint8_t *buf = NULL;
 		size_t size = 0, max = 0;
@@ -206,13 +211,13 @@ cuptiActivityFlushAll(uint32_t flag)
 			free(buf);
 			break;
 		}
-		size_t n = recs.n - done < size / STRIDE ? recs.n - done : size / STRIDE;
-		memcpy(buf, recs.r + done, n * STRIDE);
+		size_t n = total - done < size / STRIDE ? total - done : size / STRIDE;
+		if (n > 0)
+			memcpy(buf, all + done, n * STRIDE);
 		done += n;
 		fc.complete(NULL, 0, buf, size, n * STRIDE);
-	} while (done < recs.n);
-	recs.n = 0;
-	pthread_mutex_unlock(&recs.lock);
+	} while (done < total);
+	free(all);
 	return CUPTI_SUCCESS;
 }
 
