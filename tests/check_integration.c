@@ -761,23 +761,25 @@ START_TEST(cupti_hold_ends_without_a_departure)
 END_TEST
 
 /*
- * A departure after the pause has ended (the workload's sizes change at its
- * 30th iteration, past the plan's 16 iterations of EBB_CUPTI_HOLD): the
- * iteration is learned again without CUPTI, and its plan is timed with the
- * GPU times its kernels had (plan-times learned), not by the host; the
- * results are those without ebb.
+ * Run the plan workload of 80 iterations, changed at its 30th by knob
+ * (after the plan's 16 iterations of EBB_CUPTI_HOLD), with the fake CUPTI:
+ * the results are those without ebb, CUPTI's pause ends ("held"), and a
+ * plan is made after it with the kernels' learned GPU times. Returns that
+ * plan's plan-times-untimed note.
  */
-START_TEST(plan_after_the_hold_has_learned_times)
+static uint64_t
+learned_after_the_hold(const char *knob)
 {
 	const char *path = tmp_file("cuptilearned");
 	char lib[4200];
-	char *argv[] = { workload_path(0), "plan", "50", NULL };
-	const char *off[] = { "EBB_MODE=off", "WORKLOAD_CHANGE_AT=30", NULL };
+	char *argv[] = { workload_path(0), "plan", "80", NULL };
+	const char *off[] = { "EBB_MODE=off", knob, NULL };
 	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_CUPTI=1",
-		fake_cupti(lib, sizeof lib), "WORKLOAD_CHANGE_AT=30", NULL };
+		fake_cupti(lib, sizeof lib), knob, NULL };
 	struct run_result r0, r;
 	struct trace t;
-	int held = 0, learned_after = 0;
+	int held = 0;
+	const char *untimed = NULL;
 
 	run_ebb(argv, off, NULL, &r0);
 	expect_ok(&r0);
@@ -791,16 +793,38 @@ START_TEST(plan_after_the_hold_has_learned_times)
 			continue;
 		if (strcmp(x->f[1], "cupti-detached") == 0 && strcmp(x->f[2], "held") == 0)
 			held = 1;
-		if (held && strcmp(x->f[1], "plan-times") == 0 && strcmp(x->f[2], "learned") == 0)
-			learned_after = 1;
+		if (held && strcmp(x->f[1], "plan-times") == 0)
+			ck_assert_msg(strcmp(x->f[2], "learned") == 0, "%s: a plan with %s times after "
+			    "the hold", knob, x->f[2]);
+		if (held && strcmp(x->f[1], "plan-times-untimed") == 0 && untimed == NULL)
+			untimed = x->f[2];
 	}
-	ck_assert_msg(held && learned_after, "held %d, a plan with learned times after it %d:\n%s",
-	    held, learned_after, r.err);
+	ck_assert_msg(held && untimed != NULL, "%s: held %d, a plan with learned times after it "
+	    "%d:\n%s", knob, held, untimed != NULL, r.err);
+	uint64_t n = strtoull(untimed, NULL, 10);
 	expect_cupti_once(r.err);
 	trace_free(&t);
 	run_free(&r);
 	run_free(&r0);
 	remove(path);
+	return n;
+}
+
+/*
+ * A departure after the pause has ended: the iteration is learned again
+ * without CUPTI, and its plan is timed with the GPU times its kernels had
+ * (plan-times learned), not by the host. Where the job changed only its
+ * sizes (WORKLOAD_CHANGE_AT), the kernels are those timed; where it
+ * launches a kernel it never had (WORKLOAD_NEW_KERNEL_AT), the operations
+ * without a time are more, and the plan's plan-times-untimed note says so.
+ */
+START_TEST(plan_after_the_hold_has_learned_times)
+{
+	uint64_t same = learned_after_the_hold("WORKLOAD_CHANGE_AT=30");
+	uint64_t added = learned_after_the_hold("WORKLOAD_NEW_KERNEL_AT=30");
+
+	ck_assert_msg(added > same, "untimed: %llu with a new kernel, %llu without",
+	    (unsigned long long)added, (unsigned long long)same);
 }
 END_TEST
 

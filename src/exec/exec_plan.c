@@ -196,10 +196,11 @@ fail:
 }
 
 /* The durations of the recording: CUPTI's, else each token's mean from an
- * earlier timed recording, else the host's issue times. */
+ * earlier timed recording (*untimed: the operations whose token never was,
+ * which count none), else the host's issue times. */
 static const char *
 durations(struct rec *r, const uint32_t *tok, const uint64_t *host, const double *gpu,
-    uint64_t ngpu)
+    uint64_t ngpu, uint32_t *untimed)
 {
 	uint32_t n = r->p.nops;
 	const char *source = "cupti";
@@ -225,8 +226,10 @@ durations(struct rec *r, const uint32_t *tok, const uint64_t *host, const double
 			known++;
 		}
 	}
-	if (known > 0)
+	if (known > 0) {
+		*untimed = n - known;
 		return "learned";
+	}
 	/* (an operation ebb issued itself, for NCCL's registration, has no time) */
 	for (uint32_t i = 0; i < n; i++)
 		r->p.dur[i] = host[i] != 0 && host[i + 1] > host[i] ?
@@ -246,6 +249,7 @@ struct exec_made {
 	struct plan_params pp;		/* what it was made under */
 	struct plan_explain ex;		/* what is on the device at its peak */
 	const char *source;		/* where the durations came from */
+	uint32_t untimed;		/* "learned": operations whose token was never timed */
 	uint64_t target;		/* the peak it aims at, bytes */
 	uint64_t bound;			/* the lowest peak without stalls, bytes */
 	uint64_t floor_nostall;		/* plan_floor without stalls, bytes */
@@ -271,6 +275,8 @@ plan_notes(const struct exec_made *rp)
 	char buf[256];
 
 	ebb_trace_note("plan-times", rp->source);
+	if (strcmp(rp->source, "learned") == 0)
+		ebb_trace_note_u64("plan-times-untimed", rp->untimed);
 	ebb_trace_note_u64("plan-operations", r->p.nops);
 	ebb_trace_note_u64("plan-buffers", r->p.nbufs);
 	ebb_trace_note_u64("plan-moves", pl->n);
@@ -442,7 +448,7 @@ exec_plan_make(struct exec_recorded *rc)
 	}
 	m->rec = rc;
 	struct rec *r = &rc->r;
-	m->source = durations(r, rc->tok, rc->host, rc->gpu, rc->ngpu);
+	m->source = durations(r, rc->tok, rc->host, rc->gpu, rc->ngpu, &m->untimed);
 	rec_end(r);
 	r->p.fixed = rc->fixed;
 	/* the host's side, when the durations are the device's */

@@ -1358,6 +1358,11 @@ scenario_plan(int iters)
 	 * launches is WORKLOAD_SLOW_HOST_US (a job that slows by itself after
 	 * ebb has learned it) */
 	int slow_host_at = getenv("WORKLOAD_SLOW_HOST_AT") ? atoi(getenv("WORKLOAD_SLOW_HOST_AT")) : -1;
+	/* from this iteration on each layer also launches a kernel the job has
+	 * not launched before (sum_u32 over 16 words of its activation, into
+	 * its first 8 bytes): a job whose kernels change after ebb learned it */
+	int new_kernel_at = getenv("WORKLOAD_NEW_KERNEL_AT") ?
+	    atoi(getenv("WORKLOAD_NEW_KERNEL_AT")) : -1;
 	unsigned slow_host_us = (unsigned)(getenv("WORKLOAD_SLOW_HOST_US") ?
 	    atoi(getenv("WORKLOAD_SLOW_HOST_US")) : 20000);
 
@@ -1388,6 +1393,12 @@ scenario_plan(int iters)
 				CK(cu.MemAllocAsync(&act[l], n, s));
 				launch_copy(act[l], w[l % NW], 4096, s);	/* reads a weight */
 				fill_bytes(act[l] + 4096, (uint32_t)(it * 1000 + l), n - 4096, s);
+				if (new_kernel_at >= 0 && it >= new_kernel_at) {
+					struct fakecuda_sum_u32_params up = { (uint64_t *)act[l],
+						(const uint32_t *)(act[l] + 4096), 16 };
+					void *args[] = { &up.out, &up.in, &up.n };
+					CK(cu.LaunchKernel(k_sum, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+				}
 				launch_sleep(us, s);
 				host_work(host_us);
 				if (temps) {
