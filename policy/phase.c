@@ -37,6 +37,19 @@ phase_cut_next(struct phase_cut *c, int marker, int send)
 	return starts || after_sends;
 }
 
+/* phase_cut_record (phase.h) */
+void
+phase_cut_record(uint32_t *start, uint32_t *n, uint32_t cap, uint32_t op, int back)
+{
+	if (back <= 0)
+		return;
+	uint32_t at = op - (uint32_t)(back - 1);
+	while (*n > 0 && start[*n - 1] >= at)
+		(*n)--;
+	if (*n < cap)
+		start[(*n)++] = at;
+}
+
 /* phase_marker (phase.h) */
 int
 phase_marker(int rank, int nranks, int peer)

@@ -103,6 +103,14 @@ struct phase_cut {
  */
 int phase_cut_next(struct phase_cut *c, int marker, int send);
 
+/*
+ * Record what phase_cut_next said (back, for operation op, an index from
+ * the iteration's first) in the starts start[0 .. *n), room for cap: a start
+ * back - 1 operations before op, replacing any start after it. Nothing for
+ * back 0 or without room.
+ */
+void phase_cut_record(uint32_t *start, uint32_t *n, uint32_t cap, uint32_t op, int back);
+
 /* Whether a send or receive from rank to peer, of nranks, is to a stage
  * beside it (peer is rank - 1 or rank + 1, modulo nranks; with one rank,
  * the rank itself: a pipeline of one stage, as a single-GPU job has). */

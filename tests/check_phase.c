@@ -61,14 +61,8 @@ struct gen {
 static uint32_t
 op(struct gen *g, int marker, int send)
 {
-	int back = phase_cut_next(&g->cut, marker, send);
-	if (back > 0) {
-		uint32_t at = g->op - (uint32_t)(back - 1);
-		while (g->nstart > 0 && g->start[g->nstart - 1] >= at)
-			g->nstart--;
-		ck_assert_uint_lt(g->nstart, 1024);
-		g->start[g->nstart++] = at;
-	}
+	ck_assert_uint_lt(g->nstart, 1024);
+	phase_cut_record(g->start, &g->nstart, 1024, g->op, phase_cut_next(&g->cut, marker, send));
 	if (g->p != NULL)
 		ck_assert_int_eq(prof_use(g->p, (uint32_t)g->weights, g->op), 0);
 	return g->op++;
@@ -443,12 +437,7 @@ START_TEST(boundary_buffers_are_no_turn)
 	ck_assert_int_eq(prof_init(&p, nops), 0);
 	int64_t w = prof_add(&p, (uint64_t)L * SZ, 0, PROF_NONE, 0);
 #define OP(marker, snd) do {						\
-		int back_ = phase_cut_next(&c, (marker), (snd));	\
-		if (back_ > 0) {					\
-			while (nstart > 0 && start[nstart - 1] >= o - (uint32_t)(back_ - 1)) \
-				nstart--;				\
-			start[nstart++] = o - (uint32_t)(back_ - 1);	\
-		}							\
+		phase_cut_record(start, &nstart, 4 * MB, o, phase_cut_next(&c, (marker), (snd))); \
 		ck_assert_int_eq(prof_use(&p, (uint32_t)w, o), 0);	\
 	} while (0)
 	/* the input, made by a kernel */

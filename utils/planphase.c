@@ -115,16 +115,8 @@ planphase_print(struct plancmd *g, FILE *out)
 			break;
 		int send, marker = planphase_marker(r, &send);
 		markers += marker;
-		/* a start some operations back (a run's first, fed since s0)
-		 * replaces any start after it */
-		int back = phase_cut_next(&cut, marker, send);
-		if (back > 0) {
-			uint32_t at = (uint32_t)(seq - g->s0) - (uint32_t)(back - 1);
-			while (nstart > 0 && start[nstart - 1] >= at)
-				nstart--;
-			if (nstart < n)
-				start[nstart++] = at;
-		}
+		phase_cut_record(start, &nstart, n, (uint32_t)(seq - g->s0),
+		    phase_cut_next(&cut, marker, send));
 	}
 	if (rc < 0) {
 		fprintf(s->err, "ebb plan: %s\n", why);

@@ -47,12 +47,15 @@ void fakecuda_set_copy_delay_us(unsigned us);
  * call that CUPTI gives a correlation id, and once the kernel has run,
  * kernel(that id, start, end, stream) on the stream's worker, with
  * CLOCK_MONOTONIC nanoseconds around its run (after any FAKECUDA delay) and
- * the stream's handle as a number. NULL, NULL: none (the default). Kernels
- * replayed from a graph have none.
+ * the stream's handle as a number. Kernels replayed from a graph have none.
  */
-void fakecuda_set_activity(uint32_t (*api)(void),
-                           void (*kernel)(uint32_t corr, uint64_t start, uint64_t end,
-                                          uint32_t stream));
+struct fakecuda_activity {
+    uint32_t (*api)(void);
+    void (*kernel)(uint32_t corr, uint64_t start, uint64_t end, uint32_t stream);
+};
+
+/* Sets the activity hooks (NULL: none, the default); *hooks must outlive them. */
+void fakecuda_set_activity(const struct fakecuda_activity *hooks);
 
 /*
  * Runs fn(arg) on the worker of stream (0, CU_STREAM_LEGACY or CU_STREAM_PER_THREAD allowed:

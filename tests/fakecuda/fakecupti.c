@@ -35,6 +35,8 @@
 
 #include <cupti.h>
 
+#include "fakecuda.h"
+
 #define EXPORT __attribute__((visibility("default")))
 
 /* One record, as the buffers hold them: every record takes the same room. */
@@ -125,13 +127,13 @@ on_kernel(uint32_t corr, uint64_t start, uint64_t end, uint32_t stream)
 static void
 hooks(int on)
 {
+	static const struct fakecuda_activity acts = { on_api, on_kernel };
 	void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-	void (*set)(uint32_t (*)(void), void (*)(uint32_t, uint64_t, uint64_t, uint32_t)) =
-	    cuda != NULL ? (void (*)(uint32_t (*)(void), void (*)(uint32_t, uint64_t, uint64_t,
-	    uint32_t)))dlsym(cuda, "fakecuda_set_activity") : NULL;
+	void (*set)(const struct fakecuda_activity *) = cuda != NULL ?
+	    (void (*)(const struct fakecuda_activity *))dlsym(cuda, "fakecuda_set_activity") : NULL;
 
 	if (set != NULL)
-		set(on ? on_api : NULL, on ? on_kernel : NULL);
+		set(on ? &acts : NULL);
 	if (cuda != NULL)
 		dlclose(cuda);
 }

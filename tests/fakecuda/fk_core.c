@@ -781,32 +781,18 @@ void fakecuda_set_copy_delay_us(unsigned us)
     __atomic_store_n(&fk_cfg.copy_delay_us, us, __ATOMIC_RELAXED);
 }
 
-/* The activity hooks (fakecuda.h): one pair, swapped whole. */
-static struct fk_hooks {
-    uint32_t (*api)(void);
-    void (*kernel)(uint32_t, uint64_t, uint64_t, uint32_t);
-} *_Atomic fk_hooks;
+/* The activity hooks (fakecuda.h). */
+static const struct fakecuda_activity *_Atomic fk_hooks;
 
-void fakecuda_set_activity(uint32_t (*api)(void),
-                           void (*kernel)(uint32_t, uint64_t, uint64_t, uint32_t))
+void fakecuda_set_activity(const struct fakecuda_activity *hooks)
 {
-    static struct fk_hooks slot[2];
-    static unsigned next;
-    struct fk_hooks *h = NULL;
-
-    if (api != NULL && kernel != NULL) {
-        /* the slot not in use (a launch may be reading the other) */
-        h = &slot[next++ % 2];
-        h->api = api;
-        h->kernel = kernel;
-    }
-    atomic_store(&fk_hooks, h);
+    atomic_store(&fk_hooks, hooks);
 }
 
 /* A correlation id for the launch being made, or 0 without hooks (fk.h). */
 uint32_t fk_activity_api(void)
 {
-    struct fk_hooks *h = atomic_load(&fk_hooks);
+    const struct fakecuda_activity *h = atomic_load(&fk_hooks);
 
     return h != NULL ? h->api() : 0;
 }
@@ -814,7 +800,7 @@ uint32_t fk_activity_api(void)
 /* The kernel of correlation id corr ran from start to end (fk.h). */
 void fk_activity_kernel(uint32_t corr, uint64_t start, uint64_t end, uint32_t stream)
 {
-    struct fk_hooks *h = atomic_load(&fk_hooks);
+    const struct fakecuda_activity *h = atomic_load(&fk_hooks);
 
     if (h != NULL)
         h->kernel(corr, start, end, stream);
