@@ -644,11 +644,26 @@ note_of(const struct trace *t, const char *key)
 	return NULL;
 }
 
+/* How many notes key of t have value. */
+static size_t
+notes_with(const struct trace *t, const char *key, const char *value)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n; i++)
+		n += t->r[i].type == 'Q' && t->r[i].n >= 3 && strcmp(t->r[i].f[1], key) == 0 &&
+		    strcmp(t->r[i].f[2], value) == 0;
+	return n;
+}
+
 /*
  * CUPTI's lifecycle on the fake CUPTI: in observe mode it is attached at
  * the first operation and finalised when learning ends; in offload mode it
- * is paused then, records again at a departure (the workload's sizes change
- * at its 10th iteration), and is finalised by the end. An external
+ * is paused for the iteration after a recording it timed (the pace
+ * iteration) and records again after it, is paused when learning ends
+ * (a recording then is timed by what was learned), records again
+ * at a departure (the workload's sizes change at its 10th iteration), and
+ * is finalised by the end. An external
  * correlation id is pushed around each operation only while CUPTI records,
  * and popped as often. The fake's kernel records are matched to the
  * launches through their external ids: a G record for each (cupti-timed),
@@ -698,8 +713,10 @@ START_TEST(cupti_lifecycle)
 	expect_ok(&r);
 	ck_assert_str_eq(checksum_of(r.out), checksum_of(r0.out));
 	trace_load(path, &t);
-	ck_assert_pstr_eq(note_of(&t, "cupti-paused"), "learned");
-	ck_assert_pstr_eq(note_of(&t, "cupti-resumed"), "departure");
+	ck_assert_pstr_eq(note_of(&t, "cupti-paused"), "pace");
+	ck_assert_pstr_eq(note_of(&t, "cupti-resumed"), "pace");
+	ck_assert_uint_ge(notes_with(&t, "cupti-paused", "learned"), 1);
+	ck_assert_uint_ge(notes_with(&t, "cupti-resumed", "departure"), 1);
 	ck_assert_ptr_nonnull(note_of(&t, "cupti-detached"));
 	ck_assert_pstr_eq(note_of(&t, "plan-times"), "cupti");
 	expect_cupti_once(r.err);
@@ -746,7 +763,7 @@ START_TEST(cupti_hold_ends_without_a_departure)
 		run_ebb(argv, envs[k], path, &r);
 		expect_ok(&r);
 		trace_load(path, &t);
-		ck_assert_pstr_eq(note_of(&t, "cupti-paused"), "learned");
+		ck_assert_uint_eq(notes_with(&t, "cupti-paused", "learned"), 1);
 		ck_assert_msg(note_of(&t, "cupti-detached") != NULL &&
 		    strcmp(note_of(&t, "cupti-detached"), "held") == 0, "k %d: %s", k, r.err);
 		ck_assert_msg(summary(&t, "plan-departures") <= 1, "k %d: %llu departures:\n%s", k,
@@ -1157,6 +1174,72 @@ START_TEST(host_pace_leaves_the_wait_out)
 		found = j < t.n && num(&t.r[j], 0) > num(y, 0) + 10 * 1000 * 1000ULL;
 	}
 	ck_assert_msg(found, "no stream sync followed by an operation 10 ms after its call");
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
+ * CUPTI's records cost the driver's calls while it records (the fake's
+ * FAKECUPTI_API_US: 1 ms of the host's time in each launch here): that is
+ * CUPTI's, not the job's, pace. The plan's pace is taken from the iteration
+ * after the recording, with CUPTI paused for it: the 24 layers of 300 us of
+ * the host's own work show in it, and less than a quarter of what CUPTI
+ * cost the recorded iteration (before, all of it: the pace was the
+ * recording's). The plan is still timed by CUPTI (the recording's kernel
+ * records are all in before the pause), and ebb plan of the recording has
+ * the library's pace, from the E records of the pace iteration, which the
+ * plan-pace-from note names.
+ */
+START_TEST(host_pace_leaves_cupti_out)
+{
+	const char *path = tmp_file("cuptipace");
+	char lib[4200];
+	char *argv[] = { workload_path(0), "plan", "10", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=4G", "EBB_CUPTI=1",
+		fake_cupti(lib, sizeof lib), "FAKECUPTI_API_US=1000", "WORKLOAD_HOST_US=300",
+		"WORKLOAD_LAYER_US=50", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	expect_cupti_once(r.err);
+	trace_load(path, &t);
+	ck_assert_pstr_eq(note_of(&t, "plan-times"), "cupti");
+	ck_assert_pstr_eq(note_of(&t, "cupti-paused"), "pace");
+	ck_assert_ptr_nonnull(note_of(&t, "plan-pace-from"));
+	ck_assert_ptr_nonnull(note_of(&t, "plan-host-pace-ns"));
+	uint64_t rec0 = strtoull(note_of(&t, "plan-recording"), NULL, 10);
+	uint64_t from = strtoull(note_of(&t, "plan-pace-from"), NULL, 10);
+	uint64_t pace = strtoull(note_of(&t, "plan-host-pace-ns"), NULL, 10);
+	/* the iteration right after the recording */
+	uint64_t period = 0;
+	for (size_t i = 0; i < t.n && period == 0; i++)
+		if (t.r[i].type == 'I' && num(&t.r[i], 2) == rec0)
+			period = num(&t.r[i], 3);
+	ck_assert_uint_gt(period, 0);
+	ck_assert_uint_eq(from, rec0 + period);
+	/* what CUPTI cost the recorded iteration: its launches, 1 ms each */
+	uint64_t launches = 0;
+	for (size_t i = 0; i < t.n; i++)
+		launches += t.r[i].type == 'L' && num(&t.r[i], 1) >= rec0 &&
+		    num(&t.r[i], 1) < rec0 + period;
+	ck_assert_uint_gt(launches, 20);
+	uint64_t own = 24 * 300 * 1000ULL, cupti = launches * 1000 * 1000ULL;
+	ck_assert_msg(pace > own * 95 / 100 && pace < own + cupti / 4, "pace %llu ns: the job's "
+	    "own %llu, CUPTI's in the recording %llu", (unsigned long long)pace,
+	    (unsigned long long)own, (unsigned long long)cupti);
+
+	const char *const args[] = { "plan", path, "--iteration", "recorded", NULL };
+	struct run_result p;
+	char want[64];
+	ebb_cmd(&p, args);
+	snprintf(want, sizeof want, "host pace: %llu ns an iteration", (unsigned long long)pace);
+	ck_assert_msg(p.status == 0 && strstr(p.out, want) != NULL, "want '%s' in:\n%s%s", want,
+	    p.out, p.err);
+	run_free(&p);
 	trace_free(&t);
 	run_free(&r);
 	remove(path);
@@ -2920,6 +3003,7 @@ main(void)
 	add_test(tc, recompute_from_a_recomputed_input);
 	add_test(tc, release_without_the_lock);
 	add_test(tc, host_pace_leaves_ebb_out);
+	add_test(tc, host_pace_leaves_cupti_out);
 	add_test(tc, host_pace_leaves_the_wait_out);
 	add_test(tc, free_of_a_remade_buffer_does_not_wait);
 	add_test(tc, recompute_reads_a_small_buffer);

@@ -343,6 +343,23 @@ scan_trace(struct plancmd_src *s, struct plancmd_scan *sc)
 				    s->rd.rec.field[2]);
 				return -1;
 			}
+			int from = strcmp(s->rd.rec.field[1], "plan-pace-from") == 0;
+			if (from || strcmp(s->rd.rec.field[1], "plan-recording") == 0) {
+				uint64_t seq, **list = from ? &sc->pace_from : &sc->recorded;
+				size_t *n = from ? &sc->npace_from : &sc->nrecorded;
+				size_t *cap = from ? &sc->cpace_from : &sc->crecorded;
+				uint64_t *v;
+				if (ebb_trace_u64(&s->rd.rec, 2, &seq) < 0) {
+					bad(s, "note %s: '%s' is not an operation's number",
+					    s->rd.rec.field[1], s->rd.rec.field[2]);
+					return -1;
+				}
+				if ((v = grow(*list, cap, *n, sizeof *v)) == NULL)
+					return oom(s);
+				*list = v;
+				v[(*n)++] = seq;
+				break;
+			}
 			static const char *const cost_notes[4] = { "plan-host-offload-ns",
 				"plan-host-restore-ns", "plan-host-drop-ns", "plan-host-remake-ns" };
 			int c = -1;
@@ -886,6 +903,8 @@ planning_fini(struct plancmd *g)
 	free(g->sc.v);
 	free(g->sc.acc);
 	free(g->sc.pace);
+	free(g->sc.pace_from);
+	free(g->sc.recorded);
 	ebb_trace_reader_close(&g->s.rd);
 }
 

@@ -11,9 +11,9 @@
 #include "plancmd_int.h"
 
 /* The E records of operations s0 to s0 + n, the last run of them that has
- * each in order (a recording the library planned); NULL where none has. */
+ * each in order; NULL where none has. */
 static const struct plancmd_pace *
-recording_pace(const struct plancmd_scan *sc, uint64_t s0, uint32_t n)
+run_of(const struct plancmd_scan *sc, uint64_t s0, uint32_t n)
 {
 	for (size_t j = sc->npace; j-- > 0;) {
 		if (sc->pace[j].seq != s0 || sc->npace - j < (size_t)n + 1)
@@ -25,6 +25,33 @@ recording_pace(const struct plancmd_scan *sc, uint64_t s0, uint32_t n)
 			return &sc->pace[j];
 	}
 	return NULL;
+}
+
+/* Whether v holds x. */
+static int
+holds(const uint64_t *v, size_t n, uint64_t x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == x)
+			return 1;
+	return 0;
+}
+
+/* The E records of the iteration of n operations from s0, where the
+ * library planned it: its own, or, where a plan-recording note names it,
+ * those of the pace iteration the library took for it (the iteration after
+ * it, or after its probe), which a plan-pace-from note names. NULL where
+ * there are none. */
+static const struct plancmd_pace *
+recording_pace(const struct plancmd_scan *sc, uint64_t s0, uint32_t n)
+{
+	for (uint64_t k = 1; k <= 2 && holds(sc->recorded, sc->nrecorded, s0); k++) {
+		const struct plancmd_pace *pe;
+		if (holds(sc->pace_from, sc->npace_from, s0 + k * n) &&
+		    (pe = run_of(sc, s0 + k * n, n)) != NULL)
+			return pe;
+	}
+	return run_of(sc, s0, n);
 }
 
 /*

@@ -42,6 +42,8 @@ enum life_state {
 	LIFE_RECORDING,	/* the executor records the iteration */
 	LIFE_PROBING,	/* EBB_RECOMPUTE: the next one's launches are hashed before and
 			 * after (probe.h), for their write sets */
+	LIFE_PACING,	/* with CUPTI paused, the next one's host times are the job's
+			 * pace (exec_pace_begin) */
 	LIFE_RECORDED,	/* recorded; waits for the planner (after a CUPTI flush) */
 	LIFE_PLANNING,	/* the planner thread makes the plan */
 	LIFE_READY,	/* planned; the plan starts at the next iteration's start */
@@ -55,12 +57,17 @@ enum life_state {
  * the last one's whatever order their calls run in. */
 enum { CUPTI_GOAL_RECORD, CUPTI_GOAL_PAUSED, CUPTI_GOAL_OFF };
 
+/* Why CUPTI is paused or records again (the cupti-paused and cupti-resumed
+ * notes): set with cupti_goal. */
+enum { CUPTI_WHY_LEARNED, CUPTI_WHY_DEPARTURE, CUPTI_WHY_PACE };
+
 /* What CUPTI should do after an operation (life_step, life_cupti_act);
  * below zero, no more timing now. */
 enum {
 	CUPTI_KEEP = 0,
-	CUPTI_RESUME = 1,	/* departed after learning: record again */
-	CUPTI_PAUSE = -1,	/* learned: stop recording, held for a departure */
+	CUPTI_RESUME = 1,	/* departed after learning, or the pace taken: record again */
+	CUPTI_PAUSE = -1,	/* learned: stop recording, held for a departure; or for
+				 * the pace iteration */
 	CUPTI_DETACH = -2	/* gave up, learned in observe mode, or held EBB_LEARN_LAUNCHES
 				 * operations in vain */
 };
@@ -143,6 +150,7 @@ struct engine {
 	int cupti_wanted;		/* EBB_CUPTI and not given up */
 	atomic_int cupti_goal;		/* CUPTI_GOAL_*: set under ebb_state_lock, read under
 					 * cupti_lock */
+	atomic_int cupti_why;		/* CUPTI_WHY_*: with cupti_goal */
 	uint64_t cupti_hold_until;	/* CUPTI paused since learning ended: finalised at
 					 * this operation if no departure comes first */
 	uint64_t created_at_learned;	/* handles the mover had created when learning ended */

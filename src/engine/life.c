@@ -4,6 +4,12 @@
  * it, plans it on a thread of its own, starts the plan, and learns again
  * when the job departs from it; and what CUPTI does meanwhile.
  *
+ * With CUPTI recording, the iteration after the recording (and its probe)
+ * is PACING: CUPTI is paused for it, and its host times are the job's pace
+ * for the plan; CUPTI's records cost every driver call while it records
+ * (several microseconds a launch on a GPU), which the recording's own host
+ * times hold.
+ *
  * Each operation's token goes to the iteration finder (or, under
  * EBB_ITER_KERNEL, each launch of the named kernel marks an iteration);
  * life_step writes the I and D records, moves the state on at iteration
@@ -14,8 +20,9 @@
  * ebb_state_lock, and life_plan_now starts the planner's thread.
  *
  *   SEARCH --found--> ARMED --start--> RECORDING --start--> RECORDED
- *     ^   \--found, no planning--> TIMING     \                 ^  |
- *     |                 EBB_RECOMPUTE: start  \-> PROBING -start/  |
+ *     ^   \--found, no planning--> TIMING     |   \            ^  |
+ *     |         EBB_RECOMPUTE: start  PROBING <-/    \-> PACING   |
+ *     |                                  \--start--/  -start/     |
  *     |                                          planner thread |
  *     |                RUNNING <--start-- READY <-- PLANNING <--/
  *     |                   |  \--departs from the plan--> ARMED
@@ -105,26 +112,39 @@ life_cupti_stop(const char *why)
 	ebb_trace_note_u64("cupti-activities-of-others", others);
 }
 
-/* Pause CUPTI when learning ends; called without ebb_state_lock. */
+/* The cupti-paused and cupti-resumed notes' word for why (CUPTI_WHY_*). */
+static const char *
+cupti_why_word(int why)
+{
+	return why == CUPTI_WHY_PACE ? "pace" : why == CUPTI_WHY_DEPARTURE ? "departure" : "learned";
+}
+
+/* Pause CUPTI when learning ends, or for the pace iteration (why); called
+ * without ebb_state_lock. For the pace, the device first finishes the
+ * recorded iteration, so that every record of it is in before the records
+ * stop. */
 static void
-cupti_pause(void)
+cupti_pause(int why)
 {
 	ebb_inside = 1;
+	if (why == CUPTI_WHY_PACE)
+		ebb_real.cuCtxSynchronize();
 	uint64_t n = ebb_cupti_pause();
 	ebb_inside = 0;
-	ebb_trace_note("cupti-paused", "learned");
+	ebb_trace_note("cupti-paused", cupti_why_word(why));
 	ebb_trace_note_u64("cupti-timed", n);
 }
 
-/* Record again at a departure after learning; called without ebb_state_lock. */
+/* Record again at a departure after learning, or once the pace is taken
+ * (why); called without ebb_state_lock. */
 static void
-cupti_resume(void)
+cupti_resume(int why)
 {
 	ebb_inside = 1;
 	int r = ebb_cupti_resume();
 	ebb_inside = 0;
 	if (r == 0)
-		ebb_trace_note("cupti-resumed", "departure");
+		ebb_trace_note("cupti-resumed", cupti_why_word(why));
 }
 
 /* ---- learning ---- */
@@ -165,6 +185,7 @@ learned(uint64_t seq)
 		return CUPTI_DETACH;
 	}
 	engine.cupti_hold_until = seq + engine.conf->learn_launches;
+	atomic_store(&engine.cupti_why, CUPTI_WHY_LEARNED);
 	atomic_store(&engine.cupti_goal, CUPTI_GOAL_PAUSED);
 	return CUPTI_PAUSE;
 }
@@ -195,9 +216,10 @@ static void
 life_set(enum life_state s)
 {
 	__atomic_store_n(&engine.life, s, __ATOMIC_RELAXED);
-	__atomic_store_n(&engine.self.recording, s == LIFE_RECORDING, __ATOMIC_RELAXED);
-	__atomic_store_n(&engine.self.timing, engine.conf->self_time || s == LIFE_RECORDING,
-	    __ATOMIC_RELAXED);
+	int host = s == LIFE_RECORDING || s == LIFE_PACING;	/* host times taken */
+
+	__atomic_store_n(&engine.self.recording, host, __ATOMIC_RELAXED);
+	__atomic_store_n(&engine.self.timing, engine.conf->self_time || host, __ATOMIC_RELAXED);
 }
 
 /*
@@ -222,7 +244,7 @@ depart(uint64_t seq, const char *why, enum life_state next)
 		    "plan stops and the iteration is learned again", (unsigned long long)seq, why);
 	}
 	if (engine.life == LIFE_RECORDING || engine.life == LIFE_PROBING ||
-	    engine.life == LIFE_RECORDED)
+	    engine.life == LIFE_PACING || engine.life == LIFE_RECORDED)
 		exec_record_drop();
 	engine.departures++;
 	if (engine.departures >= LIFE_MAX_DEPARTURES) {
@@ -247,13 +269,37 @@ found(void)
 		life_set(engine.plan_on ? LIFE_ARMED : LIFE_TIMING);
 }
 
+/*
+ * The recording (and its probe) is done, and the iteration of period
+ * operations from next_seq is next: where CUPTI records, it is the pace
+ * iteration, with CUPTI paused (not under a stream capture, which the
+ * device's synchronisation before the pause would end); else the recording
+ * waits for its plan. Returns what CUPTI should do (CUPTI_*). Caller holds
+ * ebb_state_lock.
+ */
+static int
+recorded(uint64_t next_seq, uint64_t period)
+{
+	if (ebb_cupti_attached() && engine.capturing == 0 &&
+	    exec_pace_begin(next_seq, period) == 0) {
+		life_set(LIFE_PACING);
+		atomic_store(&engine.cupti_why, CUPTI_WHY_PACE);
+		atomic_store(&engine.cupti_goal, CUPTI_GOAL_PAUSED);
+		return CUPTI_PAUSE;
+	}
+	life_set(LIFE_RECORDED);
+	return CUPTI_KEEP;
+}
+
 /* The iteration of period operations starts with operation next_seq:
- * start or end the recording, start the plan, or follow the running one.
- * Caller holds ebb_state_lock. */
-static void
+ * start or end the recording or the pace iteration, start the plan, or
+ * follow the running one. Returns what CUPTI should do (CUPTI_*). Caller
+ * holds ebb_state_lock. */
+static int
 boundary(uint64_t next_seq, uint64_t period)
 {
 	char why[128];
+	int cupti = CUPTI_KEEP;
 
 	switch (engine.life) {
 	case LIFE_ARMED:
@@ -269,11 +315,22 @@ boundary(uint64_t next_seq, uint64_t period)
 		if (engine.conf->recompute && engine.capturing == 0 && probe_begin(next_seq, &engine.tab) == 0)
 			life_set(LIFE_PROBING);
 		else
-			life_set(LIFE_RECORDED);
+			cupti = recorded(next_seq, period);
 		break;
 	case LIFE_PROBING:
 		probe_end();
+		cupti = recorded(next_seq, period);
+		break;
+	case LIFE_PACING:
+		exec_pace_end(engine_recorded_so_far());
 		life_set(LIFE_RECORDED);
+		/* CUPTI records again, as it did before the pace (a departure since
+		 * has asked for that already) */
+		if (atomic_load(&engine.cupti_goal) == CUPTI_GOAL_PAUSED) {
+			atomic_store(&engine.cupti_why, CUPTI_WHY_PACE);
+			atomic_store(&engine.cupti_goal, CUPTI_GOAL_RECORD);
+			cupti = CUPTI_RESUME;
+		}
 		break;
 	case LIFE_READY:
 		life_set(LIFE_RUNNING);
@@ -294,6 +351,7 @@ boundary(uint64_t next_seq, uint64_t period)
 	default:
 		break;
 	}
+	return cupti;
 }
 
 /* Whether planning lets learning end: there is none, or the plan has run
@@ -360,7 +418,9 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		if (period > 0) {
 			engine.stats.period_last = period;
 			found();
-			boundary(seq + 1, period);
+			int a = boundary(seq + 1, period);
+			if (a != CUPTI_KEEP)
+				cupti_action = a;
 		}
 		if (!engine.learned && engine.iter_count > engine.conf->learn_iters &&
 		    plan_settled()) {
@@ -405,6 +465,7 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		else if (engine.life != LIFE_GAVE_UP)
 			life_set(LIFE_SEARCH);
 		if (atomic_load(&engine.cupti_goal) == CUPTI_GOAL_PAUSED) {
+			atomic_store(&engine.cupti_why, CUPTI_WHY_DEPARTURE);
 			atomic_store(&engine.cupti_goal, CUPTI_GOAL_RECORD);
 			cupti_action = CUPTI_RESUME;
 		}
@@ -420,8 +481,11 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		break;
 	}
 	/* the next token starts an iteration */
-	if (engine.finder.period != 0 && engine.finder.pos == 0)
-		boundary(seq + 1, engine.finder.period);
+	if (engine.finder.period != 0 && engine.finder.pos == 0) {
+		int a = boundary(seq + 1, engine.finder.period);
+		if (a != CUPTI_KEEP)
+			cupti_action = a;
+	}
 	if (!engine.learned && engine.life != LIFE_SEARCH && engine.life != LIFE_GAVE_UP &&
 	    engine.iters_timed >= engine.conf->learn_iters && period_confirmed() &&
 	    plan_settled()) {
@@ -442,11 +506,11 @@ life_cupti_act(int action)
 	switch (atomic_load(&engine.cupti_goal)) {
 	case CUPTI_GOAL_PAUSED:
 		if (ebb_cupti_attached())
-			cupti_pause();
+			cupti_pause(atomic_load(&engine.cupti_why));
 		break;
 	case CUPTI_GOAL_RECORD:
 		if (ebb_cupti_paused())
-			cupti_resume();
+			cupti_resume(atomic_load(&engine.cupti_why));
 		break;
 	default:
 		if (ebb_cupti_attached() || ebb_cupti_paused())

@@ -114,9 +114,21 @@ recorded_fini(struct exec_recorded *r)
 	free(r->gpu);
 }
 
+/* Forget the pace iteration. */
+static void
+pace_free(void)
+{
+	free(exec.pace.host);
+	free(exec.pace.self);
+	free(exec.pace.call);
+	free(exec.pace.sync);
+	memset(&exec.pace, 0, sizeof exec.pace);
+}
+
 static void
 recording_free(void)
 {
+	pace_free();
 	exec.recording = 0;
 	exec.ended = 0;
 	probe_drop();
@@ -244,6 +256,65 @@ exec_record_drop(void)
 	recording_free();
 }
 
+int
+exec_pace_begin(uint64_t s0, uint64_t period)
+{
+	uint32_t n = exec.cur.r.p.nops;
+
+	pace_free();
+	if (!exec.ended || period != n || n == 0)
+		return -1;
+	exec.pace.host = calloc((size_t)n + 1, sizeof *exec.pace.host);
+	exec.pace.self = calloc((size_t)n + 1, sizeof *exec.pace.self);
+	exec.pace.call = calloc(n, sizeof *exec.pace.call);
+	exec.pace.sync = calloc(n, 1);
+	if (exec.pace.host == NULL || exec.pace.self == NULL || exec.pace.call == NULL ||
+	    exec.pace.sync == NULL) {
+		pace_free();
+		return -1;
+	}
+	exec.pace.s0 = s0;
+	exec.pace.n = n;
+	exec.pace.on = 1;
+	exec.pace.same = 1;
+	return 0;
+}
+
+void
+exec_pace_end(uint64_t self_ns)
+{
+	if (!exec.pace.on)
+		return;
+	exec.pace.host[exec.pace.n] = ebb_now_ns();
+	exec.pace.self[exec.pace.n] = self_ns;
+	if (!exec.pace.same || !exec.ended) {
+		ebb_trace_note_u64("plan-pace-unlike", exec.pace.s0);
+		pace_free();
+		return;
+	}
+	/* its host times are the recording's from now on */
+	free(exec.cur.host);
+	free(exec.cur.self);
+	free(exec.cur.call);
+	free(exec.cur.sync);
+	exec.cur.host = exec.pace.host;
+	exec.cur.self = exec.pace.self;
+	exec.cur.call = exec.pace.call;
+	exec.cur.sync = exec.pace.sync;
+	exec.cur.pace_s0 = exec.pace.s0;
+	exec.pace.host = exec.pace.self = exec.pace.call = NULL;
+	exec.pace.sync = NULL;
+	pace_free();
+}
+
+/* Position of operation seq in the pace iteration, or -1 when it is not in it. */
+static int64_t
+paced(uint64_t seq)
+{
+	return exec.pace.on && seq >= exec.pace.s0 && seq - exec.pace.s0 < exec.pace.n ?
+	    (int64_t)(seq - exec.pace.s0) : -1;
+}
+
 /* Small buffer b, allocated before operation next_seq: recorded, or named
  * by its ordinal among the small ones in the running iteration. One whose
  * size is not the recorded one's gets no name (what names it is then not
@@ -331,24 +402,50 @@ recorded(uint64_t seq)
 void
 exec_op_called(uint64_t seq, uint64_t call_ns)
 {
+	int64_t p = paced(seq);
+
 	if (recorded(seq))
 		exec.cur.call[seq - exec.cur.r.s0] = call_ns;
+	else if (p >= 0)
+		exec.pace.call[p] = call_ns;
+}
+
+/* Operation i of host (issued at host[i] so far), a synchronisation called
+ * at called: issued then, its wait its call's time (exec_sync_called). */
+static void
+sync_called(uint64_t *host, uint64_t *call, uint64_t i, uint64_t called)
+{
+	uint64_t now = host[i];
+
+	host[i] = called;
+	call[i] = now > called ? now - called : 0;
 }
 
 void
 exec_sync_called(uint64_t seq, uint64_t called)
 {
-	if (!recorded(seq))
-		return;
-	uint64_t i = seq - exec.cur.r.s0, now = exec.cur.host[i];
-	exec.cur.host[i] = called;
-	exec.cur.call[i] = now > called ? now - called : 0;
+	int64_t p = paced(seq);
+
+	if (recorded(seq))
+		sync_called(exec.cur.host, exec.cur.call, seq - exec.cur.r.s0, called);
+	else if (p >= 0)
+		sync_called(exec.pace.host, exec.pace.call, (uint64_t)p, called);
 }
 
 void
 exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, unsigned xfer,
     int sync, struct ebb_stream *st, uint64_t self_ns)
 {
+	int64_t p = paced(seq);
+
+	if (p >= 0) {
+		/* the pace iteration: the host's side only, of the same operations */
+		exec.pace.same &= exec.cur.tok[p] == token && exec.cur.sync[p] == (sync != 0);
+		exec.pace.host[p] = ebb_now_ns();
+		exec.pace.self[p] = self_ns;
+		exec.pace.sync[p] = sync != 0;
+		return;
+	}
 	if (!recorded(seq))
 		return;
 	uint64_t i = seq - exec.cur.r.s0;

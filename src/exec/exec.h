@@ -55,8 +55,23 @@ int exec_record_begin(uint64_t s0, uint64_t period);
  * exec_op's). */
 void exec_record_end(uint64_t self_ns);
 
-/* Forget the recording, open or ended (a departure). */
+/* Forget the recording, open or ended (a departure), and its pace
+ * iteration. */
 void exec_record_drop(void);
+
+/* Take the job's host pace from the iteration of the recording's length
+ * that starts with operation s0 (the recording has ended; CUPTI is paused
+ * for it, so that the cost its records add inside the driver's calls is not
+ * counted as the job's): each operation's issue, ebb's time and the
+ * driver's call, as the recording takes them. Returns 0, or -1 when there
+ * is no ended recording of that length or no memory (the recording's own
+ * pace stays). */
+int exec_pace_begin(uint64_t s0, uint64_t period);
+
+/* The pace iteration ended (self_ns as exec_op's): where its operations
+ * were the recording's, position by position, its host times replace the
+ * recording's. */
+void exec_pace_end(uint64_t self_ns);
 
 /* The engine allocated b (served by the mover) before operation next_seq:
  * recorded, or matched to the running plan's allocation of that ordinal.
@@ -76,11 +91,12 @@ void exec_free(struct ebb_buf *b, uint64_t last_seq);
 void exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n,
     unsigned xfer, int sync, struct ebb_stream *st, uint64_t self_ns);
 
-/* The driver's call of operation seq took call_ns (while recording). */
+/* The driver's call of operation seq took call_ns (while recording, or
+ * taking the pace). */
 void exec_op_called(uint64_t seq, uint64_t call_ns);
 
 /* Operation seq, a synchronisation, was called at called (ebb_now_ns) and
- * waited in the driver until now (while recording): it counts as issued at
+ * waited in the driver until now (while recording, or taking the pace): it counts as issued at
  * the call, and the wait as its call's time, so that the wait falls in its
  * own gap, which the job's host pace leaves out (prof_host_pace), not in the
  * gap of the operation before it. */

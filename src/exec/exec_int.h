@@ -68,6 +68,9 @@ struct exec_recorded {
 	uint64_t *host, *self;		/* host issue times, ebb's host time by then */
 	uint64_t *call;			/* the driver's time in each operation's call */
 	uint8_t *sync;			/* the host waited for the device there */
+	uint64_t pace_s0;		/* host, self, call and sync are of the iteration
+					 * from this operation (exec_pace_begin); 0: the
+					 * recording's own */
 	struct ebb_stream **st;		/* each operation's stream (NULL: none) */
 	double *gpu;			/* GPU times from CUPTI, by position (taken out only) */
 	uint64_t ngpu;
@@ -75,6 +78,16 @@ struct exec_recorded {
 					 * only) */
 	struct mover_costs costs;	/* what a move has cost the host so far */
 	struct lrec_set launches;	/* each launch's record, by position */
+};
+
+/* The host's side of an iteration after the recording (exec_pace_begin). */
+struct exec_pace {
+	int on;				/* operations s0 .. s0 + n go into it */
+	int same;			/* each so far was the recording's at its position */
+	uint64_t s0;
+	uint32_t n;
+	uint64_t *host, *self, *call;	/* as struct exec_recorded's */
+	uint8_t *sync;
 };
 
 /* mean GPU time of each token, from the timed recordings */
@@ -94,6 +107,7 @@ struct exec {
 					 * still go into it */
 	struct exec_recorded cur;	/* the recording */
 	uint32_t cur_addr_cap;		/* room in cur.addr */
+	struct exec_pace pace;		/* its pace iteration */
 	/* GPU times, arriving on whichever thread flushes CUPTI: times_lock */
 	pthread_mutex_t times_lock;
 	uint64_t times_s0, times_n;	/* the operations they are for: times_s0 on, times_n */

@@ -418,14 +418,20 @@ note_pace(const struct prof *p, const struct exec_recorded *rc, double queued_s)
 	ebb_trace_note_u64("plan-host-queued-ns", (uint64_t)(queued_s * 1e9));
 }
 
-/* The E records of recording rc (nops operations from s0): what the pace
- * above is made of, so that ebb plan can plan the recording with the pace
- * the library had (ebb-trace(5)). The last is the next operation's issue. */
+/* The E records of recording rc (nops operations from s0; from
+ * rc->pace_s0 where the pace is of the iteration there, which the
+ * plan-pace-from note names): what the pace above is made of, so that ebb
+ * plan can plan the recording with the pace the library had
+ * (ebb-trace(5)). The last is the next operation's issue. */
 static void
 trace_pace(const struct exec_recorded *rc, uint64_t s0, uint32_t nops)
 {
 	if (!ebb_trace_on())
 		return;
+	if (rc->pace_s0 != 0) {
+		s0 = rc->pace_s0;
+		ebb_trace_note_u64("plan-pace-from", s0);
+	}
 	for (uint32_t i = 0; i <= nops; i++)
 		ebb_trace_write_pace(s0 + i, rc->host[i], rc->self[i] - rc->self[0],
 		    i < nops ? rc->call[i] : 0, i < nops && rc->sync[i]);

@@ -20,7 +20,9 @@
  * external correlation ids pushed and popped; L: flushes; I: pushes made
  * while no kind was enabled, to a paused CUPTI; K: kernel records made). FAKECUPTI_REFUSE=1 makes
  * ActivityEnable fail (CUPTI_ERROR_NOT_INITIALIZED), as when another
- * profiler holds CUPTI.
+ * profiler holds CUPTI. FAKECUPTI_API_US=N spends N microseconds of the
+ * host's time in each kernel launch while kernel records are enabled, as
+ * CUPTI's records cost the driver's calls on a GPU.
  */
 #include "config.h"
 
@@ -94,6 +96,17 @@ static uint32_t
 on_api(void)
 {
 	uint32_t corr = atomic_fetch_add(&fc.corr, 1) + 1;
+	const char *cost = getenv("FAKECUPTI_API_US");
+
+	if (cost != NULL && atoi(cost) > 0) {
+		/* the host's time, spent as CUPTI spends it: inside the call */
+		struct timespec t0, t;
+		long us = atol(cost);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		while ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 < us);
+	}
 
 	if (ext_depth > 0 && ext_depth <= EXT_DEPTH) {
 		union record r;
