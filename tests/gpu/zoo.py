@@ -61,8 +61,9 @@ fails has its other modes recorded as failed, not run.
 
 step_s is the median step time of the steady state: under limit:F, of the
 steps that ran under the plan (the trace's plan-iterations, the last steps
-of the run), under observe, of those after learning ended (its learned
-note), each less the first PLAN_SETTLE of them; without ebb, and where
+of the run), under observe, of those that started after learning ended
+(its learned note's time against the steps' end times the job gives, on
+the trace's clock), each less the first PLAN_SETTLE of them; without ebb, and where
 fewer than MIN_STEADY steps are left so (the ratio is then marked '*': it
 counts learning), after the job's --warmup steps. steady_from is the first step
 counted. ratio is step_s over the baseline's (the median of all baseline
@@ -432,6 +433,30 @@ def trace_summary(path, key):
     return None
 
 
+def note_time(path, note):
+    """The time (t, ns of CLOCK_MONOTONIC) of the first Q record of note in
+    an ebb trace, or None."""
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 4 and p[0] == "Q" and p[2] == note:
+                    return int(p[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def steps_after(rec, t):
+    """How many of the job's last steps started after time t (ns of
+    CLOCK_MONOTONIC, as step_ends_ns), or None when the job gave no end
+    times or t is None."""
+    ends = rec.get("step_ends_ns")
+    if t is None or not ends or len(ends) != len(rec["step_times"]):
+        return None
+    return sum(end - dt * 1e9 >= t for end, dt in zip(ends, rec["step_times"]))
+
+
 def iterations_after(path, note):
     """The iterations (I records) of an ebb trace that start after the
     operation its note (Q record) names (learned: where learning ended), or
@@ -450,7 +475,7 @@ def iterations_after(path, note):
     return None if at is None else sum(s > at for s in starts)
 
 
-def steady_steps(rec, planned, iterations):
+def steady_steps(rec, planned, iterations, by_time=None):
     """step_s under ebb is the median of the last steps, those after
     learning: under a limit, the steps that ran under the plan (the trace's
     plan-iterations), in observe mode those after learning ended
@@ -458,11 +483,17 @@ def steady_steps(rec, planned, iterations):
     first iteration and any replay's proof fall), whatever --warmup says.
     planned is that count of iterations, the last ones of the run, and
     iterations all the trace's (its Z iterations): an iteration is taken for
-    a step only where the two counts are within 2 of each other. With fewer
+    a step only where the two counts are within 2 of each other. by_time,
+    where the job gave its steps' end times, is the count of steps that
+    started after learning ended (steps_after), which stands whatever
+    ebb's iterations are (under observe with PyTorch's caching allocator,
+    ebb sees the segments, and its iterations are not the steps). With fewer
     than MIN_STEADY such steps, or iterations that are not steps, the
     --warmup median stays and steady_from is None: the run measured
     learning, or cannot say, and the table marks its ratio."""
     times = rec["step_times"]
+    if by_time is not None:
+        planned, iterations = by_time, len(times)
     rec["planned_steps"] = planned
     if planned is None or iterations is None or abs(iterations - len(times)) > 2 or \
             planned - PLAN_SETTLE < MIN_STEADY:
@@ -685,7 +716,9 @@ class Zoo:
             if rec["step_times"]:
                 steady_steps(rec, trace_summary(path, "plan-iterations")
                              if mode.kind == "limit" else iterations_after(path, "learned"),
-                             trace_summary(path, "iterations"))
+                             trace_summary(path, "iterations"),
+                             steps_after(rec, note_time(path, "learned"))
+                             if mode.kind != "limit" else None)
             tracked = trace_summary(path, "peak-bytes")
             rec["tracked_peak_gib"] = gib(tracked)
             if mode.kind == "observe" and not why and tracked is not None:

@@ -10,8 +10,11 @@ the step, steps.end(loss); steps.finish(versions(...)). finish() prints the
 one result line the runner (tests/gpu/zoo.py) reads,
 
     ZOO_RESULT {"job": ..., "steps": N, "warmup": W, "losses": [hex...],
-                "step_times": [s...], "step_s": median, "versions": {...},
-                "reserved_peak": bytes}
+                "step_times": [s...], "step_ends_ns": [ns...], "step_s": median,
+                "versions": {...}, "reserved_peak": bytes}
+
+(step_ends_ns: when each step ended, time.monotonic_ns(), the clock of ebb's
+trace records, so that the runner can tell which steps ran after a note)
 
 (reserved_peak: torch.cuda.max_memory_reserved(), for the PyTorch jobs on
 CUDA only)
@@ -177,6 +180,7 @@ class Steps:
         self.sync = sync_fn
         self.losses = []
         self.times = []
+        self.ends = []      # each step's end, time.monotonic_ns() (ebb's trace clock)
         self.t0 = None
 
     def begin(self):
@@ -194,6 +198,7 @@ class Steps:
 
     def record(self, value, dt):
         """Record one step's loss (a Python float) and time (seconds)."""
+        self.ends.append(time.monotonic_ns())
         self.losses.append(float(value).hex())
         self.times.append(dt)
         print(f"step {len(self.losses) - 1} loss {value:.6f} ({float(value).hex()}) "
@@ -208,6 +213,7 @@ class Steps:
         steady = self.times[self.args.warmup:]
         res = {"job": self.job, "steps": n, "warmup": self.args.warmup,
                "losses": self.losses, "step_times": [round(t, 6) for t in self.times],
+               "step_ends_ns": self.ends,
                "step_s": round(statistics.median(steady), 6), "versions": versions_dict,
                "device": DEVICE, "pid": os.getpid(), **extra}
         reserved = reserved_peak()
