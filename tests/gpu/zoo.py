@@ -683,6 +683,7 @@ class Zoo:
             if times[self.a.warmup:]:
                 rec["step_s"] = round(statistics.median(times[self.a.warmup:]), 6)
                 rec["step_times"] = times
+                rec["step_ends_ns"] = res.get("step_ends_ns")
                 rec["steady_from"] = self.a.warmup
             if baseline is None:
                 rec["losses_identical"] = True
