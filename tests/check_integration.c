@@ -2808,6 +2808,58 @@ START_TEST(arena_serves_what_the_plan_keeps)
 }
 END_TEST
 
+/*
+ * A live buffer in the arena pins its whole chunk. From iteration 12 on the
+ * job also holds small buffers it did not hold while ebb learned it
+ * (WORKLOAD_HOARD_MIB of 1 MiB, from the middle of the forward pass, while
+ * that layer's temporary lives in the arena, to the end of the backward):
+ * - 140 MiB: room falls short of the plan's while the arena's chunks hold
+ *   more than its buffers: the arena is turned off (said, noted, in the
+ *   summary), and the job goes on with buffers of their own;
+ * - 200 MiB: nothing more can move, and only what the arena's chunks pin
+ *   stands between the job and its memory: ebb holds the buffer over
+ *   EBB_LIMIT, by no more than the arena holds, rather than fail the job
+ *   (before, the allocation failed with out of memory and the job ended),
+ *   and says at exit that EBB_LIMIT was not held, and why.
+ * Either way the job computes what it does without ebb.
+ */
+START_TEST(arena_off_when_room_falls_short)
+{
+	const char *path = tmp_file("arenashort");
+	char *argv[] = { workload_path(0), "plan", "20", NULL };
+	const char *alone_env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_HOARD_AT=12",
+		"WORKLOAD_HOARD_MIB=140", NULL };
+	const char *env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_HOARD_AT=12",
+		"WORKLOAD_HOARD_MIB=140", "EBB_MODE=offload", "EBB_LIMIT=256M", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_beside_alone(argv, alone_env, env, path, &r, &t);
+	ck_assert_pstr_eq(note_of(&t, "arena-off"), "room_short_of_the_plan's");
+	ck_assert_uint_eq(summary(&t, "arena-off"), 1);
+	ck_assert_uint_eq(summary(&t, "arena-over-limit-allocations"), 0);
+	ck_assert_uint_eq(summary(&t, "refusals"), 0);
+	ck_assert_int_eq(count_substr(r.err, "arena: off from now on"), 1);
+	ck_assert_int_eq(count_substr(r.err, "EBB_LIMIT was not held"), 0);
+	trace_free(&t);
+	run_free(&r);
+
+	alone_env[3] = env[3] = "WORKLOAD_HOARD_MIB=200";
+	run_beside_alone(argv, alone_env, env, path, &r, &t);
+	uint64_t over = summary(&t, "arena-over-limit-bytes");
+	ck_assert_uint_gt(summary(&t, "arena-over-limit-allocations"), 0);
+	ck_assert_uint_gt(over, 0);
+	ck_assert_uint_gt(summary(&t, "held-peak-bytes"), 256ULL << 20);
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), (256ULL << 20) + over);
+	ck_assert_uint_eq(summary(&t, "refusals"), 0);
+	ck_assert_int_eq(count_substr(r.err, "ebb holds the buffer over EBB_LIMIT"), 1);
+	ck_assert_int_eq(count_substr(r.err, "EBB_LIMIT was not held in this process"), 1);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
 /* An offload's memory is released when its copy lands, not after restores
  * queued before it (each copy takes 300 ms: the allocation that sent d to
  * the host waits for d's copy alone, not also for b's behind a's). */
@@ -3014,6 +3066,7 @@ main(void)
 	add_test(tc, offload_room_of_another_size);
 	add_test(tc, offload_reclaims_the_longest_idle);
 	add_test(tc, arena_serves_what_the_plan_keeps);
+	add_test(tc, arena_off_when_room_falls_short);
 	add_test(tc, offload_lands_past_restores);
 	add_test(tc, offload_frees_oldest_first);
 	add_test(tc, offload_free_after_cancel);

@@ -261,6 +261,9 @@ summary_records(const struct engine_totals *t)
 		summary_record("arena-peak-bytes", as.bytes_peak);
 		summary_record("arena-chunks-mapped", as.chunks_mapped);
 		summary_record("arena-chunks-released", as.chunks_released);
+		summary_record("arena-off", (uint64_t)as.off);
+		summary_record("arena-over-limit-allocations", ms->arena_over);
+		summary_record("arena-over-limit-bytes", ms->arena_over_bytes);
 		summary_record("plans", xs->plans);
 		summary_record("plan-iterations", xs->iterations_run);
 		summary_record("plan-departures", t->departures);
@@ -489,9 +492,10 @@ summary_lines(const struct engine_totals *t)
 		if (as.allocs > 0) {
 			char peak_s[32];
 			ebb_log(EBB_LOG_NOTE, "arena: %llu buffers the plan keeps served from shared "
-			    "chunks (at most %s at once); %llu chunks mapped, %llu released for room",
+			    "chunks (at most %s at once); %llu chunks mapped, %llu released for room%s",
 			    (unsigned long long)as.allocs, human(as.bytes_peak, peak_s, sizeof peak_s),
-			    (unsigned long long)as.chunks_mapped, (unsigned long long)as.chunks_released);
+			    (unsigned long long)as.chunks_mapped, (unsigned long long)as.chunks_released,
+			    as.off ? "; turned off when room fell short of the plan's" : "");
 		}
 		if (engine.plan_on || xs->plans > 0)
 			ebb_log(EBB_LOG_NOTE, "plan: %llu made, %llu iterations run by it, %llu departures; "

@@ -51,6 +51,7 @@ struct mover_serving {
 	int said_over_limit;	/* the driver's allocations over EBB_LIMIT were said */
 	int said_extra;		/* the device's memory beyond ebb's, large, was said */
 	int said_past_share;	/* a handle past the driver's share was said */
+	int said_arena_over;	/* a handle over EBB_LIMIT for the arena was said */
 	int said_create;	/* a failed cuMemCreate was said */
 };
 static struct mover_serving serving;
@@ -336,6 +337,42 @@ past_driver_share(size_t rsize, CUresult *err)
 }
 
 /*
+ * Nothing more can move, and the arena's chunks hold memory that buffers
+ * the plan keeps pin there: the arena, ebb's own, is why the job's rsize
+ * bytes find no room. Rather than fail the job, make the handle over
+ * EBB_LIMIT, by at most what the arena's chunks hold, count it (the exit
+ * says EBB_LIMIT was not held), turn the arena off and say so once. NULL,
+ * with *err set where the driver failed, where the arena is not why or the
+ * handle cannot be made.
+ */
+static struct vmm_handle *
+past_arena(size_t rsize, CUresult *err)
+{
+	uint64_t pinned = mover_arena_mapped();
+	struct vmm_handle *h;
+
+	if (pinned == 0 || mover_held_total() + rsize > mover.limit_conf + pinned)
+		return NULL;
+	CUresult r = make_handle(rsize, &h);
+	if (r != CUDA_SUCCESS) {
+		*err = r;
+		return NULL;
+	}
+	mover.stats.arena_over++;
+	if (mover_held_total() > mover.limit_conf &&
+	    mover_held_total() - mover.limit_conf > mover.stats.arena_over_bytes)
+		mover.stats.arena_over_bytes = mover_held_total() - mover.limit_conf;
+	ebb_log_once(&serving.said_arena_over, EBB_LOG_WARN, "no room under EBB_LIMIT=%llu for "
+	    "the %llu bytes the job needs, and nothing more can move: the arena's chunks hold "
+	    "%llu bytes, pinned by the buffers the plan keeps in them; ebb holds the buffer over "
+	    "EBB_LIMIT rather than fail the job, and serves no more buffers from the arena "
+	    "(EBB_ARENA=0 keeps every buffer movable)", (unsigned long long)mover.limit_conf,
+	    (unsigned long long)rsize, (unsigned long long)pinned);
+	mover_arena_off("no room");
+	return h;
+}
+
+/*
  * Make a physical handle of rsize bytes available within the limit, for
  * operation seq (whose buffers are not evicted; 0 for an allocation).
  * Over the limit, a pooled handle or a passed freed block of that size comes
@@ -403,12 +440,21 @@ mover_get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 			*err = CUDA_ERROR_OUT_OF_MEMORY;
 			return NULL;
 		}
+		/* the arena's units the job freed, where waiting empties a chunk */
+		if (mover_arena_wait_frees())
+			continue;
+		/* the job's memory fell short of the plan's, and the arena holds
+		 * memory beyond its buffers' (the rest of a chunk with one in it),
+		 * which the plan does not count and nothing can free */
+		if (plan && mover_arena_mapped() > mover_arena_live())
+			mover_arena_off("room short of the plan's");
 		if (evict_one(seq, 0))
 			continue;
 		if (reclaim_block(1, 0))
 			continue;
 		*err = CUDA_ERROR_OUT_OF_MEMORY;
-		return past_driver_share(rsize, err);
+		h = past_driver_share(rsize, err);
+		return h != NULL || *err != CUDA_ERROR_OUT_OF_MEMORY ? h : past_arena(rsize, err);
 	}
 }
 
@@ -564,6 +610,15 @@ mover_unheld(char *why, size_t len)
 {
 	if (serving.failed_why != NULL) {
 		snprintf(why, len, "%s", serving.failed_why);
+		return 1;
+	}
+	if (mover.stats.arena_over > 0) {
+		snprintf(why, len, "nothing more could move where %llu buffers the job needed found no "
+		    "room, the arena's chunks pinned by the buffers the plan keeps in them: ebb held "
+		    "them up to %llu bytes over EBB_LIMIT=%llu (EBB_ARENA=0 keeps every buffer "
+		    "movable)", (unsigned long long)mover.stats.arena_over,
+		    (unsigned long long)mover.stats.arena_over_bytes,
+		    (unsigned long long)mover.limit_conf);
 		return 1;
 	}
 	if (mover.stats.over_limit > 0) {

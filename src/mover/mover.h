@@ -74,6 +74,9 @@ struct mover_stats {
 	uint64_t copies_abandoned;	/* copies whose completion could not be known */
 	uint64_t unmaps_failed;		/* cuMemUnmap failed: that memory stays mapped, unused */
 	uint64_t over_limit;		/* the driver's allocations took the job over EBB_LIMIT */
+	uint64_t arena_over;		/* handles made over EBB_LIMIT where the arena's
+					 * chunks pinned the room (past_arena) */
+	uint64_t arena_over_bytes;	/* the most they took ebb over EBB_LIMIT */
 	uint64_t bytes_d2h, bytes_h2d;
 	uint64_t stall_ns, stalls_measured;
 	uint64_t held, held_peak;	/* device bytes ebb holds: handles, slabs, others */
@@ -274,6 +277,7 @@ struct mover_arena_stats {
 	uint64_t bytes, bytes_peak;	/* bytes of its live buffers now, and at most */
 	uint64_t chunks_mapped;		/* chunks mapped (each a new handle) */
 	uint64_t chunks_released;	/* chunks released to make room elsewhere */
+	int off;			/* turned off (mover_arena_off) */
 };
 void mover_arena_stats(struct mover_arena_stats *out);
 

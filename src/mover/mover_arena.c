@@ -15,6 +15,13 @@
  * wait for its tag (or serve an allocation on the one stream that freed it
  * at once, stream order covering it); a chunk none of whose units is in use
  * is released when memory is needed elsewhere.
+ *
+ * A live buffer pins its whole chunk: none of it can move. The arena takes
+ * memory the plan counts as its buffers' only, less than the chunks it maps;
+ * where the job's memory then falls short of the plan's (a buffer the plan
+ * keeps is evicted for room, or room is found nowhere), the arena is turned
+ * off for the rest of the process (mover_arena_off): later buffers get
+ * memory of their own, which can move, and its chunks go as they empty.
  */
 #include "config.h"
 
@@ -54,6 +61,7 @@ struct mover_arena {
 	uint32_t nchunks;		/* chunks of the range */
 	struct arena_chunk *chunk;	/* nchunks of them */
 	struct arena_freed *freed, *freed_tail;	/* freed units, the oldest first */
+	int off;			/* serves no more buffers (mover_arena_off) */
 	struct mover_arena_stats st;	/* mover_arena_stats */
 };
 static struct mover_arena arena;
@@ -210,7 +218,53 @@ map_chunk(uint32_t c)
 int
 mover_arena_serves(size_t rsize)
 {
-	return arena_setup() == 0 && rsize <= arena.chunk_bytes;
+	return !arena.off && arena_setup() == 0 && rsize <= arena.chunk_bytes;
+}
+
+void
+mover_arena_off(const char *why)
+{
+	if (arena.off || arena.base == 0)
+		return;
+	arena.off = 1;
+	arena.st.off = 1;
+	ebb_log(EBB_LOG_NOTE, "arena: off from now on (%s): its chunks hold %llu bytes for %llu "
+	    "bytes of live buffers, and a chunk with a live buffer cannot move; later buffers "
+	    "the plan keeps get memory of their own", why,
+	    (unsigned long long)mover_arena_mapped(), (unsigned long long)arena.st.bytes);
+	ebb_trace_note("arena-off", why);
+}
+
+uint64_t
+mover_arena_live(void)
+{
+	return arena.st.bytes;
+}
+
+uint64_t
+mover_arena_mapped(void)
+{
+	uint64_t n = 0;
+
+	for (uint32_t k = 0; k < arena.nchunks; k++)
+		n += arena.chunk[k].h != NULL;
+	return n * arena.chunk_bytes;
+}
+
+int
+mover_arena_wait_frees(void)
+{
+	while (arena.freed != NULL) {
+		uint64_t t0 = ebb_now_ns();
+		CUresult r = mover_tag_sync(&arena.freed->tag);
+		mover_host_waited(&mover.stats.wait_room_ns, t0, "frees", 0);
+		if (r != CUDA_SUCCESS)
+			return 0;
+		freed_unlink(&arena.freed, NULL, 1);
+		if (mover_arena_release_one())
+			return 1;
+	}
+	return 0;
 }
 
 /* Units for n on stream s in a mapped chunk, the lowest with room first so

@@ -110,6 +110,19 @@ void mover_arena_free(struct ebb_buf *b, const struct ebb_tag *tag);
  * first. Returns 1 when one was released. */
 int mover_arena_release_one(void);
 
+/* Wait for the device to pass the arena's freed units, the oldest first,
+ * until a chunk has none in use and is released. Returns 1 when one was,
+ * 0 when none can be so (a live buffer in each). */
+int mover_arena_wait_frees(void);
+
+/* Serve no more buffers from the arena, for why (said once, and noted): the
+ * job's memory fell short of the plan's. */
+void mover_arena_off(const char *why);
+
+/* Bytes of the arena's chunks mapped now, and of its live buffers. */
+uint64_t mover_arena_mapped(void);
+uint64_t mover_arena_live(void);
+
 /* ---- mover_slab.c ---- */
 
 /* Set up the size classes of small buffers. */

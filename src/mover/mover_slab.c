@@ -83,16 +83,18 @@ mover_slab_held(void)
 }
 
 /* A new slab within the limit (making room as for a handle of its size;
- * where that room was made past the driver's share of EBB_LIMIT, the slab
- * takes it there too). Returns CUDA_SUCCESS, or the error of cuMemAlloc or
- * of making room. */
+ * where that room was made past the driver's share of EBB_LIMIT, or over
+ * EBB_LIMIT itself where the arena pins memory, the slab takes it there
+ * too). Returns CUDA_SUCCESS, or the error of cuMemAlloc or of making
+ * room. */
 static CUresult
 new_slab(CUdeviceptr *out)
 {
 	int past = 0;	/* the room was made past what the driver's memory leaves */
+	int over = 0;	/* or over EBB_LIMIT (mover_get_handle, for the arena) */
 
 	for (int tries = 0;; tries++) {
-		if (mover_held_total() + SLAB_BYTES <= mover.limit ||
+		if (over || mover_held_total() + SLAB_BYTES <= mover.limit ||
 		    (past && mover_held_total() + SLAB_BYTES <= mover.limit_conf)) {
 			CUresult r = ebb_real.cuMemAlloc_v2(out, SLAB_BYTES);
 			if (r == CUDA_SUCCESS) {
@@ -108,6 +110,7 @@ new_slab(CUdeviceptr *out)
 		if (h == NULL)
 			return err;
 		past = mover_held_total() > mover.limit;
+		over = mover_held_total() > mover.limit_conf;
 		vmm_release(h);	/* its room is the slab's */
 	}
 }

@@ -1382,6 +1382,16 @@ scenario_plan(int iters)
 	    atoi(getenv("WORKLOAD_NEW_KERNEL_AT")) : -1;
 	unsigned slow_host_us = (unsigned)(getenv("WORKLOAD_SLOW_HOST_US") ?
 	    atoi(getenv("WORKLOAD_SLOW_HOST_US")) : 20000);
+	/* from this iteration on the job also holds WORKLOAD_HOARD_MIB buffers
+	 * of 1 MiB (small: a slab's) from the middle of its forward pass (with
+	 * WORKLOAD_TEMPS, while that layer's temporary lives) to the end of its
+	 * backward pass: memory ebb learned the iteration without, which no
+	 * operation uses */
+	int hoard_at = getenv("WORKLOAD_HOARD_AT") ? atoi(getenv("WORKLOAD_HOARD_AT")) : -1;
+	int hoard_mib = getenv("WORKLOAD_HOARD_MIB") ? atoi(getenv("WORKLOAD_HOARD_MIB")) : 16;
+	CUdeviceptr hoard[256];
+	if (hoard_mib < 0 || hoard_mib > 256)
+		FAIL("WORKLOAD_HOARD_MIB=%d: 0 to 256", hoard_mib);
 
 	CK(cu.StreamCreate(&s, 0));
 	for (int i = 0; i < NW; i++) {
@@ -1418,11 +1428,17 @@ scenario_plan(int iters)
 				}
 				launch_sleep(us, s);
 				host_work(host_us);
+				int hoarding = hoard_at >= 0 && it >= hoard_at && l == L / 2;
 				if (temps) {
 					CUdeviceptr t;
 					CK(cu.MemAllocAsync(&t, tsz[l % 4], s));
 					launch_copy(t, act[l], 4096, s);
+					for (int k = 0; hoarding && k < hoard_mib; k++)
+						CK(cu.MemAllocAsync(&hoard[k], 1u << 20, s));
 					CK(cu.MemFreeAsync(t, s));
+				} else {
+					for (int k = 0; hoarding && k < hoard_mib; k++)
+						CK(cu.MemAllocAsync(&hoard[k], 1u << 20, s));
 				}
 				if (query && l > 0) {
 					CUdeviceptr got_ptr = 0;
@@ -1446,6 +1462,8 @@ scenario_plan(int iters)
 				launch_copy(res + (CUdeviceptr)l * 4, act[l] + n - 4, 4, s);
 				CK(cu.MemFreeAsync(act[l], s));
 			}
+			for (int k = 0; hoard_at >= 0 && it >= hoard_at && k < hoard_mib; k++)
+				CK(cu.MemFreeAsync(hoard[k], s));
 		}
 		for (int i = 0; i < NO; i++)
 			launch_axpy(o[i], w[i], 1.0f, wsz / 4, s);
