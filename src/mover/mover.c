@@ -51,7 +51,6 @@ struct mover_serving {
 	int said_over_limit;	/* the driver's allocations over EBB_LIMIT were said */
 	int said_extra;		/* the device's memory beyond ebb's, large, was said */
 	int said_past_share;	/* a handle past the driver's share was said */
-	int said_arena_over;	/* a handle over EBB_LIMIT for the arena was said */
 	int said_create;	/* a failed cuMemCreate was said */
 };
 static struct mover_serving serving;
@@ -256,10 +255,9 @@ evict_one(uint64_t seq, size_t rsize)
 	return 0;
 }
 
-/* A new physical handle of rsize bytes, counted as held. Returns
- * CUDA_SUCCESS or the driver's error. */
-static CUresult
-make_handle(size_t rsize, struct vmm_handle **h)
+/* A new physical handle of rsize bytes, counted as held (mover_int.h). */
+CUresult
+mover_make_handle(size_t rsize, struct vmm_handle **h)
 {
 	CUresult r = vmm_create(rsize, h);
 
@@ -292,7 +290,7 @@ mover_try_handle(size_t rsize, int *device_full, CUresult *err)
 			sampled = 1;
 		}
 		if (!*device_full && mover_held_total() + rsize <= mover.limit) {
-			CUresult r = make_handle(rsize, &h);
+			CUresult r = mover_make_handle(rsize, &h);
 			if (r == CUDA_SUCCESS)
 				return h;
 			if (r != CUDA_ERROR_OUT_OF_MEMORY) {
@@ -321,7 +319,7 @@ past_driver_share(size_t rsize, CUresult *err)
 
 	if (mover.limit >= mover.limit_conf || mover_held_total() + rsize > mover.limit_conf)
 		return NULL;
-	CUresult r = make_handle(rsize, &h);
+	CUresult r = mover_make_handle(rsize, &h);
 	if (r != CUDA_SUCCESS) {
 		*err = r;
 		return NULL;
@@ -333,42 +331,6 @@ past_driver_share(size_t rsize, CUresult *err)
 	    "takes the process over it (counted in the summary)",
 	    (unsigned long long)mover.limit_conf, (unsigned long long)serving.driver_now,
 	    (unsigned long long)mover_held_total());
-	return h;
-}
-
-/*
- * Nothing more can move, and the arena's chunks hold memory that buffers
- * the plan keeps pin there: the arena, ebb's own, is why the job's rsize
- * bytes find no room. Rather than fail the job, make the handle over
- * EBB_LIMIT, by at most what the arena's chunks hold, count it (the exit
- * says EBB_LIMIT was not held), turn the arena off and say so once. NULL,
- * with *err set where the driver failed, where the arena is not why or the
- * handle cannot be made.
- */
-static struct vmm_handle *
-past_arena(size_t rsize, CUresult *err)
-{
-	uint64_t pinned = mover_arena_mapped();
-	struct vmm_handle *h;
-
-	if (pinned == 0 || mover_held_total() + rsize > mover.limit_conf + pinned)
-		return NULL;
-	CUresult r = make_handle(rsize, &h);
-	if (r != CUDA_SUCCESS) {
-		*err = r;
-		return NULL;
-	}
-	mover.stats.arena_over++;
-	if (mover_held_total() > mover.limit_conf &&
-	    mover_held_total() - mover.limit_conf > mover.stats.arena_over_bytes)
-		mover.stats.arena_over_bytes = mover_held_total() - mover.limit_conf;
-	ebb_log_once(&serving.said_arena_over, EBB_LOG_WARN, "no room under EBB_LIMIT=%llu for "
-	    "the %llu bytes the job needs, and nothing more can move: the arena's chunks hold "
-	    "%llu bytes, pinned by the buffers the plan keeps in them; ebb holds the buffer over "
-	    "EBB_LIMIT rather than fail the job, and serves no more buffers from the arena "
-	    "(EBB_ARENA=0 keeps every buffer movable)", (unsigned long long)mover.limit_conf,
-	    (unsigned long long)rsize, (unsigned long long)pinned);
-	mover_arena_off("no room");
 	return h;
 }
 
@@ -443,18 +405,13 @@ mover_get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 		/* the arena's units the job freed, where waiting empties a chunk */
 		if (mover_arena_wait_frees())
 			continue;
-		/* the job's memory fell short of the plan's, and the arena holds
-		 * memory beyond its buffers' (the rest of a chunk with one in it),
-		 * which the plan does not count and nothing can free */
-		if (plan && mover_arena_mapped() > mover_arena_live())
-			mover_arena_off("room short of the plan's");
 		if (evict_one(seq, 0))
 			continue;
 		if (reclaim_block(1, 0))
 			continue;
 		*err = CUDA_ERROR_OUT_OF_MEMORY;
 		h = past_driver_share(rsize, err);
-		return h != NULL || *err != CUDA_ERROR_OUT_OF_MEMORY ? h : past_arena(rsize, err);
+		return h != NULL || *err != CUDA_ERROR_OUT_OF_MEMORY ? h : mover_arena_over(rsize, err);
 	}
 }
 

@@ -16,12 +16,12 @@
  * at once, stream order covering it); a chunk none of whose units is in use
  * is released when memory is needed elsewhere.
  *
- * A live buffer pins its whole chunk: none of it can move. The arena takes
- * memory the plan counts as its buffers' only, less than the chunks it maps;
- * where the job's memory then falls short of the plan's (a buffer the plan
- * keeps is evicted for room, or room is found nowhere), the arena is turned
- * off for the rest of the process (mover_arena_off): later buffers get
- * memory of their own, which can move, and its chunks go as they empty.
+ * A live buffer pins its whole chunk: none of it can move. Where nothing
+ * else can move and only what the chunks pin stands between the job and its
+ * memory, the mover holds that memory over EBB_LIMIT rather than fail the
+ * job (mover_arena_over), and the arena is turned off for the rest of
+ * the process (mover_arena_off): later buffers get memory of their own,
+ * which can move, and its chunks go as they empty.
  */
 #include "config.h"
 
@@ -236,12 +236,6 @@ mover_arena_off(const char *why)
 }
 
 uint64_t
-mover_arena_live(void)
-{
-	return arena.st.bytes;
-}
-
-uint64_t
 mover_arena_mapped(void)
 {
 	uint64_t n = 0;
@@ -383,6 +377,37 @@ mover_arena_release_one(void)
 		return 1;
 	}
 	return 0;
+}
+
+/* A handle over EBB_LIMIT where only the arena's chunks pin the room
+ * (mover_int.h): the arena is ebb's own, and failing the job for it would
+ * be worse than going over by what it holds. */
+struct vmm_handle *
+mover_arena_over(size_t rsize, CUresult *err)
+{
+	static int said;
+	uint64_t pinned = mover_arena_mapped();
+	struct vmm_handle *h;
+
+	if (pinned == 0 || mover_held_total() + rsize > mover.limit_conf + pinned)
+		return NULL;
+	CUresult r = mover_make_handle(rsize, &h);
+	if (r != CUDA_SUCCESS) {
+		*err = r;
+		return NULL;
+	}
+	mover.stats.arena_over++;
+	if (mover_held_total() > mover.limit_conf &&
+	    mover_held_total() - mover.limit_conf > mover.stats.arena_over_bytes)
+		mover.stats.arena_over_bytes = mover_held_total() - mover.limit_conf;
+	ebb_log_once(&said, EBB_LOG_WARN, "no room under EBB_LIMIT=%llu for "
+	    "the %llu bytes the job needs, and nothing more can move: the arena's chunks hold "
+	    "%llu bytes, pinned by the buffers the plan keeps in them; ebb holds the buffer over "
+	    "EBB_LIMIT rather than fail the job, and serves no more buffers from the arena "
+	    "(EBB_ARENA=0 keeps every buffer movable)", (unsigned long long)mover.limit_conf,
+	    (unsigned long long)rsize, (unsigned long long)pinned);
+	mover_arena_off("no room");
+	return h;
 }
 
 void

@@ -115,13 +115,23 @@ int mover_arena_release_one(void);
  * 0 when none can be so (a live buffer in each). */
 int mover_arena_wait_frees(void);
 
-/* Serve no more buffers from the arena, for why (said once, and noted): the
- * job's memory fell short of the plan's. */
+/* Serve no more buffers from the arena, for why (said once, and noted): its
+ * chunks pinned memory the job needed. */
 void mover_arena_off(const char *why);
 
-/* Bytes of the arena's chunks mapped now, and of its live buffers. */
+/* Bytes of the arena's chunks mapped now. */
 uint64_t mover_arena_mapped(void);
-uint64_t mover_arena_live(void);
+
+/* Nothing more can move, and only what the arena's chunks pin stands
+ * between the job and rsize bytes: a handle over EBB_LIMIT, by at most what
+ * they hold (said once; the exit says EBB_LIMIT was not held), and the
+ * arena turned off. NULL, with *err set where the driver failed, where the
+ * arena is not why or the handle cannot be made. */
+struct vmm_handle *mover_arena_over(size_t rsize, CUresult *err);
+
+/* A new physical handle of rsize bytes, counted as held. Returns
+ * CUDA_SUCCESS or the driver's error. */
+CUresult mover_make_handle(size_t rsize, struct vmm_handle **h);
 
 /* ---- mover_slab.c ---- */
 
