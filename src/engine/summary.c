@@ -495,7 +495,7 @@ summary_lines(const struct engine_totals *t)
 			    "chunks (at most %s at once); %llu chunks mapped, %llu released for room%s",
 			    (unsigned long long)as.allocs, human(as.bytes_peak, peak_s, sizeof peak_s),
 			    (unsigned long long)as.chunks_mapped, (unsigned long long)as.chunks_released,
-			    as.off ? "; turned off when room fell short of the plan's" : "");
+			    as.off ? "; turned off where its chunks pinned the room a buffer needed" : "");
 		}
 		if (engine.plan_on || xs->plans > 0)
 			ebb_log(EBB_LOG_NOTE, "plan: %llu made, %llu iterations run by it, %llu departures; "

@@ -75,7 +75,7 @@ struct mover_stats {
 	uint64_t unmaps_failed;		/* cuMemUnmap failed: that memory stays mapped, unused */
 	uint64_t over_limit;		/* the driver's allocations took the job over EBB_LIMIT */
 	uint64_t arena_over;		/* handles made over EBB_LIMIT where the arena's
-					 * chunks pinned the room (past_arena) */
+					 * chunks pinned the room (mover_arena_over) */
 	uint64_t arena_over_bytes;	/* the most they took ebb over EBB_LIMIT */
 	uint64_t bytes_d2h, bytes_h2d;
 	uint64_t stall_ns, stalls_measured;

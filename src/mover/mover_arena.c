@@ -61,8 +61,8 @@ struct mover_arena {
 	uint32_t nchunks;		/* chunks of the range */
 	struct arena_chunk *chunk;	/* nchunks of them */
 	struct arena_freed *freed, *freed_tail;	/* freed units, the oldest first */
-	int off;			/* serves no more buffers (mover_arena_off) */
-	struct mover_arena_stats st;	/* mover_arena_stats */
+	struct mover_arena_stats st;	/* mover_arena_stats; st.off: it serves no more
+					 * buffers (mover_arena_off) */
 };
 static struct mover_arena arena;
 
@@ -218,15 +218,14 @@ map_chunk(uint32_t c)
 int
 mover_arena_serves(size_t rsize)
 {
-	return !arena.off && arena_setup() == 0 && rsize <= arena.chunk_bytes;
+	return !arena.st.off && arena_setup() == 0 && rsize <= arena.chunk_bytes;
 }
 
 void
 mover_arena_off(const char *why)
 {
-	if (arena.off || arena.base == 0)
+	if (arena.st.off || arena.base == 0)
 		return;
-	arena.off = 1;
 	arena.st.off = 1;
 	ebb_log(EBB_LOG_NOTE, "arena: off from now on (%s): its chunks hold %llu bytes for %llu "
 	    "bytes of live buffers, and a chunk with a live buffer cannot move; later buffers "
