@@ -59,17 +59,6 @@ MODES = {
 }
 
 
-def parse_cpus(text):
-    """The CPU set of a list such as 0-7 or 0,2,4-5."""
-    cpus = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise ValueError(f"--cpus {text}: expected numbers and ranges, e.g. 0-7 or 0,2,4")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
-
-
 def run_once(ebb, py, job, mode, steps, warmup, timeout, cpus=None):
     script, args = JOBS[job]
     ebb_mode, opts, env_add = MODES[mode]
@@ -107,7 +96,7 @@ def main():
     ap.add_argument("--out", default="/tmp/overhead.jsonl")
     a = ap.parse_args()
     try:
-        cpus = parse_cpus(a.cpus) if a.cpus else None
+        cpus = zoo.parse_cpus(a.cpus) if a.cpus else None
     except ValueError as e:
         ap.error(str(e))
     jobs = a.jobs.split(",")

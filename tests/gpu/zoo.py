@@ -4,7 +4,7 @@
 usage: zoo.py [--ebb BUILD/utils/ebb] [--out DIR] [--jobs a,b,...]
               [--modes baseline,observe,limit:0.8,limit:0.6] [--dry-run]
               [--timeout S] [--repeat K] [--extra-env K=V ...]
-              [--record bench/results/FILE.jsonl]
+              [--record bench/results/FILE.jsonl] [--cpus LIST]
 
 Each job (tests/gpu/zoo/jobs, see README.md there) runs first as the
 baseline: without ebb, PyTorch's default caching allocator, no EBB_ variable
@@ -73,6 +73,10 @@ objects to FILE), OUT/zoo-logs.tgz (logs, `ebb report` outputs and traces,
 each trace gzipped beside its log first, those of more than 50 MB
 compressed left out of the archive). Exit status 0 when every run passed, 1
 when one failed, 2 on a usage error.
+
+--cpus (e.g. 0-7) runs every job, the baseline too, on those CPUs only (its
+records say which): on a VM a host-bound job's step moves by tens of percent
+from one process to the next as the scheduler places it.
 
 --dry-run prints every command with its environment and runs nothing (no GPU
 or pynvml needed). Environment: BENCH_COMMIT (else git rev-parse --short
@@ -324,15 +328,29 @@ def kill_group(pgid, sig):
         return False
 
 
-def run_process(argv, env, log, timeout_s, header):
-    """Run argv in its own process group with stdout and stderr to log.
+def parse_cpus(text):
+    """The CPU set of a list such as 0-7 or 0,2,4-5."""
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ValueError(f"--cpus {text}: expected numbers and ranges, e.g. 0-7 or 0,2,4")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def run_process(argv, env, log, timeout_s, header, cpus=None):
+    """Run argv in its own process group with stdout and stderr to log, on
+    the CPUs cpus (a set; None: wherever the system places it).
     Returns (exit status, timed out, pid, wall seconds, left processes behind)."""
     with open(log, "w") as f:
         f.write(header + "\n")
         f.flush()
         t0 = time.monotonic()
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         p = subprocess.Popen(argv, env=env, stdout=f, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, cwd=TOP, start_new_session=True)
+                             stdin=subprocess.DEVNULL, cwd=TOP, start_new_session=True,
+                             preexec_fn=pin)
         timed_out = False
         try:
             p.wait(timeout=timeout_s)
@@ -652,7 +670,8 @@ class Zoo:
             print(f"   warning: {gib(before - self.idle)} GiB more than at idle is in use "
                   "before the run (it counts in its peak)", flush=True)
         sampler = PeakSampler(self.nvml).start()
-        rc, timed_out, pid, wall, left = run_process(argv, env, log, self.a.timeout, "# " + cmd)
+        rc, timed_out, pid, wall, left = run_process(argv, env, log, self.a.timeout, "# " + cmd,
+                                                     self.a.cpu_set)
         peak = sampler.stop()
         rec.update(exit_status=rc, timed_out=timed_out, wall_s=round(wall, 2),
                    peak_gib=gib(peak - self.idle), device_peak_gib=gib(peak),
@@ -749,7 +768,7 @@ class Zoo:
                         self.run(job, mode, rep, None)
             return 0
         os.makedirs(a.out, exist_ok=True)
-        self.meta = {"commit": git_commit(), "machine": machine()}
+        self.meta = {"commit": git_commit(), "machine": machine(), "cpus": self.a.cpus}
         self.nvml = Nvml(a.gpu)
         self.idle = idle_used(self.nvml)
         self.ctx = self.measure_context()
@@ -848,8 +867,15 @@ def main():
                     help="MiB allowed over limit + context before a limit run fails (0)")
     ap.add_argument("--report-timeout", type=float, default=120,
                     help="seconds for `ebb report` of a trace (120; 0: only the header is checked)")
+    ap.add_argument("--cpus", default=None,
+                    help="run every job on these CPUs only (e.g. 0-7): on a VM a host-bound "
+                         "job's step moves by tens of percent from one process to the next")
     a = ap.parse_args()
     try:
+        try:
+            a.cpu_set = parse_cpus(a.cpus) if a.cpus else None
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         jobs = [j for j in a.jobs.split(",") if j]
         for j in jobs:
             if j not in JOBS:
