@@ -438,31 +438,29 @@ def check_trace(ebb, path, want_mode, report_timeout):
     return None, int(m.group(1))
 
 
-def trace_summary(path, key):
-    """The value of the summary record (Z) key of an ebb trace, or None."""
+def first_record(path, rtype, key, field):
+    """Field (a number) of the first record of type rtype ("t key value")
+    with key in an ebb trace, or None."""
     try:
         with open(path, errors="replace") as f:
             for line in f:
                 p = line.split()
-                if len(p) == 4 and p[0] == "Z" and p[2] == key:
-                    return int(p[3])
+                if len(p) == 4 and p[0] == rtype and p[2] == key:
+                    return int(p[field])
     except (OSError, ValueError):
         pass
     return None
+
+
+def trace_summary(path, key):
+    """The value of the summary record (Z) key of an ebb trace, or None."""
+    return first_record(path, "Z", key, 3)
 
 
 def note_time(path, note):
     """The time (t, ns of CLOCK_MONOTONIC) of the first Q record of note in
     an ebb trace, or None."""
-    try:
-        with open(path, errors="replace") as f:
-            for line in f:
-                p = line.split()
-                if len(p) == 4 and p[0] == "Q" and p[2] == note:
-                    return int(p[1])
-    except (OSError, ValueError):
-        pass
-    return None
+    return first_record(path, "Q", note, 1)
 
 
 def steps_after(rec, t):
