@@ -634,9 +634,9 @@ expect_cupti_once(const char *err)
 	ck_assert_uint_eq(f.idle, 0);
 }
 
-/* The value of note key in t, or NULL (the first such note). */
+/* The value of the first Q note key, or NULL. */
 static const char *
-note_of(const struct trace *t, const char *key)
+note_value(const struct trace *t, const char *key)
 {
 	for (size_t i = 0; i < t->n; i++)
 		if (t->r[i].type == 'Q' && t->r[i].n >= 3 && strcmp(t->r[i].f[1], key) == 0)
@@ -693,13 +693,13 @@ START_TEST(cupti_lifecycle)
 	expect_ok(&r);
 	ck_assert_str_eq(checksum_of(r.out), checksum_of(r0.out));
 	trace_load(path, &t);
-	ck_assert_ptr_nonnull(note_of(&t, "cupti"));
-	ck_assert_ptr_null(note_of(&t, "cupti-paused"));
-	ck_assert_pstr_eq(note_of(&t, "cupti-detached"), "learned");
+	ck_assert_ptr_nonnull(note_value(&t, "cupti"));
+	ck_assert_ptr_null(note_value(&t, "cupti-paused"));
+	ck_assert_pstr_eq(note_value(&t, "cupti-detached"), "learned");
 	expect_cupti_once(r.err);
 	ck_assert_uint_gt(count_type(&t, 'G'), 0);
-	ck_assert_uint_eq(count_type(&t, 'G'), strtoull(note_of(&t, "cupti-timed"), NULL, 10));
-	ck_assert_pstr_eq(note_of(&t, "cupti-timed-direct"), note_of(&t, "cupti-timed"));
+	ck_assert_uint_eq(count_type(&t, 'G'), strtoull(note_value(&t, "cupti-timed"), NULL, 10));
+	ck_assert_pstr_eq(note_value(&t, "cupti-timed-direct"), note_value(&t, "cupti-timed"));
 	const char *const args[] = { "plan", path, NULL };
 	struct run_result p;
 	ebb_cmd(&p, args);
@@ -713,12 +713,12 @@ START_TEST(cupti_lifecycle)
 	expect_ok(&r);
 	ck_assert_str_eq(checksum_of(r.out), checksum_of(r0.out));
 	trace_load(path, &t);
-	ck_assert_pstr_eq(note_of(&t, "cupti-paused"), "pace");
-	ck_assert_pstr_eq(note_of(&t, "cupti-resumed"), "pace");
+	ck_assert_pstr_eq(note_value(&t, "cupti-paused"), "pace");
+	ck_assert_pstr_eq(note_value(&t, "cupti-resumed"), "pace");
 	ck_assert_uint_ge(notes_with(&t, "cupti-paused", "learned"), 1);
 	ck_assert_uint_ge(notes_with(&t, "cupti-resumed", "departure"), 1);
-	ck_assert_ptr_nonnull(note_of(&t, "cupti-detached"));
-	ck_assert_pstr_eq(note_of(&t, "plan-times"), "cupti");
+	ck_assert_ptr_nonnull(note_value(&t, "cupti-detached"));
+	ck_assert_pstr_eq(note_value(&t, "plan-times"), "cupti");
 	expect_cupti_once(r.err);
 	trace_free(&t);
 	run_free(&r);
@@ -727,7 +727,7 @@ START_TEST(cupti_lifecycle)
 	expect_ok(&r);
 	ck_assert_int_eq(count_substr(r.err, "is not available to ebb"), 1);
 	trace_load(path, &t);
-	ck_assert_ptr_null(note_of(&t, "cupti"));
+	ck_assert_ptr_null(note_value(&t, "cupti"));
 	trace_free(&t);
 	run_free(&r);
 	run_free(&r0);
@@ -764,8 +764,8 @@ START_TEST(cupti_hold_ends_without_a_departure)
 		expect_ok(&r);
 		trace_load(path, &t);
 		ck_assert_uint_eq(notes_with(&t, "cupti-paused", "learned"), 1);
-		ck_assert_msg(note_of(&t, "cupti-detached") != NULL &&
-		    strcmp(note_of(&t, "cupti-detached"), "held") == 0, "k %d: %s", k, r.err);
+		ck_assert_msg(note_value(&t, "cupti-detached") != NULL &&
+		    strcmp(note_value(&t, "cupti-detached"), "held") == 0, "k %d: %s", k, r.err);
 		ck_assert_msg(summary(&t, "plan-departures") <= 1, "k %d: %llu departures:\n%s", k,
 		    (unsigned long long)summary(&t, "plan-departures"), r.err);
 		ck_assert_uint_ge(summary(&t, "plan-iterations"), 30);
@@ -1045,15 +1045,6 @@ offloads_after_copies(const struct trace *t)
 	return n;
 }
 
-/* The value of the first Q note key, or NULL. */
-static const char *
-note_value(const struct trace *t, const char *key)
-{
-	for (size_t i = 0; i < t->n; i++)
-		if (t->r[i].type == 'Q' && strcmp(t->r[i].f[1], key) == 0)
-			return t->r[i].f[2];
-	return NULL;
-}
 
 /* Run the plan scenario for iters iterations under EBB_LIMIT=56M with env
  * added (up to two variables, separated by a space), expect its data right,
@@ -1207,13 +1198,13 @@ START_TEST(host_pace_leaves_cupti_out)
 	expect_ok(&r);
 	expect_cupti_once(r.err);
 	trace_load(path, &t);
-	ck_assert_pstr_eq(note_of(&t, "plan-times"), "cupti");
-	ck_assert_pstr_eq(note_of(&t, "cupti-paused"), "pace");
-	ck_assert_ptr_nonnull(note_of(&t, "plan-pace-from"));
-	ck_assert_ptr_nonnull(note_of(&t, "plan-host-pace-ns"));
-	uint64_t rec0 = strtoull(note_of(&t, "plan-recording"), NULL, 10);
-	uint64_t from = strtoull(note_of(&t, "plan-pace-from"), NULL, 10);
-	uint64_t pace = strtoull(note_of(&t, "plan-host-pace-ns"), NULL, 10);
+	ck_assert_pstr_eq(note_value(&t, "plan-times"), "cupti");
+	ck_assert_pstr_eq(note_value(&t, "cupti-paused"), "pace");
+	ck_assert_ptr_nonnull(note_value(&t, "plan-pace-from"));
+	ck_assert_ptr_nonnull(note_value(&t, "plan-host-pace-ns"));
+	uint64_t rec0 = strtoull(note_value(&t, "plan-recording"), NULL, 10);
+	uint64_t from = strtoull(note_value(&t, "plan-pace-from"), NULL, 10);
+	uint64_t pace = strtoull(note_value(&t, "plan-host-pace-ns"), NULL, 10);
 	/* the iteration right after the recording */
 	uint64_t period = 0;
 	for (size_t i = 0; i < t.n && period == 0; i++)
@@ -2835,7 +2826,7 @@ START_TEST(arena_off_when_room_falls_short)
 	struct trace t;
 
 	run_beside_alone(argv, alone_env, env, path, &r, &t);
-	ck_assert_ptr_null(note_of(&t, "arena-off"));
+	ck_assert_ptr_null(note_value(&t, "arena-off"));
 	ck_assert_uint_eq(summary(&t, "arena-off"), 0);
 	ck_assert_uint_gt(summary(&t, "arena-allocations"), 0);
 	ck_assert_uint_eq(summary(&t, "arena-over-limit-allocations"), 0);
@@ -2853,7 +2844,7 @@ START_TEST(arena_off_when_room_falls_short)
 	ck_assert_uint_gt(summary(&t, "held-peak-bytes"), 256ULL << 20);
 	ck_assert_uint_le(summary(&t, "held-peak-bytes"), (256ULL << 20) + over);
 	ck_assert_uint_eq(summary(&t, "refusals"), 0);
-	ck_assert_pstr_eq(note_of(&t, "arena-off"), "no_room");
+	ck_assert_pstr_eq(note_value(&t, "arena-off"), "no_room");
 	ck_assert_uint_eq(summary(&t, "arena-off"), 1);
 	ck_assert_int_eq(count_substr(r.err, "arena: off from now on (no room)"), 1);
 	ck_assert_int_eq(count_substr(r.err, "ebb holds the buffer over EBB_LIMIT"), 1);

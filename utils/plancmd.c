@@ -264,6 +264,25 @@ scan_access(struct plancmd_src *s, struct plancmd_scan *sc, const struct ev *e)
 	return 0;
 }
 
+/* Append the operation number the note being read names to *v (n of
+ * cap). Returns 0, or -1 (said) when it is no number or out of memory. */
+static int
+note_seq(struct plancmd_src *s, uint64_t **v, size_t *n, size_t *cap)
+{
+	uint64_t seq, *w;
+
+	if (ebb_trace_u64(&s->rd.rec, 2, &seq) < 0) {
+		bad(s, "note %s: '%s' is not an operation's number", s->rd.rec.field[1],
+		    s->rd.rec.field[2]);
+		return -1;
+	}
+	if ((w = grow(*v, cap, *n, sizeof *w)) == NULL)
+		return oom(s);
+	*v = w;
+	w[(*n)++] = seq;
+	return 0;
+}
+
 /* First pass: operations in order, and the G, I, D, Q and V records. */
 static int
 scan_trace(struct plancmd_src *s, struct plancmd_scan *sc)
@@ -337,27 +356,11 @@ scan_trace(struct plancmd_src *s, struct plancmd_scan *sc)
 			sc->offload = 1;
 			break;
 		case 'Q': {
-			if (strcmp(s->rd.rec.field[1], "plan-recording") == 0 && sc->recording == 0 &&
-			    ebb_trace_u64(&s->rd.rec, 2, &sc->recording) < 0) {
-				bad(s, "note plan-recording: '%s' is not an operation's number",
-				    s->rd.rec.field[2]);
-				return -1;
-			}
-			int from = strcmp(s->rd.rec.field[1], "plan-pace-from") == 0;
-			if (from || strcmp(s->rd.rec.field[1], "plan-recording") == 0) {
-				uint64_t seq, **list = from ? &sc->pace_from : &sc->recorded;
-				size_t *n = from ? &sc->npace_from : &sc->nrecorded;
-				size_t *cap = from ? &sc->cpace_from : &sc->crecorded;
-				uint64_t *v;
-				if (ebb_trace_u64(&s->rd.rec, 2, &seq) < 0) {
-					bad(s, "note %s: '%s' is not an operation's number",
-					    s->rd.rec.field[1], s->rd.rec.field[2]);
+			int rec = strcmp(s->rd.rec.field[1], "plan-recording") == 0;
+			if (rec || strcmp(s->rd.rec.field[1], "plan-pace-from") == 0) {
+				if ((rec ? note_seq(s, &sc->recorded, &sc->nrecorded, &sc->crecorded) :
+				    note_seq(s, &sc->pace_from, &sc->npace_from, &sc->cpace_from)) < 0)
 					return -1;
-				}
-				if ((v = grow(*list, cap, *n, sizeof *v)) == NULL)
-					return oom(s);
-				*list = v;
-				v[(*n)++] = seq;
 				break;
 			}
 			static const char *const cost_notes[4] = { "plan-host-offload-ns",
@@ -485,7 +488,8 @@ choose(struct plancmd_scan *sc, uint64_t want, struct plancmd_choice *ch)
 	memset(ch, 0, sizeof *ch);
 	for (size_t i = sc->nmark; i-- > 0;) {
 		const struct plancmd_mark *m = &sc->mark[i];
-		if (want == PLAN_ITER_RECORDED ? m->seq != sc->recording : want != 0 && m->iter != want)
+		if (want == PLAN_ITER_RECORDED ? sc->nrecorded == 0 || m->seq != sc->recorded[0] :
+		    want != 0 && m->iter != want)
 			continue;
 		if (m->period == 0 || m->period > UINT32_MAX || m->seq == 0 ||
 		    m->seq > sc->last_seq || m->period > sc->last_seq - m->seq + 1)
@@ -783,7 +787,7 @@ learn(struct plancmd *g, const struct ebb_plan_opts *o)
 	if (choose(&g->sc, o->iteration, &g->ch) < 0) {
 		if (o->iteration == PLAN_ITER_RECORDED)
 			fprintf(s->err, "ebb plan: %s: --iteration recorded: %s\n", s->path,
-			    g->sc.recording == 0 ? "the trace has no plan-recording note (the library "
+			    g->sc.nrecorded == 0 ? "the trace has no plan-recording note (the library "
 			    "made no plan in it)" : "the iteration the plan-recording note names does not "
 			    "lie wholly in the trace without a departure (D record)");
 		else if (o->iteration != 0)

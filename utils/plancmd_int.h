@@ -73,10 +73,9 @@ struct plancmd_scan {
 				 * remake's mapping, from the last plan-host-offload-ns,
 				 * -restore-ns, -drop-ns, -remake-ns notes; -1: none */
 	int offload;		/* the trace has offload mode's moves (O or B records) */
-	uint64_t recording;	/* the first plan-recording note's operation (0: none) */
-	uint64_t *pace_from;	/* the plan-pace-from and plan-recording notes' */
-	uint64_t *recorded;	/* operations, in the trace's order */
-	size_t npace_from, cpace_from, nrecorded, crecorded;
+	uint64_t *recorded;	/* the plan-recording and plan-pace-from notes' */
+	uint64_t *pace_from;	/* operations, in the trace's order */
+	size_t nrecorded, crecorded, npace_from, cpace_from;
 	struct plancmd_access *v;	/* V records, in the trace's order */
 	size_t nv, cv;
 	struct plancmd_pace *pace;	/* E records, in the trace's order */

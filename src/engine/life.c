@@ -147,6 +147,15 @@ cupti_resume(int why)
 		ebb_trace_note("cupti-resumed", cupti_why_word(why));
 }
 
+/* What CUPTI should be (CUPTI_GOAL_*), and why (CUPTI_WHY_*), for
+ * life_cupti_act. Caller holds ebb_state_lock. */
+static void
+cupti_want(int goal, int why)
+{
+	atomic_store(&engine.cupti_why, why);
+	atomic_store(&engine.cupti_goal, goal);
+}
+
 /* ---- learning ---- */
 
 /* An iteration starts at operation seq (period: the period known, 0 if
@@ -185,8 +194,7 @@ learned(uint64_t seq)
 		return CUPTI_DETACH;
 	}
 	engine.cupti_hold_until = seq + engine.conf->learn_launches;
-	atomic_store(&engine.cupti_why, CUPTI_WHY_LEARNED);
-	atomic_store(&engine.cupti_goal, CUPTI_GOAL_PAUSED);
+	cupti_want(CUPTI_GOAL_PAUSED, CUPTI_WHY_LEARNED);
 	return CUPTI_PAUSE;
 }
 
@@ -283,8 +291,7 @@ recorded(uint64_t next_seq, uint64_t period)
 	if (ebb_cupti_attached() && engine.capturing == 0 &&
 	    exec_pace_begin(next_seq, period) == 0) {
 		life_set(LIFE_PACING);
-		atomic_store(&engine.cupti_why, CUPTI_WHY_PACE);
-		atomic_store(&engine.cupti_goal, CUPTI_GOAL_PAUSED);
+		cupti_want(CUPTI_GOAL_PAUSED, CUPTI_WHY_PACE);
 		return CUPTI_PAUSE;
 	}
 	life_set(LIFE_RECORDED);
@@ -327,8 +334,7 @@ boundary(uint64_t next_seq, uint64_t period)
 		/* CUPTI records again, as it did before the pace (a departure since
 		 * has asked for that already) */
 		if (atomic_load(&engine.cupti_goal) == CUPTI_GOAL_PAUSED) {
-			atomic_store(&engine.cupti_why, CUPTI_WHY_PACE);
-			atomic_store(&engine.cupti_goal, CUPTI_GOAL_RECORD);
+			cupti_want(CUPTI_GOAL_RECORD, CUPTI_WHY_PACE);
 			cupti = CUPTI_RESUME;
 		}
 		break;
@@ -465,8 +471,7 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		else if (engine.life != LIFE_GAVE_UP)
 			life_set(LIFE_SEARCH);
 		if (atomic_load(&engine.cupti_goal) == CUPTI_GOAL_PAUSED) {
-			atomic_store(&engine.cupti_why, CUPTI_WHY_DEPARTURE);
-			atomic_store(&engine.cupti_goal, CUPTI_GOAL_RECORD);
+			cupti_want(CUPTI_GOAL_RECORD, CUPTI_WHY_DEPARTURE);
 			cupti_action = CUPTI_RESUME;
 		}
 		break;
