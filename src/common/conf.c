@@ -72,6 +72,8 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	  "In offload mode with a plan, learn which buffers could be remade by launching their producers again: the iteration after the recorded one is probed (every buffer a launch references is hashed on the device before and after it), each candidate is replayed once into scratch memory and compared, and then the plan is made again with the verified gaps: a buffer whose producers are cheaper to launch again than its bytes are to move is dropped after a use and remade before the next (reported at exit).", 0, 0 },
 	{ "EBB_ARENA", EBB_CONF_BOOL, F(arena), 0, 1, NULL, "1",
 	  "In offload mode, once a plan runs, the big buffers it neither moves nor drops (of 64 MiB at most) share 64 MiB chunks of device memory instead of each holding memory of its own size, so that memory freed in one size serves another without the driver's calls to release and map it (0: each has its own).", 0, 0 },
+	{ "EBB_REUSE_SLACK", EBB_CONF_REAL, F(reuse_slack), 0, 0, NULL, "0",
+	  "In offload mode, a big buffer the job frees serves a later allocation up to this share smaller than itself, with its memory and mapping as they are (0: one of its own size only): fewer of the driver's calls to release memory and map new, for the bytes the larger block holds unused.", 0, 1 },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0 }
 };
 

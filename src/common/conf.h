@@ -58,6 +58,8 @@ struct ebb_conf {
 	uint64_t launch_record_bytes;	/* EBB_LAUNCH_RECORD_BYTES */
 	int recompute;			/* EBB_RECOMPUTE */
 	int arena;			/* EBB_ARENA */
+	double reuse_slack;		/* EBB_REUSE_SLACK: share of an allocation a freed
+					 * block may be larger by and serve it */
 };
 
 struct ebb_conf_var {

@@ -41,6 +41,9 @@ struct ebb_buf_mover {
 				 * not a handle of its own: it never moves */
 	uint16_t pending;	/* worker items that refer to it */
 	uint64_t rsize;		/* bytes of its range and physical handle */
+	uint64_t isize;		/* bytes it asked for, rounded as rsize was (a slab's
+				 * class, the granularity): its identity in a plan, where
+				 * rsize may be that of a larger freed block it took */
 	struct vmm_handle *handle;	/* its physical memory while mapped */
 	void *host;		/* pinned copy while offloading or on the host */
 	struct CUevent_st *ev;	/* the offload copy is done */

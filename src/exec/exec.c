@@ -164,9 +164,9 @@ add_live(struct ebb_buf *b, void *ctx)
 	/* rec_live gives the buffers alive at the start the first indices */
 	exec.cur.addr[exec.cur.naddr++] = b->addr;
 	if (b->mv.managed == EBB_MANAGED_SMALL)
-		rec_live_small(&exec.cur.r, b->id, b->mv.rsize);
+		rec_live_small(&exec.cur.r, b->id, b->mv.isize);
 	else
-		rec_live(&exec.cur.r, b->id, b->mv.rsize, movable(b));
+		rec_live(&exec.cur.r, b->id, b->mv.isize, movable(b));
 	return 0;
 }
 
@@ -324,14 +324,14 @@ alloc_small(struct ebb_buf *b, uint64_t next_seq)
 {
 	b->plan_ord = 0;
 	if (exec.recording) {
-		rec_alloc_small(&exec.cur.r, b->id, b->mv.rsize, next_seq);
+		rec_alloc_small(&exec.cur.r, b->id, b->mv.isize, next_seq);
 		return;
 	}
 	struct xplan *x = exec.running;
 	if (x == NULL)
 		return;
 	uint32_t o = exec.run_small++;
-	if (o >= x->nsmall || x->small_size[o] != b->mv.rsize)
+	if (o >= x->nsmall || x->small_size[o] != b->mv.isize)
 		return;
 	x->small_slot[o] = b;
 	x->small_slot_id[o] = b->id;
@@ -349,20 +349,20 @@ exec_alloc(struct ebb_buf *b, uint64_t next_seq, char *why, size_t len)
 		return 0;
 	b->plan_ord = 0;
 	if (exec.recording) {
-		rec_alloc(&exec.cur.r, b->id, b->mv.rsize, movable(b), next_seq);
+		rec_alloc(&exec.cur.r, b->id, b->mv.isize, movable(b), next_seq);
 		return 0;
 	}
 	if (exec.running == NULL)
 		return 0;
 	struct xplan *x = exec.running;
 	uint32_t o = exec.run_ord++;
-	if (o >= x->nord || x->ord_size[o] != b->mv.rsize) {
+	if (o >= x->nord || x->ord_size[o] != b->mv.isize) {
 		if (o >= x->nord)
 			snprintf(why, len, "allocation %u of the iteration; %u were learned", o,
 			    x->nord);
 		else
 			snprintf(why, len, "allocation %u of the iteration has %llu bytes, not %llu",
-			    o, (unsigned long long)b->mv.rsize, (unsigned long long)x->ord_size[o]);
+			    o, (unsigned long long)b->mv.isize, (unsigned long long)x->ord_size[o]);
 		return -1;
 	}
 	x->slot[o] = b;

@@ -294,11 +294,11 @@ try_drop(uint32_t g, uint64_t seq)
 	/* (an input of a dropped buffer may be dropped too: the remake that
 	 * reads it remakes it first, when it makes its inputs resident) */
 	uint64_t *why = &rc.st.kept_busy;
-	if (x == NULL || dropped(x) || x->mv.rsize != gp->size || chain_stream(gp) == NULL ||
+	if (x == NULL || dropped(x) || x->mv.isize != gp->size || chain_stream(gp) == NULL ||
 	    (gp->nsc > 0 && rc.scratch == NULL)) {
-		if (x != NULL && x->mv.rsize != gp->size)
+		if (x != NULL && x->mv.isize != gp->size)
 			snprintf(detail, sizeof detail, "%llu bytes now",
-			    (unsigned long long)x->mv.rsize);
+			    (unsigned long long)x->mv.isize);
 		else
 			snprintf(detail, sizeof detail, "%s", x == NULL ? "not found" :
 			    x->rc_gap != 0 ? "dropped already" : chain_stream(gp) == NULL ?

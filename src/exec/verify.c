@@ -451,7 +451,7 @@ run_job(uint32_t i, uint64_t seq, struct ebb_stream *st, verify_resolve_fn resol
 	uint32_t missing;
 	size_t n = job_buffers(j, resolve, ctx, bufs, &missing);
 	/* the profile's bytes are the buffer's range; the job's are its size */
-	if (n == 0 || bufs[0]->mv.rsize != j->size) {
+	if (n == 0 || bufs[0]->mv.isize != j->size) {
 		ebb_log(EBB_LOG_DEBUG, "recompute candidate %u (buffer %u, replayed before %u) not "
 		    "tried: %s %u", j->cand, j->x, j->at, n > 0 ? "its buffer has another size" :
 		    missing == UINT32_MAX ? "more than 64 buffers" : missing == j->x ?

@@ -36,6 +36,7 @@ struct block {
 struct mover_serving {
 	const char *failed_why;	/* why mover_init failed for good (NULL: it has not) */
 	uint64_t min_offload;	/* buffers of fewer bytes never move */
+	double reuse_slack;	/* EBB_REUSE_SLACK */
 	uint64_t other_held;	/* device bytes of the driver's allocations
 				 * (mover_note_unmanaged) */
 	uint64_t used_at_start;	/* the device's used memory when the mover started */
@@ -480,6 +481,7 @@ mover_init(const struct ebb_conf *conf)
 	}
 	mover.limit_conf = mover.limit = conf->limit ? conf->limit : total;
 	serving.min_offload = conf->min_offload_bytes;
+	serving.reuse_slack = conf->reuse_slack;
 	if (serving.min_offload < vmm_granularity())
 		serving.min_offload = vmm_granularity();
 	hostpool_init(conf->host_limit, (uint64_t)1 << 30);
@@ -621,30 +623,37 @@ mover_note_unmanaged(int64_t bytes)
 
 /* ---- allocation ---- */
 
-/* A freed block of rsize bytes an allocation may have now on stream s (NULL for
- * cuMemAlloc), off the list, with its address in *va: the first freed that is
- * done or ordered on s, else the first freed, which s is made to wait for.
- * NULL when there is none. */
+/* A freed block an allocation of rsize bytes may have now on stream s (NULL
+ * for cuMemAlloc), off the list, with its address in *va: of rsize bytes, or
+ * up to EBB_REUSE_SLACK of them more (the buffer then holds the block's
+ * size: its range and handle as they are), the smallest of those done or
+ * ordered on s, the first freed of a size first, else the smallest of the
+ * others, which s is made to wait for. NULL when there is none. */
 static struct vmm_handle *
 reuse_block(size_t rsize, struct ebb_stream *s, CUdeviceptr *va)
 {
+	size_t most = rsize + (size_t)((double)rsize * serving.reuse_slack);
 	struct block **pick = NULL, *prev = NULL, *pick_prev = NULL;
+	int pick_ready = 0;
 	for (struct block **p = &serving.blocks; *p != NULL; prev = *p, p = &(*p)->next) {
-		if ((*p)->h->size != rsize)
+		size_t sz = (*p)->h->size;
+		if (sz < rsize || sz > most)
 			continue;
 		const struct ebb_tag *t = &(*p)->tag;
-		if (block_done(*p) ||
-		    (mover_tag_only(t, s) && (*p)->fence == NULL)) {
+		int ready = block_done(*p) || (mover_tag_only(t, s) && (*p)->fence == NULL);
+		if (!ready && s == NULL)
+			continue;
+		/* ready before waiting; the smallest of each */
+		if (pick == NULL || (ready && !pick_ready) ||
+		    (ready == pick_ready && sz < (*pick)->h->size)) {
 			pick = p;
 			pick_prev = prev;
-			break;
-		}
-		if (pick == NULL && s != NULL) {
-			pick = p;	/* usable after a stream wait */
-			pick_prev = prev;
+			pick_ready = ready;
+			if (ready && sz == rsize)
+				break;
 		}
 	}
-	if (pick == NULL || !(block_done(*pick) ||
+	if (pick == NULL || !(pick_ready ||
 	    block_wait(*pick, streams_handle(s)) == CUDA_SUCCESS))
 		return NULL;
 	struct block *k = block_unlink(pick, pick_prev);
@@ -711,7 +720,8 @@ alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, int job, CUdeviceptr
 	}
 	b->mv.managed = EBB_MANAGED_BIG;
 	b->mv.state = EBB_RESIDENT;
-	b->mv.rsize = rsize;
+	b->mv.rsize = h->size;
+	b->mv.isize = rsize;
 	b->mv.handle = h;
 	if (size < serving.min_offload)
 		b->pinned |= EBB_PIN_SMALL;

@@ -325,6 +325,7 @@ mover_arena_alloc(struct ebb_buf *b, size_t rsize, struct ebb_stream *s, CUdevic
 	b->mv.managed = EBB_MANAGED_BIG;
 	b->mv.state = EBB_RESIDENT;
 	b->mv.rsize = rsize;
+	b->mv.isize = rsize;
 	b->mv.handle = NULL;
 	b->mv.arena = 1;
 	b->pinned |= EBB_PIN_ARENA;

@@ -195,6 +195,7 @@ mover_slab_alloc(struct ebb_buf *b, size_t size, struct ebb_stream *s, CUdevicep
 	}
 	b->mv.managed = EBB_MANAGED_SMALL;
 	b->mv.rsize = c->size;
+	b->mv.isize = c->size;
 	*dptr = p;
 	return CUDA_SUCCESS;
 }

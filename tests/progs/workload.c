@@ -1347,7 +1347,11 @@ scenario_plan(int iters)
 	/* each layer also allocates a temporary, forward and backward, that it
 	 * fills from its activation and frees: 2 to 8 MiB, a size a layer */
 	int temps = getenv("WORKLOAD_TEMPS") != NULL && atoi(getenv("WORKLOAD_TEMPS")) != 0;
-	const size_t tsz[4] = { 2u << 20, 4u << 20, 6u << 20, 8u << 20 };
+	/* the temporaries this many times larger (WORKLOAD_TEMP_SCALE) */
+	size_t tscale = getenv("WORKLOAD_TEMP_SCALE") ?
+	    (size_t)atoi(getenv("WORKLOAD_TEMP_SCALE")) : 1;
+	const size_t tsz[4] = { (2u << 20) * tscale, (4u << 20) * tscale, (6u << 20) * tscale,
+		(8u << 20) * tscale };
 	CUstream s;
 	CUdeviceptr w[NW], o[NO], act[L], res;
 	uint32_t got[L];
