@@ -100,9 +100,10 @@ memory_periodic_so_far(const struct iter_finder *f, size_t p)
 	return 1;
 }
 
-/* Look for the period in the history; on success switch to following. */
+/* Look for the period in the history, of at most max tokens (0: any); on
+ * success switch to following. */
 static int
-check(struct iter_finder *f)
+check(struct iter_finder *f, size_t max)
 {
 	size_t n = f->n;
 
@@ -116,7 +117,7 @@ check(struct iter_finder *f)
 		}
 	/* the token at which a period seen in part would be found, if it goes on */
 	size_t due = (size_t)-1;
-	for (size_t p = 1; p < n; p++) {
+	for (size_t p = 1; p < n && (max == 0 || p <= max); p++) {
 		size_t len = p + (size_t)f->z[p];
 		/* a job that synchronises does so once an iteration at least: a
 		 * period without one is a part of the iteration (a micro-batch),
@@ -211,6 +212,18 @@ remember(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 	f->n++;
 }
 
+/* In a detour, token is the next of the job's: whether it ends a whole
+ * iteration of the one departed from, matched in a row from its start. */
+static int
+back_again(struct iter_finder *f, uint32_t token)
+{
+	if (token == f->ring[f->detour_match])
+		f->detour_match++;
+	else
+		f->detour_match = token == f->ring[0];
+	return f->detour_match == f->detour_period;
+}
+
 /* iter_push for every token but the one a followed iteration expects: a
  * departure from it, or a step of the search. Kept apart so that the
  * expected token, nearly every token of a job that repeats its iteration,
@@ -222,6 +235,9 @@ push_other(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 		/* a departure. A period without a sync that a sync follows was a
 		 * part of the iteration (a micro-batch) after all */
 		f->nosync_departed = f->nosync_accepted;
+		f->detour = f->detour_ok && f->synced;
+		f->detour_period = f->period;
+		f->detour_match = token == f->ring[0];
 		f->period = 0;
 		f->nosync_accepted = 0;
 		f->search_began = f->total - 1;
@@ -236,12 +252,33 @@ push_other(struct iter_finder *f, uint32_t token, int sync, uint64_t live)
 	if (f->nosync_departed && sync >= ITER_SYNC)
 		f->nosync_refuted = 1;
 	remember(f, token, sync, live);
+	/* in a detour, a period of its own up to ITER_DETOUR_SPAN times the one
+	 * departed from is the iteration (the whole step after a micro-batch
+	 * taken for it); one longer, a job's run of iterations with a step of
+	 * its own every so many, is not followed: the one departed from is */
+	size_t max = 0;
+	if (f->detour && f->total - f->search_began > ITER_DETOUR_SPAN * f->detour_period)
+		f->detour = 0;	/* not back: the job changed */
+	if (f->detour) {
+		max = ITER_DETOUR_SPAN * f->detour_period;
+		if (back_again(f, token)) {
+			f->detour = 0;
+			if (check(f, max))
+				return ITER_FOUND;
+			f->period = f->detour_period;
+			f->pos = 0;
+			return ITER_RESUMED;
+		}
+	}
 	if (f->n < f->next_check)
 		return ITER_NONE;
-	if (check(f))
+	if (check(f, max)) {
+		f->detour = 0;
 		return ITER_FOUND;
+	}
 	if (f->total - f->search_began >= f->max_tokens) {
 		f->gave_up = 1;
+		f->detour = 0;
 		return ITER_GAVE_UP;
 	}
 	size_t step = f->n / 8;

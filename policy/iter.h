@@ -40,6 +40,22 @@
  * as can be live across its start. Where the periodic suffix starts if the
  * period has none.
  *
+ * Detour: where the caller allows it (detour_ok: a plan follows the
+ * iteration) and the learned period holds an explicit synchronisation (a
+ * whole iteration, not a micro-batch), a departure keeps the learned
+ * iteration while the search goes on: a job that goes back to it (one
+ * iteration with a step of its own, a log line's copy and wait, an
+ * evaluation, then the same iterations as before) is followed again once
+ * its tokens have matched one whole iteration from its start, unless the
+ * history by then holds a period of its own of up to ITER_DETOUR_SPAN
+ * times the one departed from (the search finds one: the iteration is
+ * learned again on it, as the whole step of gradient accumulation is after
+ * a micro-batch taken for it). While the detour lasts, the search looks for
+ * no longer period: a run of many iterations with a step of its own every
+ * so many is not an iteration to plan whole. A detour that has not come
+ * back within ITER_DETOUR_SPAN times the period is a change of the job: the
+ * search goes on without it.
+ *
  * Pure C: no CUDA, no I/O, no globals.
  */
 #ifndef EBB_ITER_H
@@ -53,11 +69,18 @@
  * has in one iteration, as a rule. */
 #define ITER_NOSYNC_REPS 16
 
+/* The longest period found in a detour, and the longest detour, in periods
+ * of the iteration departed from (detour, above). */
+#define ITER_DETOUR_SPAN 16
+
 enum iter_event {
 	ITER_NONE = 0,
 	ITER_FOUND,	/* the period was found at this token (see iter_found_*) */
 	ITER_START,	/* this token starts an iteration */
 	ITER_DEPARTED,	/* this token differs from the learned iteration */
+	ITER_RESUMED,	/* this token ends a whole iteration that matches the one
+			 * departed from, from its start: it is followed again, and
+			 * the next token starts an iteration (detour, above) */
 	ITER_GAVE_UP	/* max_tokens were seen without a period */
 };
 
@@ -92,6 +115,10 @@ struct iter_finder {
 				 * has found none since */
 	int nosync_refuted;	/* a sync came after such a departure: periods without
 				 * one are parts of the iteration from then on */
+	int detour_ok;		/* set by the caller: a departure may be a detour */
+	int detour;		/* departed from a followed iteration, whose ring is kept */
+	size_t detour_period;	/* its period */
+	size_t detour_match;	/* tokens matched of it, in a row from its start */
 	uint64_t total;		/* tokens pushed since the beginning */
 	uint64_t search_began;	/* value of total when the search (re)started */
 };

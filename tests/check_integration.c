@@ -644,7 +644,7 @@ note_value(const struct trace *t, const char *key)
 	return NULL;
 }
 
-/* How many notes key of t have value. */
+/* How many notes key of t have value (NULL: any). */
 static size_t
 notes_with(const struct trace *t, const char *key, const char *value)
 {
@@ -652,7 +652,7 @@ notes_with(const struct trace *t, const char *key, const char *value)
 
 	for (size_t i = 0; i < t->n; i++)
 		n += t->r[i].type == 'Q' && t->r[i].n >= 3 && strcmp(t->r[i].f[1], key) == 0 &&
-		    strcmp(t->r[i].f[2], value) == 0;
+		    (value == NULL || strcmp(t->r[i].f[2], value) == 0);
 	return n;
 }
 
@@ -2764,6 +2764,41 @@ START_TEST(offload_reclaims_the_longest_idle)
 END_TEST
 
 /*
+ * A job with a step of its own every 20 iterations (one launch more, as a
+ * job that logs every 20 steps has): each departs from the planned
+ * iteration, and the job is back in it the iteration after. The plan is
+ * parked at each departure and runs again once a whole iteration has
+ * matched (a detour, policy/iter.h): one plan made, every departure but the
+ * one at the job's end resumed, planning never given up (before: learned
+ * again at each departure, and given up at the fifth), EBB_LIMIT held, and
+ * the job computes what it does without ebb.
+ */
+START_TEST(plan_resumes_after_a_detour)
+{
+	const char *path = tmp_file("detour");
+	char *argv[] = { workload_path(0), "plan", "100", NULL };
+	const char *alone_env[] = { "WORKLOAD_DETOUR_EVERY=20", NULL };
+	const char *env[] = { "WORKLOAD_DETOUR_EVERY=20", "EBB_MODE=offload", "EBB_LIMIT=56M",
+		"EBB_VERBOSE=1", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_beside_alone(argv, alone_env, env, path, &r, &t);
+	uint64_t departed = summary(&t, "plan-departures"), resumed = summary(&t, "plan-resumes");
+	ck_assert_uint_eq(summary(&t, "plans"), 1);
+	ck_assert_uint_ge(resumed, 4);	/* iterations 19, 39, 59, 79 (and 99) */
+	ck_assert_uint_ge(resumed + 1, departed);
+	ck_assert_uint_ge(summary(&t, "plan-iterations"), 80);
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 56ULL << 20);
+	ck_assert_ptr_null(strstr(r.err, "stops planning"));
+	ck_assert_uint_eq(notes_with(&t, "plan-resumed", NULL), resumed);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
  * A freed block serves an allocation up to EBB_REUSE_SLACK smaller than
  * itself. In the reclaim job (sizes 2, 4, 6, 4, 6, ... MiB under 10M, each
  * freed and passed before the next), the 6 MiB block serves the 4 MiB
@@ -3107,6 +3142,7 @@ main(void)
 	add_test(tc, offload_room_of_another_size);
 	add_test(tc, offload_reclaims_the_longest_idle);
 	add_test(tc, offload_reuses_a_larger_freed_block);
+	add_test(tc, plan_resumes_after_a_detour);
 	add_test(tc, arena_serves_what_the_plan_keeps);
 	add_test(tc, arena_off_when_room_falls_short);
 	add_test(tc, offload_lands_past_restores);

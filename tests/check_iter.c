@@ -41,8 +41,9 @@ END_TEST
 
 /* Push tokens, counting events; returns the last event seen. */
 struct counts {
-	int found, start, departed, gave_up;
+	int found, start, departed, gave_up, resumed;
 	size_t found_at;	/* token index of the last ITER_FOUND */
+	size_t resumed_at;	/* of the last ITER_RESUMED */
 	size_t last_start;	/* token index of the last ITER_START */
 	size_t start_after_found;	/* of the first ITER_START after the last ITER_FOUND */
 	int started;		/* an ITER_START since the last ITER_FOUND */
@@ -63,6 +64,7 @@ push_live(struct iter_finder *f, struct counts *c, uint32_t tok, int sync, size_
 		break;
 	case ITER_DEPARTED: c->departed++; break;
 	case ITER_GAVE_UP: c->gave_up++; break;
+	case ITER_RESUMED: c->resumed++; c->resumed_at = index; break;
 	default: break;
 	}
 }
@@ -194,6 +196,114 @@ START_TEST(phase_where_least_is_held)
 	 * micro-batch's (where as little is held), never inside the others */
 	ck_assert_uint_le((c.last_start - 4) % iter, 1);
 	ck_assert_uint_le((f.found_first - 4) % iter, 1);
+	iter_fini(&f);
+}
+END_TEST
+
+/*
+ * Iterations of 17 tokens, the last a sync; every `every` iterations (from
+ * the 30th) one token more in the middle of one (a step of its own: a log
+ * line), n iterations in all, detours allowed (a plan follows) where
+ * detour; into c.
+ */
+static void
+with_detours(struct iter_finder *f, struct counts *c, int every, int n, int detour)
+{
+	size_t i = 0;
+
+	ck_assert_int_eq(iter_init(f, 100000, 2), 0);
+	for (int it = 0; it < n; it++)
+		for (int k = 0; k < 17; k++) {
+			f->detour_ok = detour;
+			if (it >= 30 && it % every == 0 && k == 8)
+				push(f, c, 999, 0, i++);
+			push(f, c, 1 + (uint32_t)k, k == 16 ? ITER_SYNC : ITER_NOSYNC, i++);
+		}
+}
+
+/*
+ * A detour: a departure from the iteration a plan follows, and the job back
+ * in it. It is followed again once a whole iteration has matched from its
+ * start (the token ending the iteration after the one with the token more),
+ * with nothing found again, and iterations start where they did; each such
+ * detour alike. Without detours allowed, each departure is learned again.
+ */
+START_TEST(detour_resumes)
+{
+	struct iter_finder f;
+	struct counts c = { 0 };
+
+	with_detours(&f, &c, 40, 200, 1);
+	ck_assert_int_eq(c.found, 1);
+	ck_assert_int_eq(c.departed, 4);	/* at iterations 40, 80, 120 and 160 */
+	ck_assert_int_eq(c.resumed, 4);
+	ck_assert_uint_eq(iter_period(&f), 17);
+	/* resumed at the end of iteration 161 (after the 4 tokens more) */
+	ck_assert_uint_eq(c.resumed_at, 162 * 17 + 4 - 1);
+	ck_assert_uint_eq((c.last_start - 4) % 17, 0);
+	iter_fini(&f);
+
+	struct counts d = { 0 };
+	with_detours(&f, &d, 40, 200, 0);
+	ck_assert_int_eq(d.resumed, 0);
+	ck_assert_int_ge(d.departed, 1);
+	ck_assert_int_eq(d.found, d.departed + 1);
+	iter_fini(&f);
+}
+END_TEST
+
+/*
+ * A token more every 4 iterations: once the history holds a period of its
+ * own (4 iterations and the token) as a half of it at least (iter.h: the
+ * 30 iterations before the first detour delay that), within
+ * ITER_DETOUR_SPAN of the iteration, it is found, and followed from then on,
+ * as the whole step is after a micro-batch taken for the iteration. Every
+ * 20 iterations, it is not: the iteration is followed again after each.
+ */
+START_TEST(detour_within_a_longer_period)
+{
+	struct iter_finder f;
+	struct counts c = { 0 };
+
+	with_detours(&f, &c, 4, 200, 1);
+	ck_assert_int_eq(c.found, 2);
+	ck_assert_uint_eq(iter_period(&f), 4 * 17 + 1);
+	ck_assert_int_eq(c.resumed, c.departed - 1);
+	iter_fini(&f);
+
+	struct counts d = { 0 };
+	with_detours(&f, &d, 20, 400, 1);
+	ck_assert_int_eq(d.found, 1);
+	ck_assert_int_eq(d.resumed, d.departed);
+	ck_assert_int_ge(d.resumed, 15);
+	ck_assert_uint_eq(iter_period(&f), 17);
+	iter_fini(&f);
+}
+END_TEST
+
+/* A job that changes for good: the detour ends ITER_DETOUR_SPAN iterations
+ * after the departure, and the new iteration is found. */
+START_TEST(detour_that_never_comes_back)
+{
+	struct iter_finder f;
+	struct counts c = { 0 };
+	size_t i = 0;
+
+	ck_assert_int_eq(iter_init(&f, 100000, 2), 0);
+	for (int it = 0; it < 40; it++)
+		for (int k = 0; k < 17; k++) {
+			f.detour_ok = 1;
+			push(&f, &c, 1 + (uint32_t)k, k == 16 ? ITER_SYNC : ITER_NOSYNC, i++);
+		}
+	for (int it = 0; it < 100; it++)
+		for (int k = 0; k < 300; k++) {
+			f.detour_ok = 1;
+			push(&f, &c, 500 + (uint32_t)k, k == 299 ? ITER_SYNC : ITER_NOSYNC, i++);
+		}
+	ck_assert_int_eq(c.departed, 1);
+	ck_assert_int_eq(c.resumed, 0);
+	ck_assert_int_eq(c.found, 2);
+	ck_assert_uint_eq(iter_period(&f), 300);
 	iter_fini(&f);
 }
 END_TEST
@@ -410,6 +520,9 @@ main(void)
 	add_test(tc, gives_up_without_a_period);
 	add_test(tc, steps_without_sync_after_a_synced_start);
 	add_test(tc, patterns_that_hold_memory_are_not_iterations);
+	add_test(tc, detour_resumes);
+	add_test(tc, detour_within_a_longer_period);
+	add_test(tc, detour_that_never_comes_back);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

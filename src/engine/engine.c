@@ -946,6 +946,7 @@ ebb_engine_shutdown(void)
 	    mover_unheld(unheld, sizeof unheld);
 	exec_stats(&t.xs);
 	t.departures = engine.departures;
+	t.resumes = engine.resumes;
 	vmm_stats(&t.vs);
 	pthread_mutex_unlock(&ebb_state_lock);
 	if (ebb_trace_on())

@@ -137,6 +137,9 @@ struct engine {
 					 * by life_timing */
 	int plan_on;			/* offload mode with EBB_PLAN, and planning not given up */
 	uint64_t departures;		/* from the plan or its recording */
+	uint64_t resumes;		/* of them, detours the job came back from to the
+					 * planned iteration (the plan ran on) */
+	int detour_learned;		/* learned was set at the departure of a detour */
 	int replan_due;			/* REPLAN_*: the plan with recomputes; read unlocked by
 					 * life_plan_due */
 	uint64_t seq_counter;		/* seq of the last operation (and sync) numbered */
@@ -284,6 +287,7 @@ struct engine_totals {
 	struct mover_stats ms;		/* the mover's */
 	struct exec_stats xs;		/* the plan executor's */
 	uint64_t departures;		/* from the plan or its recording */
+	uint64_t resumes;		/* of them, detours the plan ran on after */
 	struct vmm_stats vs;		/* the driver's VMM calls, counted and timed */
 };
 

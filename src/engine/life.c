@@ -27,9 +27,13 @@
  *     |                RUNNING <--start-- READY <-- PLANNING <--/
  *     |                   |  \--departs from the plan--> ARMED
  *     \--the finder sees another operation (from any state)
- * A plan that cannot be made, a recording that cannot be taken, or
- * LIFE_MAX_DEPARTURES departures turn planning off (TIMING: the job runs
- * under the mover alone). Learning ends (learned) once the iteration has
+ * A departure from a running plan may be a detour (iter.h): the plan is
+ * parked, and where the job comes back to its iteration for a whole one
+ * before the search finds another, it runs again from the next (RESUMED:
+ * READY with the parked plan, CUPTI paused again), with nothing learned
+ * again. A plan that cannot be made, a recording that cannot be taken, or
+ * LIFE_MAX_DEPARTURES departures not so resumed turn planning off (TIMING:
+ * the job runs under the mover alone). Learning ends (learned) once the iteration has
  * been timed EBB_LEARN_ITERS times and, where a plan is made, it has run
  * two whole iterations; GAVE_UP: no iteration was found.
  */
@@ -246,7 +250,12 @@ depart(uint64_t seq, const char *why, enum life_state next)
 
 	snprintf(buf, sizeof buf, "seq=%llu:%s", (unsigned long long)seq, why);
 	ebb_trace_note("plan-departed", buf);
-	if (engine.life == LIFE_RUNNING || engine.life == LIFE_READY) {
+	if (engine.life == LIFE_RUNNING && engine.finder.detour) {
+		exec_run_park(seq);
+		ebb_log(EBB_LOG_INFO, "operation %llu departs from the planned iteration (%s); the "
+		    "plan stops, and runs again if the job comes back to the iteration, else the "
+		    "iteration is learned again", (unsigned long long)seq, why);
+	} else if (engine.life == LIFE_RUNNING || engine.life == LIFE_READY) {
 		exec_run_stop(seq);
 		ebb_log(EBB_LOG_INFO, "operation %llu departs from the planned iteration (%s); the "
 		    "plan stops and the iteration is learned again", (unsigned long long)seq, why);
@@ -255,7 +264,7 @@ depart(uint64_t seq, const char *why, enum life_state next)
 	    engine.life == LIFE_PACING || engine.life == LIFE_RECORDED)
 		exec_record_drop();
 	engine.departures++;
-	if (engine.departures >= LIFE_MAX_DEPARTURES) {
+	if (engine.departures - engine.resumes >= LIFE_MAX_DEPARTURES) {
 		if (!said)
 			ebb_log(EBB_LOG_WARN, "the job departed from its learned iteration %llu times (last "
 			    "at operation %llu: %s); ebb stops planning and moves buffers only when over "
@@ -275,6 +284,36 @@ found(void)
 {
 	if (engine.life == LIFE_SEARCH)
 		life_set(engine.plan_on ? LIFE_ARMED : LIFE_TIMING);
+}
+
+/*
+ * Operation seq ends a whole iteration of the one the job departed from
+ * (a detour, iter.h), and the finder follows it again: the parked plan
+ * runs from the next iteration start, learning is over again where it was
+ * at the departure, and CUPTI, recording again since, is paused again. With
+ * no parked plan (planning turned off at the departure), the iteration is
+ * found anew. Returns what CUPTI should do. Caller holds ebb_state_lock.
+ */
+static int
+resumed(uint64_t seq)
+{
+	engine.stats.period = engine.stats.period_last = iter_period(&engine.finder);
+	if (engine.life != LIFE_SEARCH || exec_run_unpark() < 0) {
+		found();
+		return CUPTI_KEEP;
+	}
+	engine.resumes++;
+	ebb_trace_note_u64("plan-resumed", seq);
+	ebb_log(EBB_LOG_INFO, "operation %llu ends an iteration like the planned one: the plan "
+	    "runs again from the next", (unsigned long long)seq);
+	life_set(LIFE_READY);
+	if (!engine.detour_learned)
+		return CUPTI_KEEP;
+	__atomic_store_n(&engine.learned, 1, __ATOMIC_RELAXED);
+	if (atomic_load(&engine.cupti_goal) != CUPTI_GOAL_RECORD)
+		return CUPTI_KEEP;
+	cupti_want(CUPTI_GOAL_PAUSED, CUPTI_WHY_DEPARTURE);
+	return CUPTI_PAUSE;
 }
 
 /*
@@ -436,6 +475,8 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 	}
 	if (!engine.finder_ok || engine.life == LIFE_GAVE_UP)
 		return cupti_action;
+	/* a departure from a running plan may be a detour the job comes back from */
+	engine.finder.detour_ok = engine.life == LIFE_RUNNING;
 	enum iter_event e = iter_push(&engine.finder, token, sync, engine.tab.bytes);
 	switch (e) {
 	case ITER_NONE:
@@ -450,6 +491,7 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 				trace_iteration(s, p);
 		}
 		engine.iters_timed = engine.finder.found_complete;
+		exec_run_stop(seq);	/* a plan parked at a departure (nothing else runs) */
 		found();
 		ebb_log(stage_level(STAGE_FOUND), "iteration found: %llu operations; recording it "
 		    "next", (unsigned long long)p);
@@ -465,6 +507,7 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		ebb_log(EBB_LOG_INFO, "operation %llu departs from the learned iteration; learning again",
 		    (unsigned long long)seq);
 		engine.stats.period = 0;
+		engine.detour_learned = engine.learned;
 		__atomic_store_n(&engine.learned, 0, __ATOMIC_RELAXED);
 		if (engine.life >= LIFE_ARMED && engine.life <= LIFE_RUNNING)
 			depart(seq, "another operation than the learned iteration's", LIFE_SEARCH);
@@ -476,7 +519,11 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 		}
 		break;
 	}
+	case ITER_RESUMED:
+		cupti_action = resumed(seq);
+		break;
 	case ITER_GAVE_UP:
+		exec_run_stop(seq);
 		ebb_log(EBB_LOG_WARN, "no repeating iteration found in %llu operations "
 		    "(EBB_LEARN_LAUNCHES); set EBB_ITER_KERNEL to the name of the kernel that starts "
 		    "an iteration", (unsigned long long)engine.conf->learn_launches);

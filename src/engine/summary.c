@@ -267,6 +267,7 @@ summary_records(const struct engine_totals *t)
 		summary_record("plans", xs->plans);
 		summary_record("plan-iterations", xs->iterations_run);
 		summary_record("plan-departures", t->departures);
+		summary_record("plan-resumes", t->resumes);
 		summary_record("plan-actions-missed", xs->actions_missed);
 		summary_record("launch-records", xs->launch_records);
 		summary_record("launch-records-unreplayable", xs->launch_records_unreplayable);
@@ -498,13 +499,14 @@ summary_lines(const struct engine_totals *t)
 			    as.off ? "; turned off where its chunks pinned the room a buffer needed" : "");
 		}
 		if (engine.plan_on || xs->plans > 0)
-			ebb_log(EBB_LOG_NOTE, "plan: %llu made, %llu iterations run by it, %llu departures; "
-			    "%llu offloads and %llu restores ahead of use by the plan (%llu restores skipped "
+			ebb_log(EBB_LOG_NOTE, "plan: %llu made, %llu iterations run by it, %llu departures "
+			    "(%llu of them detours it ran on after); %llu offloads and %llu restores ahead of use by the plan (%llu restores skipped "
 			    "for want of room), %llu restores on use; predicted peak %s, %.3f s an iteration; "
 			    "the host waited %.3f s for room, %.3f s for the device to near a restore, %.3f s "
 			    "for offloads to land",
 			    (unsigned long long)xs->plans, (unsigned long long)xs->iterations_run,
-			    (unsigned long long)t->departures, (unsigned long long)ms->planned_offloads,
+			    (unsigned long long)t->departures, (unsigned long long)t->resumes,
+			    (unsigned long long)ms->planned_offloads,
 			    (unsigned long long)ms->prefetches, (unsigned long long)ms->prefetches_skipped,
 			    (unsigned long long)(ms->restores - ms->prefetches),
 			    human(xs->planned_peak, held_s, sizeof held_s),

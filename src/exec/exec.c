@@ -572,6 +572,7 @@ exec_run_start(uint64_t next_seq)
 	ebb_trace_note_u64("plan-started", next_seq);
 	exec.run_done = 0;
 	exec.run_s0 = 0;
+	exec.run_gen++;
 }
 
 int
@@ -601,13 +602,40 @@ void
 exec_run_stop(uint64_t seq)
 {
 	remake_stop(seq);
+	exec_retire(exec.parked);
+	exec.parked = NULL;
 	if (exec.running == NULL && exec.ready == NULL)
 		return;
 	exec_retire(exec.running);
 	exec_retire(exec.ready);
 	exec.running = exec.ready = NULL;
+	exec.run_gen++;
 	mover_set_planned(0);
 	exec_kept_drop();
+}
+
+void
+exec_run_park(uint64_t seq)
+{
+	struct xplan *x = exec.running;
+
+	exec.running = NULL;	/* kept, not retired by exec_run_stop */
+	exec_run_stop(seq);
+	exec.parked = x;
+	exec.run_gen++;
+	mover_set_planned(0);
+	exec_kept_drop();
+}
+
+int
+exec_run_unpark(void)
+{
+	if (exec.parked == NULL)
+		return -1;
+	exec_retire(exec.ready);
+	exec.ready = exec.parked;
+	exec.parked = NULL;
+	return 0;
 }
 
 uint64_t
@@ -683,8 +711,8 @@ int
 exec_after_op(uint64_t seq, struct ebb_stream *st)
 {
 	int moved = 0;
-
 	struct xplan *x = exec.running;
+	uint64_t gen = exec.run_gen;
 
 	if (x == NULL)
 		return 0;
@@ -694,8 +722,9 @@ exec_after_op(uint64_t seq, struct ebb_stream *st)
 	if (st != NULL && x->gate_mark[pos])
 		streams_mark_now(st);
 	for (uint32_t k = x->first[pos]; k < x->first[pos + 1]; k++) {
-		/* a prefetch may have waited with the mutex released */
-		if (exec.running != x)
+		/* a prefetch may have waited with the mutex released, and the
+		 * plan stopped meanwhile (and started again, after a detour) */
+		if (exec.running != x || exec.run_gen != gen)
 			return moved;
 		const struct xact *a = &x->act[k];
 		struct ebb_buf *b = resolve(x, &x->buf[a->buf]);
@@ -709,7 +738,7 @@ exec_after_op(uint64_t seq, struct ebb_stream *st)
 		else
 			mover_plan_offload(b, a->after_op ? st : NULL, seq);
 	}
-	if (x->rc != NULL && exec.running == x) {
+	if (x->rc != NULL && exec.running == x && exec.run_gen == gen) {
 		remake_after((uint32_t)pos, seq);
 		moved = 1;
 	}

@@ -172,8 +172,18 @@ void exec_run_start(uint64_t next_seq);
  * the plan's. */
 int exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len);
 
-/* Stop the running plan and drop an installed one. */
+/* Stop the running plan and drop an installed one (and a parked one). */
 void exec_run_stop(uint64_t seq);
+
+/*
+ * The job departed from the running plan's iteration at operation seq, and
+ * may come back to it (a detour, iter.h): stop the plan as exec_run_stop
+ * does, but keep it parked. exec_run_unpark: the job is back; the parked
+ * plan is installed, to start at the next iteration (0), or there is none
+ * (-1).
+ */
+void exec_run_park(uint64_t seq);
+int exec_run_unpark(void);
 
 /* Operation seq (l: the launch it is, NULL: another operation) is about to
  * be handed to the driver on stream st while the plan runs: the recompute

@@ -118,6 +118,11 @@ struct exec {
 	struct idmap tokidx;		/* token -> index in toks */
 	/* the plan */
 	struct xplan *ready, *running;	/* installed, and running */
+	struct xplan *parked;		/* stopped at a departure that may be a detour
+					 * (exec_run_park) */
+	uint64_t run_gen;		/* plans started and stopped: a walk of the running
+					 * plan's actions that waited sees whether it is still
+					 * the run it began in */
 	struct xplan *retired;		/* stopped plans, freed at exit (exec_after_op may
 					 * still walk one) */
 	uint64_t run_s0;		/* the running plan's iteration started with this operation */

@@ -1392,6 +1392,12 @@ scenario_plan(int iters)
 	 * backward pass: memory ebb learned the iteration without, which no
 	 * operation uses */
 	int hoard_at = getenv("WORKLOAD_HOARD_AT") ? atoi(getenv("WORKLOAD_HOARD_AT")) : -1;
+	/* every this many iterations (the last of each K) the job fills the
+	 * middle layer's activation again with what it holds: one launch more,
+	 * as a job that logs every K steps has (a departure from the iteration
+	 * learned, and a detour: the next iteration is as before) */
+	int detour_every = getenv("WORKLOAD_DETOUR_EVERY") ?
+	    atoi(getenv("WORKLOAD_DETOUR_EVERY")) : 0;
 	int hoard_mib = getenv("WORKLOAD_HOARD_MIB") ? atoi(getenv("WORKLOAD_HOARD_MIB")) : 16;
 	CUdeviceptr hoard[256];
 	if (hoard_mib < 0 || hoard_mib > 256)
@@ -1424,6 +1430,9 @@ scenario_plan(int iters)
 				CK(cu.MemAllocAsync(&act[l], n, s));
 				launch_copy(act[l], w[l % NW], 4096, s);	/* reads a weight */
 				fill_bytes(act[l] + 4096, (uint32_t)(it * 1000 + l), n - 4096, s);
+				if (detour_every > 0 && it % detour_every == detour_every - 1 &&
+				    l == L / 2 && mb == 0)
+					fill_bytes(act[l] + 4096, (uint32_t)(it * 1000 + l), n - 4096, s);
 				if (new_kernel_at >= 0 && it >= new_kernel_at) {
 					struct fakecuda_sum_u32_params up = { (uint64_t *)act[l],
 						(const uint32_t *)(act[l] + 4096), 16 };
