@@ -45,15 +45,21 @@ DEVICE = os.environ.get("ZOO_DEVICE", "cuda")
 ANCHORS = ("none", "checkpoint", "save_on_cpu")
 
 
-def parser(description, anchors=False):
+def parser(description, anchors=False, log_every=False):
     """An argument parser with the options every job takes; with anchors,
     also --anchor, the framework's own ways of holding less memory that ebb
-    is compared with (the jobs that take it apply it)."""
+    is compared with (the jobs that take it apply it); with log_every, also
+    --log-every (train_lm's jobs)."""
     ap = argparse.ArgumentParser(description=description,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=8, help="training steps (default 8)")
     ap.add_argument("--warmup", type=int, default=3,
                     help="first steps left out of the median step time (default 3)")
+    if log_every:
+        ap.add_argument("--log-every", type=int, default=0, metavar="K",
+                        help="every K steps (0: never), the gradients' norm taken and "
+                             "printed before the optimizer's step (a step of its own, as a "
+                             "job that logs it every K steps has)")
     if anchors:
         ap.add_argument("--anchor", choices=ANCHORS, default="none",
                         help="checkpoint: the model's activation (gradient) checkpointing, "
@@ -229,7 +235,9 @@ def train_lm(job, args, model, opt, data, dev, autocast=None):
     where given), backward, the optimizer's step; the step's loss recorded.
     --anchor checkpoint turns on the model's gradient checkpointing (every
     decoder layer recomputed in backward); --anchor save_on_cpu runs forward
-    and backward under saved_tensors(). Returns the Steps, for its finish()."""
+    and backward under saved_tensors(). --log-every K: every K steps the
+    gradients' norm (clip_grad_norm_ with no bound: each gradient times 1.0,
+    unchanged) is read and printed. Returns the Steps, for its finish()."""
     import contextlib
 
     import torch
@@ -246,6 +254,9 @@ def train_lm(job, args, model, opt, data, dev, autocast=None):
                   else contextlib.nullcontext()):
                 loss = model(input_ids=ids, labels=ids).loss
             loss.backward()
+        if args.log_every > 0 and (i + 1) % args.log_every == 0:
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+            print(f"step {i} grad norm {norm.item():.6f}", flush=True)
         opt.step()
         opt.zero_grad(set_to_none=True)
         steps.end(loss)

@@ -13,7 +13,7 @@ import common  # noqa: E402  (sets CUBLAS_WORKSPACE_CONFIG before torch)
 
 
 def main():
-    ap = common.parser(__doc__, anchors=True)
+    ap = common.parser(__doc__, anchors=True, log_every=True)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=512)
     a = common.parse(ap)

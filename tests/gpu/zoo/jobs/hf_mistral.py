@@ -12,7 +12,7 @@ import common  # noqa: E402  (sets CUBLAS_WORKSPACE_CONFIG before torch)
 
 
 def main():
-    ap = common.parser(__doc__, anchors=True)
+    ap = common.parser(__doc__, anchors=True, log_every=True)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--layers", type=int, default=8)
