@@ -33,9 +33,9 @@
  * READY with the parked plan, CUPTI paused again), with nothing learned
  * again. A plan that cannot be made, a recording that cannot be taken, or
  * LIFE_MAX_DEPARTURES departures not so resumed turn planning off (TIMING:
- * the job runs under the mover alone). Learning ends (learned) once the iteration has
- * been timed EBB_LEARN_ITERS times and, where a plan is made, it has run
- * two whole iterations; GAVE_UP: no iteration was found.
+ * the job runs under the mover alone). Learning ends (learned) once the
+ * iteration has been timed EBB_LEARN_ITERS times and, where a plan is
+ * made, it has run two whole iterations; GAVE_UP: no iteration was found.
  */
 #include "config.h"
 
@@ -291,14 +291,16 @@ found(void)
  * (a detour, iter.h), and the finder follows it again: the parked plan
  * runs from the next iteration start, learning is over again where it was
  * at the departure, and CUPTI, recording again since, is paused again. With
- * no parked plan (planning turned off at the departure), the iteration is
- * found anew. Returns what CUPTI should do. Caller holds ebb_state_lock.
+ * planning turned off at the departure (LIFE_MAX_DEPARTURES), or no parked
+ * plan, the iteration is found anew. Returns what CUPTI should do. Caller
+ * holds ebb_state_lock.
  */
 static int
 resumed(uint64_t seq)
 {
 	engine.stats.period = engine.stats.period_last = iter_period(&engine.finder);
-	if (engine.life != LIFE_SEARCH || exec_run_unpark() < 0) {
+	if (engine.life != LIFE_SEARCH || !engine.plan_on || exec_run_unpark() < 0) {
+		exec_run_stop(seq);	/* a parked plan that will not run again */
 		found();
 		return CUPTI_KEEP;
 	}

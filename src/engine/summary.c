@@ -500,8 +500,9 @@ summary_lines(const struct engine_totals *t)
 		}
 		if (engine.plan_on || xs->plans > 0)
 			ebb_log(EBB_LOG_NOTE, "plan: %llu made, %llu iterations run by it, %llu departures "
-			    "(%llu of them detours it ran on after); %llu offloads and %llu restores ahead of use by the plan (%llu restores skipped "
-			    "for want of room), %llu restores on use; predicted peak %s, %.3f s an iteration; "
+			    "(%llu of them detours it ran on after); %llu offloads and %llu restores ahead "
+			    "of use by the plan (%llu restores skipped for want of room), %llu restores on "
+			    "use; predicted peak %s, %.3f s an iteration; "
 			    "the host waited %.3f s for room, %.3f s for the device to near a restore, %.3f s "
 			    "for offloads to land",
 			    (unsigned long long)xs->plans, (unsigned long long)xs->iterations_run,
