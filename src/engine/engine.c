@@ -947,6 +947,7 @@ ebb_engine_shutdown(void)
 	exec_stats(&t.xs);
 	t.departures = engine.departures;
 	t.resumes = engine.resumes;
+	t.lowerings = engine.lowerings;
 	vmm_stats(&t.vs);
 	pthread_mutex_unlock(&ebb_state_lock);
 	if (ebb_trace_on())

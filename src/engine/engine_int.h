@@ -140,6 +140,8 @@ struct engine {
 	uint64_t resumes;		/* of them, detours the job came back from to the
 					 * planned iteration (the plan ran on) */
 	int detour_learned;		/* learned was set at the departure of a detour */
+	uint64_t lowerings;		/* of the departures, the plan made again with a lower
+					 * target (lower_due) */
 	int replan_due;			/* REPLAN_*: the plan with recomputes; read unlocked by
 					 * life_plan_due */
 	uint64_t seq_counter;		/* seq of the last operation (and sync) numbered */
@@ -288,6 +290,7 @@ struct engine_totals {
 	struct exec_stats xs;		/* the plan executor's */
 	uint64_t departures;		/* from the plan or its recording */
 	uint64_t resumes;		/* of them, detours the plan ran on after */
+	uint64_t lowerings;		/* of them, plans made again with a lower target */
 	struct vmm_stats vs;		/* the driver's VMM calls, counted and timed */
 };
 

@@ -64,6 +64,8 @@ pthread_mutex_t cupti_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Departures after which ebb stops planning. */
 #define LIFE_MAX_DEPARTURES 5
+/* Plans made again with a lower target at most (lower_due). */
+#define LIFE_MAX_LOWERINGS 2
 
 /* Held while a plan is made, one at a time (locks.h). */
 static pthread_mutex_t planning = PTHREAD_MUTEX_INITIALIZER;
@@ -264,7 +266,7 @@ depart(uint64_t seq, const char *why, enum life_state next)
 	    engine.life == LIFE_PACING || engine.life == LIFE_RECORDED)
 		exec_record_drop();
 	engine.departures++;
-	if (engine.departures - engine.resumes >= LIFE_MAX_DEPARTURES) {
+	if (engine.departures - engine.resumes - engine.lowerings >= LIFE_MAX_DEPARTURES) {
 		if (!said)
 			ebb_log(EBB_LOG_WARN, "the job departed from its learned iteration %llu times (last "
 			    "at operation %llu: %s); ebb stops planning and moves buffers only when over "
@@ -339,6 +341,32 @@ recorded(uint64_t next_seq, uint64_t period)
 	return CUPTI_KEEP;
 }
 
+/*
+ * Whether the running plan is to be made again with a lower target, at the
+ * start of an iteration: in the one before (not the plan's first, where the
+ * mover's buffers are still where the recording left them), the mover
+ * evicted buffers the plan keeps for room, where the arena's chunks held
+ * more than their buffers (units free between them, or freed and not yet
+ * passed by the device), which the plan does not count. The target goes
+ * down by the most they held beyond them then (exec_plan_lower), and the
+ * next iteration is recorded; at most LIFE_MAX_LOWERINGS times. why says
+ * so. Caller holds ebb_state_lock.
+ */
+static int
+lower_due(char *why, size_t len)
+{
+	uint64_t excess = mover_take_excess();	/* since the last iteration start */
+
+	if (exec_run_iterations() < 2 || engine.lowerings >= LIFE_MAX_LOWERINGS || excess == 0)
+		return 0;
+	uint64_t total = exec_plan_lower(excess);
+	snprintf(why, len, "kept buffers evicted where the arena held %llu bytes beyond its "
+	    "buffers: planned %llu bytes lower", (unsigned long long)excess,
+	    (unsigned long long)total);
+	ebb_log(EBB_LOG_NOTE, "plan: %s", why);
+	return 1;
+}
+
 /* The iteration of period operations starts with operation next_seq:
  * start or end the recording or the pace iteration, start the plan, or
  * follow the running one. Returns what CUPTI should do (CUPTI_*). Caller
@@ -346,7 +374,7 @@ recorded(uint64_t next_seq, uint64_t period)
 static int
 boundary(uint64_t next_seq, uint64_t period)
 {
-	char why[128];
+	char why[192];
 	int cupti = CUPTI_KEEP;
 
 	switch (engine.life) {
@@ -392,6 +420,11 @@ boundary(uint64_t next_seq, uint64_t period)
 			break;
 		}
 		summary_run_mark(exec_run_iterations());
+		if (lower_due(why, sizeof why)) {
+			engine.lowerings++;
+			depart(next_seq, why, LIFE_ARMED);
+			break;
+		}
 		if (exec_replan_due())
 			engine.replan_due = REPLAN_DUE;	/* its candidates are verified */
 		break;

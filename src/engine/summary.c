@@ -264,10 +264,13 @@ summary_records(const struct engine_totals *t)
 		summary_record("arena-off", (uint64_t)as.off);
 		summary_record("arena-over-limit-allocations", ms->arena_over);
 		summary_record("arena-over-limit-bytes", ms->arena_over_bytes);
+		summary_record("planned-evictions", ms->planned_evictions);
+		summary_record("arena-excess-bytes", ms->arena_excess);
 		summary_record("plans", xs->plans);
 		summary_record("plan-iterations", xs->iterations_run);
 		summary_record("plan-departures", t->departures);
 		summary_record("plan-resumes", t->resumes);
+		summary_record("plan-lowerings", t->lowerings);
 		summary_record("plan-actions-missed", xs->actions_missed);
 		summary_record("launch-records", xs->launch_records);
 		summary_record("launch-records-unreplayable", xs->launch_records_unreplayable);

@@ -598,6 +598,14 @@ exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len)
 	return 0;
 }
 
+uint64_t
+exec_plan_lower(uint64_t bytes)
+{
+	exec.lowered += bytes;
+	ebb_trace_note_u64("plan-target-lowered-bytes", exec.lowered);
+	return exec.lowered;
+}
+
 void
 exec_run_stop(uint64_t seq)
 {

@@ -172,6 +172,13 @@ void exec_run_start(uint64_t next_seq);
  * the plan's. */
 int exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len);
 
+/*
+ * The plans made from now on aim bytes lower than before: what ebb held
+ * beyond the running plan's peak, the arena's chunks beyond their buffers,
+ * made the mover evict what the plan keeps. Returns the total lowering.
+ */
+uint64_t exec_plan_lower(uint64_t bytes);
+
 /* Stop the running plan and drop an installed one (and a parked one). */
 void exec_run_stop(uint64_t seq);
 

@@ -118,6 +118,8 @@ struct exec {
 	struct idmap tokidx;		/* token -> index in toks */
 	/* the plan */
 	struct xplan *ready, *running;	/* installed, and running */
+	uint64_t lowered;		/* the target is lower by this much than EBB_LIMIT less
+					 * EBB_PLAN_MARGIN (exec_plan_lower) */
 	struct xplan *parked;		/* stopped at a departure that may be a detour
 					 * (exec_run_park) */
 	uint64_t run_gen;		/* plans started and stopped: a walk of the running

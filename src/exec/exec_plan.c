@@ -370,10 +370,14 @@ plan_logs(const struct exec_made *rp)
 	/* what the plan costs and why, at -v 1: its bound is where the link
 	 * becomes the limit */
 	double before = pl->step_before_s + pl->host_idle_before_s;
-	ebb_log(EBB_LOG_NOTE, "plan: %s %.2f GiB (target %.2f, EBB_LIMIT less EBB_PLAN_MARGIN) "
+	char lowered[96] = "";
+	if (exec.lowered > 0)
+		snprintf(lowered, sizeof lowered, " and %.2f GiB the arena's chunks held beyond their "
+		    "buffers", gib(exec.lowered));
+	ebb_log(EBB_LOG_NOTE, "plan: %s %.2f GiB (target %.2f, EBB_LIMIT less EBB_PLAN_MARGIN%s) "
 	    "by moving %.2f GiB an iteration each way; %.3f s an iteration predicted against "
 	    "%.3f s without moves (%+.1f%%)%s", pl->met ? "holds" : "reaches", gib(pl->peak),
-	    gib(rp->target), gib(pl->bytes_d2h), pl->step_s, before,
+	    gib(rp->target), lowered, gib(pl->bytes_d2h), pl->step_s, before,
 	    before > 0 ? (pl->step_s / before - 1) * 100 : 0,
 	    rp->target < rp->bound ? "" : "; the link is not the limit there");
 	if (rp->target < rp->bound)
@@ -482,6 +486,7 @@ exec_plan_make(struct exec_recorded *rc)
 	 * little ahead of the device's */
 	uint64_t limit = rc->limit;
 	m->target = limit - (uint64_t)((double)limit * exec.conf->plan_margin);
+	m->target = m->target > exec.lowered ? m->target - exec.lowered : 0;
 	if (exec.conf->target > 0 && (uint64_t)(exec.conf->target * (double)learned) < m->target)
 		m->target = (uint64_t)(exec.conf->target * (double)learned);
 	m->pp = (struct plan_params){

@@ -241,8 +241,11 @@ evict_one(uint64_t seq, size_t rsize)
 
 	if (pick == NULL)
 		return 0;
-	if (mover_copy_offload(pick, seq, "limit"))
+	if (mover_copy_offload(pick, seq, "limit")) {
+		if (serving.planned)
+			mover_arena_evicted();
 		return 1;
+	}
 	serving.host_short = 1;
 	if (!serving.said_host_short) {
 		ebb_log(EBB_LOG_WARN, "no pinned host memory for a %llu-byte buffer (%llu bytes pinned, "

@@ -59,6 +59,10 @@ struct mover_stats {
 					 * memory: the host waited for that, then remade them */
 	uint64_t drops_undone;		/* of them, kept instead (used as ebb stopped) */
 	uint64_t planned_offloads;	/* of offloads: issued by the plan */
+	uint64_t planned_evictions;	/* of offloads: for room, while a plan ran (what it
+					 * kept did not fit) */
+	uint64_t arena_excess;		/* the most the arena's chunks held beyond its live
+					 * buffers at such an eviction (mover_arena_excess) */
 	uint64_t prefetches;		/* of restores: issued by the plan ahead of use */
 	uint64_t prefetches_skipped;	/* no room within the limit without evicting */
 	uint64_t prefetches_early;	/* of prefetches: issued at once, there being room,
@@ -270,6 +274,11 @@ void mover_sample_device(void);
 void mover_capture(int active);
 
 void mover_stats(struct mover_stats *out);
+
+/* The most the arena's chunks held beyond its live buffers where a plan's
+ * buffers were evicted for room, since the last call (0: no such
+ * eviction, or none with an excess). */
+uint64_t mover_take_excess(void);
 
 /* What the arena of buffers the plan keeps has done (mover_arena.c). */
 struct mover_arena_stats {

@@ -122,6 +122,12 @@ void mover_arena_off(const char *why);
 /* Bytes of the arena's chunks mapped now. */
 uint64_t mover_arena_mapped(void);
 
+/* A buffer was evicted for room while a plan ran: what the plan keeps did
+ * not fit. Counted, with the arena's chunks beyond its live buffers then
+ * (the units free between them, and those freed the device has not
+ * passed), which the plan does not count (mover_take_excess). */
+void mover_arena_evicted(void);
+
 /* Nothing more can move, and only what the arena's chunks pin stands
  * between the job and rsize bytes: a handle over EBB_LIMIT, by at most what
  * they hold (said once; the exit says EBB_LIMIT was not held), and the

@@ -1398,6 +1398,13 @@ scenario_plan(int iters)
 	 * learned, and a detour: the next iteration is as before) */
 	int detour_every = getenv("WORKLOAD_DETOUR_EVERY") ?
 	    atoi(getenv("WORKLOAD_DETOUR_EVERY")) : 0;
+	/* with WORKLOAD_TEMPS, each layer's forward also keeps a buffer of this
+	 * many MiB (0: none), allocated while its temporary lives and freed in
+	 * its backward: small buffers the plan keeps, each beside a temporary
+	 * that is gone soon (in the arena, each pins a chunk the temporaries
+	 * leave mostly free) */
+	int saved_mib = getenv("WORKLOAD_SAVED_MIB") ? atoi(getenv("WORKLOAD_SAVED_MIB")) : 0;
+	CUdeviceptr saved[L];
 	int hoard_mib = getenv("WORKLOAD_HOARD_MIB") ? atoi(getenv("WORKLOAD_HOARD_MIB")) : 16;
 	CUdeviceptr hoard[256];
 	if (hoard_mib < 0 || hoard_mib > 256)
@@ -1446,6 +1453,10 @@ scenario_plan(int iters)
 					CUdeviceptr t;
 					CK(cu.MemAllocAsync(&t, tsz[l % 4], s));
 					launch_copy(t, act[l], 4096, s);
+					if (saved_mib > 0) {
+						CK(cu.MemAllocAsync(&saved[l], (size_t)saved_mib << 20, s));
+						launch_copy(saved[l], act[l], 4096, s);
+					}
 					for (int k = 0; hoarding && k < hoard_mib; k++)
 						CK(cu.MemAllocAsync(&hoard[k], 1u << 20, s));
 					CK(cu.MemFreeAsync(t, s));
@@ -1474,6 +1485,11 @@ scenario_plan(int iters)
 				}
 				launch_copy(res + (CUdeviceptr)l * 4, act[l] + n - 4, 4, s);
 				CK(cu.MemFreeAsync(act[l], s));
+				if (temps && saved_mib > 0) {
+					/* read, so that the plan sees it used in the backward */
+					launch_copy(saved[l], saved[l] + 4096, 4, s);
+					CK(cu.MemFreeAsync(saved[l], s));
+				}
 			}
 			for (int k = 0; hoard_at >= 0 && it >= hoard_at && k < hoard_mib; k++)
 				CK(cu.MemFreeAsync(hoard[k], s));
