@@ -2792,6 +2792,11 @@ START_TEST(plan_resumes_after_a_detour)
 	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 56ULL << 20);
 	ck_assert_ptr_null(strstr(r.err, "stops planning"));
 	ck_assert_uint_eq(notes_with(&t, "plan-resumed", NULL), resumed);
+	struct run_result rep;
+	const char *args[] = { "report", path, NULL };
+	ebb_cmd(&rep, args);
+	ck_assert_uint_eq(value_of(rep.out, "plans-resumed: "), resumed);
+	run_free(&rep);
 	trace_free(&t);
 	run_free(&r);
 	remove(path);
@@ -2884,6 +2889,11 @@ START_TEST(plan_lowered_for_the_arena)
 	}
 	ck_assert_uint_eq(targets, 1 + lowerings);
 	ck_assert_int_eq(lowered > 0, lowerings > 0);
+	struct run_result rep;
+	const char *args[] = { "report", path, NULL };
+	ebb_cmd(&rep, args);
+	ck_assert_uint_eq(value_of(rep.out, "plans-lowered: "), lowerings);
+	run_free(&rep);
 	trace_free(&t);
 	run_free(&r);
 	remove(path);

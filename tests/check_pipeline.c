@@ -30,16 +30,6 @@
 #include "integ.h"
 #include "testutil.h"
 
-/* The value after "key: " in out, as a number. */
-static unsigned long long
-value_of(const char *out, const char *key)
-{
-	const char *p = strstr(out, key);
-
-	ck_assert_msg(p != NULL, "no '%s' in:\n%s", key, out);
-	return strtoull(p + strlen(key), NULL, 10);
-}
-
 /* The phase row i of ebb plan's table: its kind and the phase it pairs with
  * (-1: none), and the MiB of that phase's buffers it uses (0: none). */
 static void

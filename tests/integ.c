@@ -182,3 +182,12 @@ driver_line(const char *out, unsigned long long *frees, unsigned long long *peak
 	ck_assert_int_eq(sscanf(p, "peak %llu", peak), 1);
 }
 
+/* value_of (integ.h) */
+uint64_t
+value_of(const char *out, const char *key)
+{
+	const char *p = strstr(out, key);
+
+	ck_assert_msg(p != NULL, "no '%s' in:\n%s", key, out);
+	return strtoull(p + strlen(key), NULL, 10);
+}

@@ -59,6 +59,10 @@ void expect_ok(const struct run_result *r);
  * at most 14) into r. */
 void ebb_cmd(struct run_result *r, const char *const *args);
 
+/* The number after key (\"name: \") in out, an ebb command's output; fails
+ * the test when out has no key. */
+uint64_t value_of(const char *out, const char *key);
+
 /* The workload's line of the fake driver's statistics: cuMemFree calls and peak bytes. */
 void driver_line(const char *out, unsigned long long *frees, unsigned long long *peak);
 
