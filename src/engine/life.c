@@ -232,6 +232,8 @@ life_set(enum life_state s)
 	__atomic_store_n(&engine.life, s, __ATOMIC_RELAXED);
 	int host = s == LIFE_RECORDING || s == LIFE_PACING;	/* host times taken */
 
+	/* a departure from a running plan may be a detour the job comes back from */
+	engine.finder.detour_ok = s == LIFE_RUNNING;
 	__atomic_store_n(&engine.self.recording, host, __ATOMIC_RELAXED);
 	__atomic_store_n(&engine.self.timing, engine.conf->self_time || host, __ATOMIC_RELAXED);
 }
@@ -510,8 +512,6 @@ life_step(uint64_t seq, uint32_t token, int sync, const struct ebb_kinfo *k)
 	}
 	if (!engine.finder_ok || engine.life == LIFE_GAVE_UP)
 		return cupti_action;
-	/* a departure from a running plan may be a detour the job comes back from */
-	engine.finder.detour_ok = engine.life == LIFE_RUNNING;
 	enum iter_event e = iter_push(&engine.finder, token, sync, engine.tab.bytes);
 	switch (e) {
 	case ITER_NONE:

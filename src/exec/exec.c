@@ -606,15 +606,20 @@ exec_plan_lower(uint64_t bytes)
 	return exec.lowered;
 }
 
-void
-exec_run_stop(uint64_t seq)
+/* Stop the running plan (parked where park, else retired, as a parked one
+ * before it is) and drop an installed one. */
+static void
+run_stop(uint64_t seq, int park)
 {
+	struct xplan *x = exec.running;
+
 	remake_stop(seq);
 	exec_retire(exec.parked);
-	exec.parked = NULL;
-	if (exec.running == NULL && exec.ready == NULL)
+	exec.parked = park ? x : NULL;
+	if (x == NULL && exec.ready == NULL)
 		return;
-	exec_retire(exec.running);
+	if (!park)
+		exec_retire(x);
 	exec_retire(exec.ready);
 	exec.running = exec.ready = NULL;
 	exec.run_gen++;
@@ -623,16 +628,15 @@ exec_run_stop(uint64_t seq)
 }
 
 void
+exec_run_stop(uint64_t seq)
+{
+	run_stop(seq, 0);
+}
+
+void
 exec_run_park(uint64_t seq)
 {
-	struct xplan *x = exec.running;
-
-	exec.running = NULL;	/* kept, not retired by exec_run_stop */
-	exec_run_stop(seq);
-	exec.parked = x;
-	exec.run_gen++;
-	mover_set_planned(0);
-	exec_kept_drop();
+	run_stop(seq, 1);
 }
 
 int

@@ -62,7 +62,7 @@ struct mover_stats {
 	uint64_t planned_evictions;	/* of offloads: for room, while a plan ran (what it
 					 * kept did not fit) */
 	uint64_t arena_excess;		/* the most the arena's chunks held beyond its live
-					 * buffers at such an eviction (mover_arena_excess) */
+					 * buffers at such an eviction (mover_arena_evicted) */
 	uint64_t prefetches;		/* of restores: issued by the plan ahead of use */
 	uint64_t prefetches_skipped;	/* no room within the limit without evicting */
 	uint64_t prefetches_early;	/* of prefetches: issued at once, there being room,
