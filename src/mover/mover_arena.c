@@ -64,8 +64,6 @@ struct mover_arena {
 	struct arena_freed *freed, *freed_tail;	/* freed units, the oldest first */
 	struct mover_arena_stats st;	/* mover_arena_stats; st.off: it serves no more
 					 * buffers (mover_arena_off) */
-	uint64_t excess_since;		/* the most its chunks held beyond its buffers at an
-					 * eviction under a plan, since mover_take_excess */
 };
 static struct mover_arena arena;
 
@@ -327,27 +325,12 @@ mover_arena_off(const char *why)
 	ebb_trace_note("arena-off", why);
 }
 
-void
-mover_arena_evicted(void)
+uint64_t
+mover_arena_excess(void)
 {
 	uint64_t mapped = mover_arena_mapped();
-	uint64_t excess = mapped > arena.st.bytes ? mapped - arena.st.bytes : 0;
 
-	ebb_trace_note_u64("plan-eviction-excess", excess);
-	mover.stats.planned_evictions++;
-	if (excess > mover.stats.arena_excess)
-		mover.stats.arena_excess = excess;
-	if (excess > arena.excess_since)
-		arena.excess_since = excess;
-}
-
-uint64_t
-mover_take_excess(void)
-{
-	uint64_t e = arena.excess_since;
-
-	arena.excess_since = 0;
-	return e;
+	return mapped > arena.st.bytes ? mapped - arena.st.bytes : 0;
 }
 
 uint64_t
