@@ -39,8 +39,6 @@ struct ebb_buf_mover {
 				 * until this is cleared */
 	uint8_t arena;		/* its memory is a part of an arena chunk (mover_arena.c),
 				 * not a handle of its own: it never moves */
-	uint8_t evicted;	/* offloaded for room while a plan ran, not back yet
-				 * (mover_plan_evicted) */
 	uint16_t pending;	/* worker items that refer to it */
 	uint64_t rsize;		/* bytes of its range and physical handle */
 	uint64_t isize;		/* bytes it asked for, rounded as rsize was (a slab's

@@ -347,24 +347,23 @@ recorded(uint64_t next_seq, uint64_t period)
  * Whether the running plan is to be made again with a lower target, at the
  * start of an iteration: in the one before (not the plan's first, where the
  * mover's buffers are still where the recording left them), the mover
- * evicted buffers the plan keeps for room. What it held beyond room is the
- * most, at one such eviction, of the bytes so evicted and not yet back, or
- * of what the arena's chunks held beyond their buffers (units free between
- * them, or freed and not yet passed by the device), which the plan does not
- * count. The target goes down by that (exec_plan_lower), and the next
- * iteration is recorded; at most LIFE_MAX_LOWERINGS times. why says so.
- * Caller holds ebb_state_lock.
+ * evicted buffers the plan keeps for room, where the arena's chunks held
+ * more than their buffers (units free between them, or freed and not yet
+ * passed by the device), which the plan does not count. The target goes
+ * down by the most they held beyond them then (exec_plan_lower), and the
+ * next iteration is recorded; at most LIFE_MAX_LOWERINGS times. why says
+ * so. Caller holds ebb_state_lock.
  */
 static int
 lower_due(char *why, size_t len)
 {
-	uint64_t shortfall = mover_take_shortfall();	/* since the last iteration start */
+	uint64_t excess = mover_take_excess();	/* since the last iteration start */
 
-	if (exec_run_iterations() < 2 || engine.lowerings >= LIFE_MAX_LOWERINGS || shortfall == 0)
+	if (exec_run_iterations() < 2 || engine.lowerings >= LIFE_MAX_LOWERINGS || excess == 0)
 		return 0;
-	uint64_t total = exec_plan_lower(shortfall);
-	snprintf(why, len, "kept buffers evicted for room, the plan holding up to %llu bytes "
-	    "beyond it: planned %llu bytes lower", (unsigned long long)shortfall,
+	uint64_t total = exec_plan_lower(excess);
+	snprintf(why, len, "kept buffers evicted where the arena held %llu bytes beyond its "
+	    "buffers: planned %llu bytes lower", (unsigned long long)excess,
 	    (unsigned long long)total);
 	ebb_log(EBB_LOG_NOTE, "plan: %s", why);
 	return 1;

@@ -266,7 +266,6 @@ summary_records(const struct engine_totals *t)
 		summary_record("arena-over-limit-bytes", ms->arena_over_bytes);
 		summary_record("planned-evictions", ms->planned_evictions);
 		summary_record("arena-excess-bytes", ms->arena_excess);
-		summary_record("plan-shortfall-bytes", ms->plan_shortfall);
 		summary_record("plans", xs->plans);
 		summary_record("plan-iterations", xs->iterations_run);
 		summary_record("plan-departures", t->departures);

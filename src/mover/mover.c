@@ -243,7 +243,7 @@ evict_one(uint64_t seq, size_t rsize)
 		return 0;
 	if (mover_copy_offload(pick, seq, "limit")) {
 		if (serving.planned)
-			mover_plan_evicted(pick);
+			mover_arena_evicted();
 		return 1;
 	}
 	serving.host_short = 1;
@@ -775,7 +775,6 @@ mover_free(struct ebb_buf *b, const struct ebb_tag *tag)
 		return 0;
 	}
 	mover_lru_remove(b);
-	mover_evicted_back(b);	/* gone */
 	switch (b->mv.state) {
 	case EBB_RESIDENT: {
 		/*

@@ -62,9 +62,7 @@ struct mover_stats {
 	uint64_t planned_evictions;	/* of offloads: for room, while a plan ran (what it
 					 * kept did not fit) */
 	uint64_t arena_excess;		/* the most the arena's chunks held beyond its live
-					 * buffers at such an eviction (mover_plan_evicted) */
-	uint64_t plan_shortfall;	/* the most the plan held beyond room at one
-					 * (mover_take_shortfall) */
+					 * buffers at such an eviction (mover_arena_evicted) */
 	uint64_t prefetches;		/* of restores: issued by the plan ahead of use */
 	uint64_t prefetches_skipped;	/* no room within the limit without evicting */
 	uint64_t prefetches_early;	/* of prefetches: issued at once, there being room,
@@ -277,11 +275,10 @@ void mover_capture(int active);
 
 void mover_stats(struct mover_stats *out);
 
-/* The most a running plan held beyond room where its buffers were evicted
- * for room, since the last call (0: no such eviction): the bytes so evicted
- * and not back on the device then, or the arena's chunks' excess over their
- * buffers, whichever was more. */
-uint64_t mover_take_shortfall(void);
+/* The most the arena's chunks held beyond its live buffers where a plan's
+ * buffers were evicted for room, since the last call (0: no such
+ * eviction, or none with an excess). */
+uint64_t mover_take_excess(void);
 
 /* What the arena of buffers the plan keeps has done (mover_arena.c). */
 struct mover_arena_stats {

@@ -12,10 +12,9 @@
  * device's granularity. A
  * buffer lies within one chunk, so that the driver's answer about its
  * address is one allocation, as for a slab's buffers. A freed buffer's units
- * wait for its tag, or serve an allocation on the one stream that freed them
- * at once, stream order covering it, joined with the free units and that
- * stream's other freed units beside them; a chunk none of whose units is in
- * use is released when memory is needed elsewhere.
+ * wait for its tag (or serve an allocation on the one stream that freed it
+ * at once, stream order covering it); a chunk none of whose units is in use
+ * is released when memory is needed elsewhere.
  *
  * A live buffer pins its whole chunk: none of it can move. Where nothing
  * else can move and only what the chunks pin stands between the job and its
@@ -64,6 +63,8 @@ struct mover_arena {
 	struct arena_freed *freed, *freed_tail;	/* freed units, the oldest first */
 	struct mover_arena_stats st;	/* mover_arena_stats; st.off: it serves no more
 					 * buffers (mover_arena_off) */
+	uint64_t excess_since;		/* the most its chunks held beyond its buffers at an
+					 * eviction under a plan, since mover_take_excess */
 };
 static struct mover_arena arena;
 
@@ -158,131 +159,41 @@ collect(void)
 	}
 }
 
-/* Whether freed entry f may serve an allocation on stream s at once: the
- * one stream freed it, so stream order covers its last use. */
-static int
-freed_serves(const struct arena_freed *f, struct ebb_stream *s)
-{
-	return mover_tag_only(&f->tag, s);
-}
-
-/*
- * Give units [u, u + n) of chunk c to an allocation on stream s: each freed
- * entry of s among the first 64 that overlaps them loses those units; what
- * is left of it on either side stays freed under its tag (a split, where
- * both sides are left; without memory for it, the right side's units stay
- * in use and are never served again, which breaks nothing else).
- */
-static void
-take_units(struct ebb_stream *s, uint32_t c, unsigned u, unsigned n)
-{
-	struct arena_freed **p = &arena.freed, *prev = NULL;
-
-	for (int looked = 0; *p != NULL && looked < 64; looked++) {
-		struct arena_freed *f = *p;
-		unsigned fu = f->unit, fe = f->unit + f->n;
-		if (f->chunk != c || !freed_serves(f, s) || fe <= u || fu >= u + n) {
-			prev = f;
-			p = &f->next;
-			continue;
-		}
-		if (fe > u + n) {
-			struct arena_freed *right = fu < u ? malloc(sizeof *right) : f;
-			if (right != NULL && right != f) {
-				*right = *f;
-				right->next = f->next;
-				f->next = right;
-				if (arena.freed_tail == f)
-					arena.freed_tail = right;
-			}
-			if (right != NULL) {
-				right->unit = (uint8_t)(u + n);
-				right->n = (uint8_t)(fe - (u + n));
-			}
-			if (right == f) {
-				prev = f;
-				p = &f->next;
-				continue;
-			}
-		}
-		if (fu < u) {
-			f->n = (uint8_t)(u - fu);
-			prev = f;
-			p = &f->next;
-			continue;
-		}
-		freed_unlink(p, prev, 0);	/* its units are the allocation's now */
-	}
-}
-
-/*
- * Units for n on stream s where what the one stream freed makes the room:
- * its freed runs (stream order covers their last use), each with the free
- * units and the other such runs beside it in its chunk. The chunk in *c,
- * the first unit returned, or -1. Of the runs so joined (among the first 64
- * freed entries) the smallest that holds n is taken, and within it the n
- * units that hold the most freed ones, so that free units stay free for
- * other streams. Joining matters where a job frees several buffers and
- * allocates one of their summed size (a layer's temporaries, then the
- * next's larger one): without it the chunk looks full until the device
- * passes the frees, and a chunk more is mapped.
- */
+/* Units for n on stream s that the one stream freed (stream order covers
+ * their last use), taken off the freed list: the chunk in *c, the first unit
+ * returned, or -1. The smallest such run that holds n is taken; what is left
+ * of it stays freed under its tag. */
 static int
 take_freed(struct ebb_stream *s, unsigned n, uint32_t *c)
 {
-	uint32_t chunks[64], mine[64];
-	unsigned nchunks = 0;
+	struct arena_freed **best = NULL, *best_prev = NULL, *prev = NULL;
 	int looked = 0;
 
 	if (s == NULL)
 		return -1;
-	for (struct arena_freed *f = arena.freed; f != NULL && looked < 64;
-	    f = f->next, looked++) {
-		if (!freed_serves(f, s))
+	for (struct arena_freed **p = &arena.freed; *p != NULL && looked < 64;
+	    prev = *p, p = &(*p)->next, looked++) {
+		if ((*p)->n < n || !mover_tag_only(&(*p)->tag, s))
 			continue;
-		unsigned k = 0;
-		while (k < nchunks && chunks[k] != f->chunk)
-			k++;
-		if (k == nchunks) {
-			chunks[nchunks] = f->chunk;
-			mine[nchunks++] = 0;
-		}
-		mine[k] |= units_mask(f->unit, f->n);
-	}
-	unsigned best_len = 0, best_u = 0;
-	uint32_t best_c = 0;
-	for (unsigned k = 0; k < nchunks; k++) {
-		uint32_t avail = (~arena.chunk[chunks[k]].used | mine[k]) & units_mask(0, arena.units);
-		for (unsigned a = 0; a < arena.units;) {
-			if (!(avail >> a & 1)) {
-				a++;
-				continue;
-			}
-			unsigned e = a;
-			while (e < arena.units && (avail >> e & 1))
-				e++;
-			/* the run [a, e): of its windows of n, the one over most freed units */
-			if (e - a >= n && (mine[k] & units_mask(a, e - a)) != 0 &&
-			    (best_len == 0 || e - a < best_len)) {
-				int most = -1;
-				for (unsigned w = a; w + n <= e; w++) {
-					int held = __builtin_popcount(mine[k] & units_mask(w, n));
-					if (held > most) {
-						most = held;
-						best_u = w;
-					}
-				}
-				best_len = e - a;
-				best_c = chunks[k];
-			}
-			a = e;
+		if (best == NULL || (*p)->n < (*best)->n) {
+			best = p;
+			best_prev = prev;
+			if ((*p)->n == n)
+				break;
 		}
 	}
-	if (best_len == 0)
+	if (best == NULL)
 		return -1;
-	take_units(s, best_c, best_u, n);
-	*c = best_c;
-	return (int)best_u;
+	struct arena_freed *f = *best;
+	int u = f->unit;
+	*c = f->chunk;
+	if (f->n > n) {
+		f->unit = (uint8_t)(f->unit + n);
+		f->n = (uint8_t)(f->n - n);
+		return u;
+	}
+	freed_unlink(best, best_prev, 0);	/* its units are the allocation's now */
+	return u;
 }
 
 /* Map chunk c with a new handle made room for within the limit. Returns
@@ -325,12 +236,27 @@ mover_arena_off(const char *why)
 	ebb_trace_note("arena-off", why);
 }
 
-uint64_t
-mover_arena_excess(void)
+void
+mover_arena_evicted(void)
 {
 	uint64_t mapped = mover_arena_mapped();
+	uint64_t excess = mapped > arena.st.bytes ? mapped - arena.st.bytes : 0;
 
-	return mapped > arena.st.bytes ? mapped - arena.st.bytes : 0;
+	ebb_trace_note_u64("plan-eviction-excess", excess);
+	mover.stats.planned_evictions++;
+	if (excess > mover.stats.arena_excess)
+		mover.stats.arena_excess = excess;
+	if (excess > arena.excess_since)
+		arena.excess_since = excess;
+}
+
+uint64_t
+mover_take_excess(void)
+{
+	uint64_t e = arena.excess_since;
+
+	arena.excess_since = 0;
+	return e;
 }
 
 uint64_t

@@ -250,7 +250,6 @@ abandon(struct work *w, CUresult err)
 			b->mv.state = EBB_RESIDENT;	/* still mapped and intact */
 			b->mv.dropped = 0;
 			b->pinned |= EBB_PIN_FAILED;
-			mover_evicted_back(b);	/* it stays, and never moves again */
 		}
 		/* a freed buffer keeps its mapping, its handle and its range */
 		b->mv.host = NULL;

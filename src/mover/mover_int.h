@@ -122,20 +122,11 @@ void mover_arena_off(const char *why);
 /* Bytes of the arena's chunks mapped now. */
 uint64_t mover_arena_mapped(void);
 
-/* The bytes the arena's chunks hold beyond its live buffers now (the units
- * free between them, and those freed the device has not passed), which a
- * plan does not count. */
-uint64_t mover_arena_excess(void);
-
-/* b was evicted for room while a plan ran: what the plan keeps did not fit.
- * Counted, with what the plan held beyond room then: the bytes so evicted
- * and not back yet, b's included, or the arena's excess, whichever is more
- * (mover_take_shortfall); mover_evicted_back uncounts b. */
-void mover_plan_evicted(struct ebb_buf *b);
-
-/* b, if evicted so, is back on the device, or freed, or stays where it is
- * for good: it no longer counts. */
-void mover_evicted_back(struct ebb_buf *b);
+/* A buffer was evicted for room while a plan ran: what the plan keeps did
+ * not fit. Counted, with the arena's chunks beyond its live buffers then
+ * (the units free between them, and those freed the device has not
+ * passed), which the plan does not count (mover_take_excess). */
+void mover_arena_evicted(void);
 
 /* Nothing more can move, and only what the arena's chunks pin stands
  * between the job and rsize bytes: a handle over EBB_LIMIT, by at most what

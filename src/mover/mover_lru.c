@@ -5,7 +5,6 @@
 #include "config.h"
 
 #include "mover_int.h"
-#include "trace.h"
 
 /* Victims looked at for one that no queued work uses, before taking the oldest. */
 #define IDLE_SCAN 32
@@ -18,46 +17,6 @@ struct mover_lru {
 	struct ebb_buf *tail;	/* the most recently used */
 };
 static struct mover_lru lru;
-
-/* Bytes of buffers evicted for room while a plan ran and not back yet, and
- * the most the plan held beyond room since mover_take_shortfall. */
-static uint64_t evicted_out, shortfall_since;
-
-void
-mover_plan_evicted(struct ebb_buf *b)
-{
-	uint64_t excess = mover_arena_excess();
-
-	b->mv.evicted = 1;
-	evicted_out += b->mv.rsize;
-	uint64_t shortfall = evicted_out > excess ? evicted_out : excess;
-	ebb_trace_note_u64("plan-eviction-shortfall", shortfall);
-	mover.stats.planned_evictions++;
-	if (excess > mover.stats.arena_excess)
-		mover.stats.arena_excess = excess;
-	if (shortfall > mover.stats.plan_shortfall)
-		mover.stats.plan_shortfall = shortfall;
-	if (shortfall > shortfall_since)
-		shortfall_since = shortfall;
-}
-
-void
-mover_evicted_back(struct ebb_buf *b)
-{
-	if (!b->mv.evicted)
-		return;
-	b->mv.evicted = 0;
-	evicted_out -= b->mv.rsize;
-}
-
-uint64_t
-mover_take_shortfall(void)
-{
-	uint64_t s = shortfall_since;
-
-	shortfall_since = 0;
-	return s;
-}
 
 /* Take b off the list; a buffer not on it is left alone. */
 void
@@ -80,7 +39,6 @@ mover_lru_remove(struct ebb_buf *b)
 void
 mover_lru_append(struct ebb_buf *b)
 {
-	mover_evicted_back(b);	/* resident again */
 	b->mv.lru_prev = lru.tail;
 	b->mv.lru_next = NULL;
 	if (lru.tail)
