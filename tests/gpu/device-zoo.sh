@@ -3,9 +3,12 @@
 # a carried build/ (tests/gpu/README.md): ebb's host cost per launch and per
 # allocation (bench/hostcost.c: without ebb, observe, observe without CUPTI,
 # offload), then the zoo (tests/gpu/zoo.py), one run of it per line of the
-# plan: "JOBS MODES [more zoo.py arguments]". Everything lands in
-# $OUT/results.tgz (the zoo's tables, records and logs, hostcost's numbers),
-# and the tables in $OUT/summary.txt.
+# plan: "JOBS MODES [more zoo.py arguments]". The records (each run's JSON
+# with its per-step losses, the zoo's tables, hostcost's numbers) land in
+# $OUT/records.tgz, small, so that they always come back; the logs and
+# traces in $OUT/results.tgz, less the largest traces where it would be
+# over the 16 MiB a file that the device tool brings back; the tables also
+# in $OUT/summary.txt.
 #
 #   tests/gpu/device-zoo.sh [--no-hostcost] PLAN_FILE [ZOO_ARGS...]
 set -u
@@ -49,5 +52,13 @@ while read -r jobs modes more; do
 	rm -f "$res/zoo$n"/*.trace
 done < "$plan"
 grep -h -E "^   [a-z_0-9]+ [^ ]+: (PASS|FAIL)" "$res"/zoo*.txt > "$OUT/summary.txt"
+(cd /tmp && find ebb-results -name '*.jsonl' -o -name '*.txt' | tar czf "$OUT/records.tgz" -T -)
+# the logs, without the largest archives of traces first, until it fits
+limit=$((15 * 1024 * 1024))
 tar czf "$OUT/results.tgz" -C /tmp ebb-results
+for big in $(find "$res" -name 'zoo-logs.tgz' -printf '%s %p\n' | sort -rn | cut -d' ' -f2); do
+	[ "$(stat -c %s "$OUT/results.tgz")" -le $limit ] && break
+	rm -f "$big"
+	tar czf "$OUT/results.tgz" -C /tmp ebb-results
+done
 exit $rc
