@@ -206,7 +206,7 @@ START_TEST(fork_child)
 	expect_ok(&r);
 	trace_load(path, &t);
 	ck_assert_uint_eq(count_type(&t, 'L'), 2 * (1 + 3 * 5));
-	ck_assert_uint_eq(count_type(&t, 'Z'), 15);
+	ck_assert_uint_eq(count_type(&t, 'Z'), 16);
 	uint64_t last = 0;
 	for (size_t i = 0; i < t.n; i++)
 		if (t.r[i].type == 'L') {
@@ -434,6 +434,66 @@ START_TEST(graph_capture_limit)
 	trace_free(&t);
 	run_free(&r);
 	remove(path);
+}
+END_TEST
+
+/*
+ * A capture that leaves a side stream's work unjoined, as PyTorch's
+ * cudaMallocAsync backend does in a backward on two streams: the driver
+ * fails its end, without ebb, in observe mode and in offload mode alone
+ * (what the job does stays the job's). With EBB_CAPTURE_JOIN=1 in offload
+ * mode (ebb run sets it where it chooses that backend) the side stream is
+ * joined at the end, once, said in the trace and the summary, and the
+ * graph's replays give both copies. ebb run sets it for a job whose
+ * PyTorch backend it chooses, and not where the job chose one.
+ */
+START_TEST(capture_joined_at_its_end)
+{
+	const char *path = tmp_file("capture-unjoined");
+	char *argv[] = { workload_path(0), "capture-unjoined", NULL };
+	const char *observe[] = { "EBB_MODE=observe", "EBB_CAPTURE_JOIN=1", NULL };
+	const char *alone[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", NULL };
+	const char *join[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_CAPTURE_JOIN=1", NULL };
+	struct run_result r;
+	struct trace t;
+
+	char libpath[4200];
+	snprintf(libpath, sizeof libpath, "LD_LIBRARY_PATH=%s", getenv("EBBTEST_FAKECUDA"));
+	char *const plain[] = { libpath, "LD_PRELOAD=", NULL };
+	run_prog(argv, plain, &r);	/* without ebb */
+	ck_assert_msg(r.status == 3 && strstr(r.out, "unjoined") != NULL, "%s", r.err);
+	run_free(&r);
+	run_ebb(argv, observe, NULL, &r);
+	ck_assert_msg(r.status == 3 && strstr(r.out, "unjoined") != NULL, "%s", r.err);
+	run_free(&r);
+	run_ebb(argv, alone, NULL, &r);
+	ck_assert_msg(r.status == 3 && strstr(r.out, "unjoined") != NULL, "%s", r.err);
+	run_free(&r);
+	run_ebb(argv, join, path, &r);
+	expect_ok(&r);
+	ck_assert_ptr_nonnull(strstr(r.out, "joined"));
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "capture-joins"), 1);
+	size_t notes = 0;
+	for (size_t i = 0; i < t.n; i++)
+		notes += t.r[i].type == 'Q' && t.r[i].n >= 3 &&
+		    strcmp(t.r[i].f[1], "capture-joined") == 0 && strcmp(t.r[i].f[2], "1") == 0;
+	ck_assert_uint_eq(notes, 1);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+
+	/* ebb run: the variable where it chooses PyTorch's backend, and only there */
+	const char *run_args[] = { "run", "--limit", "64M", "--", "/usr/bin/env", NULL };
+	ebb_cmd(&r, run_args);
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "EBB_CAPTURE_JOIN=1"));
+	run_free(&r);
+	const char *mode_args[] = { "run", "--mode", "observe", "--", "/usr/bin/env", NULL };
+	ebb_cmd(&r, mode_args);
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_ptr_null(strstr(r.out, "EBB_CAPTURE_JOIN="));
+	run_free(&r);
 }
 END_TEST
 
@@ -3187,6 +3247,7 @@ main(void)
 	add_test(tc, graph_capture);
 	add_test(tc, graph_capture_limit);
 	add_test(tc, capture_past_driver_share);
+	add_test(tc, capture_joined_at_its_end);
 	add_test(tc, event_calls_bounded);
 	add_test(tc, nccl_calls);
 	add_test(tc, nccl_comm_made_again);

@@ -259,7 +259,8 @@ set_preload(const char *lib)
 
 /*
  * PyTorch: make every tensor its own driver allocation
- * (backend:cudaMallocAsync), unless the user chose a backend.
+ * (backend:cudaMallocAsync), unless the user chose a backend; where ebb
+ * chooses it, EBB_CAPTURE_JOIN=1 too, unless the user set that.
  */
 static int
 set_pytorch_alloc(int verbose)
@@ -280,6 +281,10 @@ set_pytorch_alloc(int verbose)
 	if (verbose >= 1)
 		fprintf(stderr, "%s: PYTORCH_CUDA_ALLOC_CONF=%s (each tensor one driver allocation, "
 		    "which ebb can see)\n", progname, v);
+	/* that backend leaves side streams unjoined at the end of some captures
+	 * (a backward on two streams), which fails them: ebb joins them there */
+	if (getenv("EBB_CAPTURE_JOIN") == NULL && setenv("EBB_CAPTURE_JOIN", "1", 1) < 0)
+		return -1;
 	return setenv("PYTORCH_CUDA_ALLOC_CONF", v, 1);
 }
 

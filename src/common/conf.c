@@ -74,6 +74,8 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	  "In offload mode, once a plan runs, the big buffers it neither moves nor drops (of 64 MiB at most) share 64 MiB chunks of device memory instead of each holding memory of its own size, so that memory freed in one size serves another without the driver's calls to release and map it (0: each has its own).", 0, 0 },
 	{ "EBB_REUSE_SLACK", EBB_CONF_REAL, F(reuse_slack), 0, 0, NULL, "0",
 	  "In offload mode, a big buffer the job frees serves a later allocation up to this share smaller than itself, with its memory and mapping as they are (0: one of its own size only): fewer of the driver's calls to release memory and map new, for the bytes the larger block holds unused.", 0, 1 },
+	{ "EBB_CAPTURE_JOIN", EBB_CONF_BOOL, F(capture_join), 0, 1, NULL, "0",
+	  "In offload mode, at the end of a stream capture, make the capturing stream wait for every other stream in that capture, so that work on a side stream the job never joined back (as PyTorch's cudaMallocAsync backend leaves in a backward on two streams) does not fail the capture; ebb run sets it where it chooses that backend.", 0, 0 },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0 }
 };
 

@@ -60,6 +60,7 @@ struct ebb_conf {
 	int arena;			/* EBB_ARENA */
 	double reuse_slack;		/* EBB_REUSE_SLACK: share of an allocation a freed
 					 * block may be larger by and serve it */
+	int capture_join;		/* EBB_CAPTURE_JOIN */
 };
 
 struct ebb_conf_var {

@@ -11,6 +11,7 @@
 #include "real.h"
 #include "log.h"
 #include "streams.h"
+#include "trace.h"
 
 /* A marker is recorded after this many operations of a stream at most. */
 #define MARK_EVERY 32
@@ -376,6 +377,42 @@ streams_capturing(struct ebb_stream *s)
 	    cs != CU_STREAM_CAPTURE_STATUS_NONE)
 		s->capturing = 1;
 	return s->capturing;
+}
+
+int
+streams_join_capture(struct ebb_stream *s)
+{
+	CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+	cuuint64_t id = 0, other = 0;
+	int n = 0;
+
+	if (ebb_real.cuStreamGetCaptureInfo == NULL ||
+	    ebb_real.cuStreamGetCaptureInfo(s->handle, &cs, &id) != CUDA_SUCCESS ||
+	    cs != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+		return 0;
+	int mode = streams_relax();
+	for (struct ebb_stream *t = streams.all; t != NULL; t = t->next) {
+		/* the legacy stream never captures; another thread's is not ours to ask */
+		if (t == s || t->handle == EBB_STREAM_LEGACY || (t->per_thread && t != mine))
+			continue;
+		if (ebb_real.cuStreamGetCaptureInfo(t->handle, &cs, &other) != CUDA_SUCCESS ||
+		    cs != CU_STREAM_CAPTURE_STATUS_ACTIVE || other != id)
+			continue;
+		CUevent ev = streams_event_get(0);
+		if (ev == NULL)
+			continue;
+		if (ebb_real.cuEventRecord(ev, t->handle) == CUDA_SUCCESS &&
+		    ebb_real.cuStreamWaitEvent(s->handle, ev, 0) == CUDA_SUCCESS)
+			n++;
+		streams_event_put(ev, 0);
+	}
+	streams_unrelax(mode);
+	if (n > 0) {
+		ebb_trace_note_u64("capture-joined", (uint64_t)n);
+		ebb_log(EBB_LOG_INFO, "capture: %d side stream%s joined at its end "
+		    "(EBB_CAPTURE_JOIN)", n, n == 1 ? "" : "s");
+	}
+	return n;
 }
 
 void

@@ -128,6 +128,15 @@ int streams_capturing(struct ebb_stream *s);
  * (others), those still capturing are asked for again. */
 void streams_capture_ended(int others);
 
+/* A capture on s is about to end (EBB_CAPTURE_JOIN, which ebb run sets
+ * where it chooses PyTorch's cudaMallocAsync backend, as that leaves side
+ * streams unjoined): every other stream seen that is in the same capture
+ * (its id, from the driver) is joined to s, in relaxed mode: an event
+ * recorded on it, which s waits for. That adds edges to the graph, no node,
+ * and none a launch of it does not already wait for (it completes when all
+ * its nodes have). Noted, and said at EBB_VERBOSE=2; returns how many. */
+int streams_join_capture(struct ebb_stream *s);
+
 /* Every stream seen, for conservative waits (callback gets each one). */
 void streams_each(void (*fn)(struct ebb_stream *, void *), void *ctx);
 

@@ -861,6 +861,10 @@ ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase ph
 		else if (st != NULL)
 			streams_set_stream_capturing(st, 1);
 		break;
+	case EBB_CAPTURE_END:	/* EBB_CAPTURE_JOIN: streams_join_capture */
+		if (offload && engine.conf->capture_join && st != NULL)
+			engine.stats.capture_joins += (uint64_t)streams_join_capture(st);
+		break;
 	case EBB_CAPTURE_ENDED:
 		/* no capture ends where the stream had none, or only joined one */
 		if (result == CUDA_ERROR_ILLEGAL_STATE || result == CUDA_ERROR_STREAM_CAPTURE_UNMATCHED)

@@ -167,8 +167,9 @@ void ebb_engine_on_sync(enum ebb_sync_kind kind, const void *handle, int per_thr
     uint64_t called);
 
 /* The steps of a stream capture: before the driver's begin call, after it
- * (result: the driver's), and after the end call (result: the driver's). */
-enum ebb_capture_phase { EBB_CAPTURE_BEGIN, EBB_CAPTURE_BEGAN, EBB_CAPTURE_ENDED };
+ * (result: the driver's), before the end call, and after it (result: the
+ * driver's). */
+enum ebb_capture_phase { EBB_CAPTURE_BEGIN, EBB_CAPTURE_BEGAN, EBB_CAPTURE_END, EBB_CAPTURE_ENDED };
 void ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase phase,
     CUresult result);
 
@@ -181,6 +182,7 @@ struct ebb_engine_stats {
 	uint64_t launches_unresolved;	/* parameter layout unknown */
 	uint64_t launches_nobuf;	/* referenced no tracked buffer */
 	uint64_t copies, memsets, nccl_calls, graph_launches, syncs;
+	uint64_t capture_joins;	/* side streams joined at a capture's end (EBB_CAPTURE_JOIN) */
 	int stage_rank, stage_nranks;	/* of the last send or receive to a rank
 					 * beside the caller's (a pipeline stage
 					 * marker); stage_nranks 0: none */

@@ -218,6 +218,7 @@ summary_records(const struct engine_totals *t)
 	summary_record("memsets", st->memsets);
 	summary_record("nccl-calls", st->nccl_calls);
 	summary_record("graph-launches", st->graph_launches);
+	summary_record("capture-joins", st->capture_joins);
 	summary_record("allocations", st->allocs);
 	summary_record("frees", st->frees);
 	summary_record("frees-untracked", st->frees_untracked);

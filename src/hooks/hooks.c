@@ -461,6 +461,7 @@ CAPTURE_BEGIN(cuStreamBeginCaptureToGraph_ptsz, 1, (CUstream hStream, CUgraph hG
 	elf(CUstream hStream, CUgraph *phGraph)				\
 	{								\
 		HOOK_PROLOGUE(elf, (hStream, phGraph));			\
+		ebb_engine_on_capture(hStream, pt, EBB_CAPTURE_END, CUDA_SUCCESS); \
 		CUresult r = ebb_real.elf(hStream, phGraph);		\
 		ebb_engine_on_capture(hStream, pt, EBB_CAPTURE_ENDED, r); \
 		return r;						\

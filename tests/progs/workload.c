@@ -11,6 +11,8 @@
  *
  * Scenarios: basic, loop N, threads N, fork, fork-exit, churn N, vmm, pool N,
  * query, capture, capture-limit (a graph's pool allocated while capturing),
+ * capture-unjoined (a side stream the capture never joins; exits 3 when its
+ * end fails),
  * nccl [N] (N rounds of communicators made and destroyed), pipeline N (a
  * pipeline stage's micro-batches on one rank), stage N (one
  * stage of a pipeline of processes), unresolved,
@@ -512,6 +514,53 @@ scenario_capture_limit(void)
 			check_bytes(other[i], 100 + (uint32_t)i, sz, s, "buffer from before", i);
 	}
 	print_driver_stats();
+	return 0;
+}
+
+/*
+ * A capture that forks onto a side stream and never joins it back, as
+ * PyTorch's cudaMallocAsync backend leaves some (a copy on the side stream
+ * after the fork, nothing waited for): without a join the driver fails the
+ * end of the capture with CUDA_ERROR_STREAM_CAPTURE_UNJOINED, which this
+ * says ("unjoined") and exits 3 for. Where the end succeeds, the graph's
+ * replays give each input's copy on both streams, checked.
+ */
+static int
+scenario_capture_unjoined(void)
+{
+	const size_t sz = 4 << 20, n = sz / 4;
+	CUstream s, side;
+	CUevent fork;
+	CUdeviceptr in, a, b;
+	CUgraph g;
+	CUgraphExec ge;
+
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cu.StreamCreate(&side, CU_STREAM_NON_BLOCKING));
+	CK(cu.EventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+	CK(cu.MemAlloc(&in, sz));
+	CK(cu.MemAlloc(&a, sz));
+	CK(cu.MemAlloc(&b, sz));
+	CK(cu.StreamSynchronize(s));
+	CK(cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cu.EventRecord(fork, s));
+	CK(cu.StreamWaitEvent(side, fork, 0));
+	launch_copy(a, in, sz, s);
+	launch_copy(b, in, sz, side);
+	CUresult r = cu.StreamEndCapture(s, &g);
+	if (r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED) {
+		printf("unjoined\n");
+		return 3;
+	}
+	CK(r);
+	CK(cu.GraphInstantiate(&ge, g, 0));
+	for (int round = 0; round < 3; round++) {
+		launch_fill(in, 40 + (uint32_t)round, n, s);
+		CK(cu.GraphLaunch(ge, s));
+		check_bytes(a, 40 + (uint32_t)round, sz, s, "copy on the capturing stream", round);
+		check_bytes(b, 40 + (uint32_t)round, sz, s, "copy on the side stream", round);
+	}
+	printf("joined\n");
 	return 0;
 }
 
@@ -2242,6 +2291,8 @@ main(int argc, char **argv)
 		r = scenario_capture();
 	else if (strcmp(what, "capture-limit") == 0)
 		r = scenario_capture_limit();
+	else if (strcmp(what, "capture-unjoined") == 0)
+		r = scenario_capture_unjoined();
 	else if (strcmp(what, "unresolved") == 0)
 		r = scenario_unresolved();
 	else if (strcmp(what, "offload") == 0)
