@@ -278,12 +278,13 @@ set_pytorch_alloc(int verbose)
 		snprintf(v, sizeof v, "%s,backend:cudaMallocAsync", old);
 	else
 		snprintf(v, sizeof v, "backend:cudaMallocAsync");
-	if (verbose >= 1)
-		fprintf(stderr, "%s: PYTORCH_CUDA_ALLOC_CONF=%s (each tensor one driver allocation, "
-		    "which ebb can see)\n", progname, v);
 	/* that backend leaves side streams unjoined at the end of some captures
 	 * (a backward on two streams), which fails them: ebb joins them there */
-	if (getenv("EBB_CAPTURE_JOIN") == NULL && setenv("EBB_CAPTURE_JOIN", "1", 1) < 0)
+	int join = getenv("EBB_CAPTURE_JOIN") == NULL;
+	if (verbose >= 1)
+		fprintf(stderr, "%s: PYTORCH_CUDA_ALLOC_CONF=%s (each tensor one driver allocation, "
+		    "which ebb can see)%s\n", progname, v, join ? ", EBB_CAPTURE_JOIN=1" : "");
+	if (join && setenv("EBB_CAPTURE_JOIN", "1", 1) < 0)
 		return -1;
 	return setenv("PYTORCH_CUDA_ALLOC_CONF", v, 1);
 }
