@@ -444,8 +444,9 @@ END_TEST
  * (what the job does stays the job's). With EBB_CAPTURE_JOIN=1 in offload
  * mode (ebb run sets it where it chooses that backend) the side stream is
  * joined at the end, once, said in the trace and the summary, and the
- * graph's replays give both copies. ebb run sets it for a job whose
- * PyTorch backend it chooses, and not where the job chose one.
+ * graph's replays give both copies; an end tried on a side stream (which
+ * fails) joins nothing. ebb run sets it for a job whose PyTorch backend it
+ * chooses, and not where the job chose one.
  */
 START_TEST(capture_joined_at_its_end)
 {
@@ -479,6 +480,18 @@ START_TEST(capture_joined_at_its_end)
 		notes += t.r[i].type == 'Q' && t.r[i].n >= 3 &&
 		    strcmp(t.r[i].f[1], "capture-joined") == 0 && strcmp(t.r[i].f[2], "1") == 0;
 	ck_assert_uint_eq(notes, 1);
+	trace_free(&t);
+	run_free(&r);
+	/* a capture the job joins itself, with an end tried on its side stream
+	 * first (which fails and ends nothing): that end joins nothing, the
+	 * capturing stream's joins the side stream once more, and every value
+	 * of the replays is right */
+	char *limit_argv[] = { workload_path(0), "capture-limit", NULL };
+	const char *join32[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", "EBB_CAPTURE_JOIN=1", NULL };
+	run_ebb(limit_argv, join32, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "capture-joins"), 1);
 	trace_free(&t);
 	run_free(&r);
 	remove(path);

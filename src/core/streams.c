@@ -30,6 +30,7 @@ struct ebb_stream {
 	uint64_t marked;	/* seq covered by the newest marker */
 	unsigned since;		/* operations since the newest marker */
 	int capturing;		/* in stream capture */
+	int origin;		/* a capture began on it and has not ended */
 	struct marker *ring;	/* pending markers, oldest first, circular */
 	size_t head, count, cap;
 	struct ebb_stream *next;
@@ -362,6 +363,7 @@ void
 streams_set_stream_capturing(struct ebb_stream *s, int on)
 {
 	s->capturing = on;
+	s->origin = on;
 }
 
 int
@@ -386,7 +388,8 @@ streams_join_capture(struct ebb_stream *s)
 	cuuint64_t id = 0, other = 0;
 	int n = 0;
 
-	if (ebb_real.cuStreamGetCaptureInfo == NULL ||
+	/* only the stream a capture began on ends it; another's end fails */
+	if (!s->origin || ebb_real.cuStreamGetCaptureInfo == NULL ||
 	    ebb_real.cuStreamGetCaptureInfo(s->handle, &cs, &id) != CUDA_SUCCESS ||
 	    cs != CU_STREAM_CAPTURE_STATUS_ACTIVE)
 		return 0;
@@ -416,8 +419,10 @@ streams_join_capture(struct ebb_stream *s)
 }
 
 void
-streams_capture_ended(int others)
+streams_capture_ended(struct ebb_stream *ended, int others)
 {
+	if (ended != NULL)
+		ended->origin = 0;
 	for (struct ebb_stream *s = streams.all; s != NULL; s = s->next) {
 		if (!s->capturing)
 			continue;

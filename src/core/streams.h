@@ -124,13 +124,14 @@ void streams_unrelax(int old);
 void streams_set_stream_capturing(struct ebb_stream *s, int on);
 int streams_capturing(struct ebb_stream *s);
 
-/* A capture ended: every stream is unmarked, and where others still run
- * (others), those still capturing are asked for again. */
-void streams_capture_ended(int others);
+/* A capture on ended (NULL: not known) ended: every stream is unmarked,
+ * and where others still run (others), those still capturing are asked for
+ * again. */
+void streams_capture_ended(struct ebb_stream *ended, int others);
 
-/* A capture on s is about to end (EBB_CAPTURE_JOIN, which ebb run sets
- * where it chooses PyTorch's cudaMallocAsync backend, as that leaves side
- * streams unjoined): every other stream seen that is in the same capture
+/* A capture begun on s is about to end (EBB_CAPTURE_JOIN, which ebb run
+ * sets where it chooses PyTorch's cudaMallocAsync backend, as that leaves
+ * side streams unjoined): every other stream seen that is in the same capture
  * (its id, from the driver) is joined to s, in relaxed mode: an event
  * recorded on it, which s waits for. That adds edges to the graph, no node,
  * and none a launch of it does not already wait for (it completes when all

@@ -873,7 +873,7 @@ ebb_engine_on_capture(CUstream stream, int per_thread, enum ebb_capture_phase ph
 		if (engine.capturing > 0)
 			engine.capturing--;
 		int mode = engine.capturing > 0 ? streams_relax() : -1;
-		streams_capture_ended(engine.capturing > 0);
+		streams_capture_ended(st, engine.capturing > 0);
 		streams_unrelax(mode);
 		break;
 	}
