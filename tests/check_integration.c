@@ -472,7 +472,7 @@ START_TEST(capture_joined_at_its_end)
 	run_free(&r);
 	run_ebb(argv, join, path, &r);
 	expect_ok(&r);
-	ck_assert_ptr_nonnull(strstr(r.out, "joined"));
+	ck_assert_ptr_null(strstr(r.out, "unjoined"));
 	trace_load(path, &t);
 	ck_assert_uint_eq(summary(&t, "capture-joins"), 1);
 	size_t notes = 0;
@@ -483,9 +483,9 @@ START_TEST(capture_joined_at_its_end)
 	trace_free(&t);
 	run_free(&r);
 	/* a capture the job joins itself, with an end tried on its side stream
-	 * first (which fails and ends nothing): that end joins nothing, the
-	 * capturing stream's joins the side stream once more, and every value
-	 * of the replays is right */
+	 * first (which fails and ends nothing): that end joins nothing, the end
+	 * on the capturing stream joins the side stream once more, and every
+	 * value of the replays is right */
 	char *limit_argv[] = { workload_path(0), "capture-limit", NULL };
 	const char *join32[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", "EBB_CAPTURE_JOIN=1", NULL };
 	run_ebb(limit_argv, join32, path, &r);
