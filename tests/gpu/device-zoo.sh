@@ -6,9 +6,9 @@
 # plan: "JOBS MODES [more zoo.py arguments]". The records (each run's JSON
 # with its per-step losses, the zoo's tables, hostcost's numbers) land in
 # $OUT/records.tgz, small, so that they always come back; the logs and
-# traces in $OUT/results.tgz, less the largest traces where it would be
-# over the 16 MiB a file that the device tool brings back; the tables also
-# in $OUT/summary.txt.
+# traces in $OUT/results.tgz, less the largest zoo runs' archives of them
+# where it would be over the 16 MiB a file that the device tool brings
+# back; the tables also in $OUT/summary.txt.
 #
 #   tests/gpu/device-zoo.sh [--no-hostcost] PLAN_FILE [ZOO_ARGS...]
 set -u
