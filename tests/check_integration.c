@@ -438,79 +438,6 @@ START_TEST(graph_capture_limit)
 END_TEST
 
 /*
- * A capture that leaves a side stream's work unjoined, as PyTorch's
- * cudaMallocAsync backend does in a backward on two streams: the driver
- * fails its end, without ebb, in observe mode and in offload mode alone
- * (what the job does stays the job's). With EBB_CAPTURE_JOIN=1 in offload
- * mode (ebb run sets it where it chooses that backend) the side stream is
- * joined at the end, once, said in the trace and the summary, and the
- * graph's replays give both copies; an end tried on a side stream (which
- * fails) joins nothing. ebb run sets it for a job whose PyTorch backend it
- * chooses, and not where the job chose one.
- */
-START_TEST(capture_joined_at_its_end)
-{
-	const char *path = tmp_file("capture-unjoined");
-	char *argv[] = { workload_path(0), "capture-unjoined", NULL };
-	const char *observe[] = { "EBB_MODE=observe", "EBB_CAPTURE_JOIN=1", NULL };
-	const char *alone[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", NULL };
-	const char *join[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_CAPTURE_JOIN=1", NULL };
-	struct run_result r;
-	struct trace t;
-
-	char libpath[4200];
-	snprintf(libpath, sizeof libpath, "LD_LIBRARY_PATH=%s", getenv("EBBTEST_FAKECUDA"));
-	char *const plain[] = { libpath, "LD_PRELOAD=", NULL };
-	run_prog(argv, plain, &r);	/* without ebb */
-	ck_assert_msg(r.status == 3 && strstr(r.out, "unjoined") != NULL, "%s", r.err);
-	run_free(&r);
-	run_ebb(argv, observe, NULL, &r);
-	ck_assert_msg(r.status == 3 && strstr(r.out, "unjoined") != NULL, "%s", r.err);
-	run_free(&r);
-	run_ebb(argv, alone, NULL, &r);
-	ck_assert_msg(r.status == 3 && strstr(r.out, "unjoined") != NULL, "%s", r.err);
-	run_free(&r);
-	run_ebb(argv, join, path, &r);
-	expect_ok(&r);
-	ck_assert_ptr_null(strstr(r.out, "unjoined"));
-	trace_load(path, &t);
-	ck_assert_uint_eq(summary(&t, "capture-joins"), 1);
-	size_t notes = 0;
-	for (size_t i = 0; i < t.n; i++)
-		notes += t.r[i].type == 'Q' && t.r[i].n >= 3 &&
-		    strcmp(t.r[i].f[1], "capture-joined") == 0 && strcmp(t.r[i].f[2], "1") == 0;
-	ck_assert_uint_eq(notes, 1);
-	trace_free(&t);
-	run_free(&r);
-	/* a capture the job joins itself, with an end tried on its side stream
-	 * first (which fails and ends nothing): that end joins nothing, the end
-	 * on the capturing stream joins the side stream once more, and every
-	 * value of the replays is right */
-	char *limit_argv[] = { workload_path(0), "capture-limit", NULL };
-	const char *join32[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", "EBB_CAPTURE_JOIN=1", NULL };
-	run_ebb(limit_argv, join32, path, &r);
-	expect_ok(&r);
-	trace_load(path, &t);
-	ck_assert_uint_eq(summary(&t, "capture-joins"), 1);
-	trace_free(&t);
-	run_free(&r);
-	remove(path);
-
-	/* ebb run: the variable where it chooses PyTorch's backend, and only there */
-	const char *run_args[] = { "run", "--limit", "64M", "--", "/usr/bin/env", NULL };
-	ebb_cmd(&r, run_args);
-	ck_assert_int_eq(r.status, 0);
-	ck_assert_ptr_nonnull(strstr(r.out, "EBB_CAPTURE_JOIN=1"));
-	run_free(&r);
-	const char *mode_args[] = { "run", "--mode", "observe", "--", "/usr/bin/env", NULL };
-	ebb_cmd(&r, mode_args);
-	ck_assert_int_eq(r.status, 0);
-	ck_assert_ptr_null(strstr(r.out, "EBB_CAPTURE_JOIN="));
-	run_free(&r);
-}
-END_TEST
-
-/*
  * When nothing more can move (what the capture uses stays) and the
  * driver's own memory for the process leaves ebb too little, an allocation
  * that fits under EBB_LIMIT itself is served, not failed: ebb still holds
@@ -728,6 +655,75 @@ notes_with(const struct trace *t, const char *key, const char *value)
 		    (value == NULL || strcmp(t->r[i].f[2], value) == 0);
 	return n;
 }
+
+/*
+ * A capture that leaves a side stream's work unjoined, as PyTorch's
+ * cudaMallocAsync backend does in a backward on two streams: the driver
+ * fails its end, without ebb, in observe mode and in offload mode alone
+ * (what the job does stays the job's). With EBB_CAPTURE_JOIN=1 in offload
+ * mode (ebb run sets it where it chooses that backend) the side stream is
+ * joined at the end, once, said in the trace and the summary, and the
+ * graph's replays give both copies; an end tried on a side stream (which
+ * fails) joins nothing. ebb run sets it for a job whose PyTorch backend it
+ * chooses, and not where the job chose one.
+ */
+START_TEST(capture_joined_at_its_end)
+{
+	const char *path = tmp_file("capture-unjoined");
+	char *argv[] = { workload_path(0), "capture-unjoined", NULL };
+	const char *observe[] = { "EBB_MODE=observe", "EBB_CAPTURE_JOIN=1", NULL };
+	const char *alone[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", NULL };
+	const char *join[] = { "EBB_MODE=offload", "EBB_LIMIT=64M", "EBB_CAPTURE_JOIN=1", NULL };
+	struct run_result r;
+	struct trace t;
+
+	char libpath[4200];
+	snprintf(libpath, sizeof libpath, "LD_LIBRARY_PATH=%s", getenv("EBBTEST_FAKECUDA"));
+	char *const plain[] = { libpath, "LD_PRELOAD=", NULL };
+	run_prog(argv, plain, &r);	/* without ebb */
+	ck_assert_msg(r.status == 3 && strstr(r.out, "unjoined") != NULL, "%s", r.err);
+	run_free(&r);
+	run_ebb(argv, observe, NULL, &r);
+	ck_assert_msg(r.status == 3 && strstr(r.out, "unjoined") != NULL, "%s", r.err);
+	run_free(&r);
+	run_ebb(argv, alone, NULL, &r);
+	ck_assert_msg(r.status == 3 && strstr(r.out, "unjoined") != NULL, "%s", r.err);
+	run_free(&r);
+	run_ebb(argv, join, path, &r);
+	expect_ok(&r);
+	ck_assert_ptr_null(strstr(r.out, "unjoined"));
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "capture-joins"), 1);
+	ck_assert_uint_eq(notes_with(&t, "capture-joined", "1"), 1);
+	trace_free(&t);
+	run_free(&r);
+	/* a capture the job joins itself, with an end tried on its side stream
+	 * first (which fails and ends nothing): that end joins nothing, the end
+	 * on the capturing stream joins the side stream once more, and every
+	 * value of the replays is right */
+	char *limit_argv[] = { workload_path(0), "capture-limit", NULL };
+	const char *join32[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", "EBB_CAPTURE_JOIN=1", NULL };
+	run_ebb(limit_argv, join32, path, &r);
+	expect_ok(&r);
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "capture-joins"), 1);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+
+	/* ebb run: the variable where it chooses PyTorch's backend, and only there */
+	const char *run_args[] = { "run", "--limit", "64M", "--", "/usr/bin/env", NULL };
+	ebb_cmd(&r, run_args);
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "EBB_CAPTURE_JOIN=1"));
+	run_free(&r);
+	const char *mode_args[] = { "run", "--mode", "observe", "--", "/usr/bin/env", NULL };
+	ebb_cmd(&r, mode_args);
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_ptr_null(strstr(r.out, "EBB_CAPTURE_JOIN="));
+	run_free(&r);
+}
+END_TEST
 
 /*
  * CUPTI's lifecycle on the fake CUPTI: in observe mode it is attached at

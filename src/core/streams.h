@@ -119,7 +119,8 @@ void streams_unrelax(int old);
  * capture; a stream that joined another's capture (it waited on an event
  * recorded in it) is found by asking the driver, once a capture runs, and
  * stays marked until that capture ends. No marker is recorded on a
- * capturing stream (it would land in the graph).
+ * capturing stream (it would land in the graph). Set at its begin, s is
+ * also where that capture began, until streams_capture_ended(s, ...).
  */
 void streams_set_stream_capturing(struct ebb_stream *s, int on);
 int streams_capturing(struct ebb_stream *s);
