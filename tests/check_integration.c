@@ -316,8 +316,23 @@ START_TEST(vmm_mappings_seen)
 	run_ebb(argv, tight, path, &r);
 	expect_ok(&r);
 	ck_assert_int_eq(count_substr(r.err, "over EBB_LIMIT=6291456; ebb cannot move them"), 1);
+	ck_assert_int_eq(count_substr(r.err, "EBB_LIMIT was not held in this process: allocations "
+	    "the driver served (up to 4194304 bytes at once) took the job to "), 1);
 	trace_load(path, &t);
 	ck_assert_uint_eq(summary(&t, "over-limit-allocations"), 2);
+	ck_assert_uint_eq(summary(&t, "driver-served-peak-bytes"), 4u << 20);
+	trace_free(&t);
+	run_free(&r);
+	/* with two mappings at once, the driver's own allocations alone are over
+	 * the limit: no plan could hold it, and ebb says so */
+	char *two[] = { workload_path(0), "vmm", "2", NULL };
+	run_ebb(two, tight, path, &r);
+	expect_ok(&r);
+	ck_assert_int_eq(count_substr(r.err, "EBB_LIMIT was not held in this process: "
+	    "EBB_LIMIT=6291456 is below what the driver's own allocations for the job (made during "
+	    "stream captures, or not served by ebb) held at once, 8388608 bytes"), 1);
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "driver-served-peak-bytes"), 8u << 20);
 	trace_free(&t);
 	run_free(&r);
 	remove(path);

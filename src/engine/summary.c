@@ -249,6 +249,7 @@ summary_records(const struct engine_totals *t)
 		summary_record("copies-abandoned", ms->copies_abandoned);
 		summary_record("unmaps-failed", ms->unmaps_failed);
 		summary_record("over-limit-allocations", ms->over_limit);
+		summary_record("driver-served-peak-bytes", ms->driver_served_peak);
 		summary_record("held-peak-bytes", ms->held_peak);
 		summary_record("device-beyond-held-bytes", ms->beyond_held);
 		summary_record("allocations-past-driver-share", ms->past_driver_share);

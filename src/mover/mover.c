@@ -583,9 +583,20 @@ mover_unheld(char *why, size_t len)
 		    (unsigned long long)mover.limit_conf);
 		return 1;
 	}
+	if (mover.stats.over_limit > 0 && mover.stats.driver_served_peak >= mover.limit_conf) {
+		/* no plan could have held it: those bytes never move */
+		snprintf(why, len, "EBB_LIMIT=%llu is below what the driver's own allocations for "
+		    "the job (made during stream captures, or not served by ebb) held at once, %llu "
+		    "bytes, which ebb cannot move; the job held up to %llu",
+		    (unsigned long long)mover.limit_conf,
+		    (unsigned long long)mover.stats.driver_served_peak,
+		    (unsigned long long)mover.stats.held_peak);
+		return 1;
+	}
 	if (mover.stats.over_limit > 0) {
-		snprintf(why, len, "allocations the driver served took the job to %llu bytes, and "
-		    "the driver's own memory for the process to %llu, over EBB_LIMIT=%llu",
+		snprintf(why, len, "allocations the driver served (up to %llu bytes at once) took "
+		    "the job to %llu bytes, and the driver's own memory for the process to %llu, over "
+		    "EBB_LIMIT=%llu", (unsigned long long)mover.stats.driver_served_peak,
 		    (unsigned long long)mover.stats.held_peak,
 		    (unsigned long long)mover.stats.beyond_held, (unsigned long long)mover.limit_conf);
 		return 1;
@@ -599,6 +610,8 @@ void
 mover_note_unmanaged(int64_t bytes)
 {
 	serving.other_held += (uint64_t)bytes;
+	if (serving.other_held > mover.stats.driver_served_peak)
+		mover.stats.driver_served_peak = serving.other_held;
 	mover_note_held();
 	/* the driver's allocations are not refused: they can take the job over
 	 * the limit (those of a stream capture, PyTorch's graph pools) */

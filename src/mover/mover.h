@@ -78,6 +78,8 @@ struct mover_stats {
 	uint64_t copies_abandoned;	/* copies whose completion could not be known */
 	uint64_t unmaps_failed;		/* cuMemUnmap failed: that memory stays mapped, unused */
 	uint64_t over_limit;		/* the driver's allocations took the job over EBB_LIMIT */
+	uint64_t driver_served_peak;	/* the most device bytes of the driver's allocations
+					 * (mover_note_unmanaged) held at once */
 	uint64_t arena_over;		/* handles made over EBB_LIMIT where the arena's
 					 * chunks pinned the room (mover_arena_over) */
 	uint64_t arena_over_bytes;	/* the most they took ebb over EBB_LIMIT */

@@ -51,7 +51,7 @@ while read -r jobs modes more; do
 	[ "${PIPESTATUS[0]}" = 0 ] || rc=1
 	rm -f "$res/zoo$n"/*.trace
 done < "$plan"
-grep -h -E "^   [a-z_0-9]+ [^ ]+: (PASS|FAIL)" "$res"/zoo*.txt > "$OUT/summary.txt"
+grep -h -E "^   [a-z_0-9]+ [^ ]+: (PASS|UNHOLDABLE|FAIL)" "$res"/zoo*.txt > "$OUT/summary.txt"
 (cd /tmp && find ebb-results -name '*.jsonl' -o -name '*.txt' | tar czf "$OUT/records.tgz" -T -)
 # the logs, without the largest archives of traces first, until it fits
 limit=$((15 * 1024 * 1024))

@@ -9,7 +9,7 @@
  *   dlsym             dlsym every entry point by its ELF name
  * or, built as workload-linked, through the ELF symbols of -lcuda.
  *
- * Scenarios: basic, loop N, threads N, fork, fork-exit, churn N, vmm, pool N,
+ * Scenarios: basic, loop N, threads N, fork, fork-exit, churn N, vmm N, pool N,
  * query, capture, capture-limit (a graph's pool allocated while capturing),
  * capture-unjoined (a side stream the capture never joins; exits 3 when its
  * end fails),
@@ -888,12 +888,13 @@ scenario_query(void)
 }
 
 /*
- * The job's own virtual memory, as XLA allocates every buffer: a 4 MiB
- * handle mapped into a range it reserved, filled by a kernel, copied, read
- * back, unmapped; twice, the second time at the same address.
+ * The job's own virtual memory, as XLA allocates every buffer: maps (1
+ * unless given) handles of 4 MiB mapped side by side into a range it reserved, each filled by a
+ * kernel, copied, read back, and unmapped; twice, the second time at the
+ * same addresses.
  */
 static int
-scenario_vmm(void)
+scenario_vmm(int maps)
 {
 	const size_t n = (size_t)4 << 20;
 	CUmemAllocationProp prop;
@@ -906,21 +907,32 @@ scenario_vmm(void)
 	acc.location = prop.location;
 	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	CUdeviceptr va, out;
-	CK(cu.MemAddressReserve(&va, n, 0, 0, 0));
+	CUmemGenericAllocationHandle h[8];
+	if (maps < 1 || maps > 8)
+		return 2;
+	CK(cu.MemAddressReserve(&va, n * (size_t)maps, 0, 0, 0));
 	CK(cu.MemAlloc(&out, n));
 	for (int round = 0; round < 2; round++) {
-		CUmemGenericAllocationHandle h;
-		CK(cu.MemCreate(&h, n, &prop, 0));
-		CK(cu.MemMap(va, n, 0, h, 0));
-		CK(cu.MemSetAccess(va, n, &acc, 1));
-		fill_bytes(va, (uint32_t)(10 + round), n, 0);
-		launch_copy(out, va, n, 0);
-		check_bytes(out, (uint32_t)(10 + round), n, 0, "copy of mapped memory", round);
+		for (int k = 0; k < maps; k++) {
+			CUdeviceptr at = va + n * (size_t)k;
+			uint32_t v = (uint32_t)(10 + round + 2 * k);
+			CK(cu.MemCreate(&h[k], n, &prop, 0));
+			CK(cu.MemMap(at, n, 0, h[k], 0));
+			CK(cu.MemSetAccess(at, n, &acc, 1));
+			fill_bytes(at, v, n, 0);
+		}
+		for (int k = 0; k < maps; k++) {
+			launch_copy(out, va + n * (size_t)k, n, 0);
+			check_bytes(out, (uint32_t)(10 + round + 2 * k), n, 0, "copy of mapped memory",
+			    round);
+		}
 		CK(cu.CtxSynchronize());
-		CK(cu.MemUnmap(va, n));
-		CK(cu.MemRelease(h));
+		for (int k = 0; k < maps; k++) {
+			CK(cu.MemUnmap(va + n * (size_t)k, n));
+			CK(cu.MemRelease(h[k]));
+		}
 	}
-	CK(cu.MemAddressFree(va, n));
+	CK(cu.MemAddressFree(va, n * (size_t)maps));
 	CK(cu.MemFree(out));
 	return 0;
 }
@@ -2282,7 +2294,7 @@ main(int argc, char **argv)
 	else if (strcmp(what, "churn") == 0)
 		r = scenario_churn(arg > 0 ? arg : 8);
 	else if (strcmp(what, "vmm") == 0)
-		r = scenario_vmm();
+		r = scenario_vmm(arg > 0 ? arg : 1);
 	else if (strcmp(what, "query") == 0)
 		r = scenario_query();
 	else if (strcmp(what, "pool") == 0)
