@@ -175,17 +175,17 @@ END_TEST
 START_TEST(run_says_when_the_limit_was_not_held)
 {
 	static const struct {
-		const char *scenario, *limit, *fail, *want;
+		const char *scenario, *arg, *limit, *fail, *want;
 		int status;
 	} cases[] = {
-		{ "offload", "24M", "FAKECUDA_FAIL=cuCtxGetDevice:1", "cuCtxGetDevice failed", 3 },
-		{ "vmm", "6M", NULL, "over EBB_LIMIT=6291456", 3 },
-		{ "vmm", "16M", NULL, NULL, 0 },
+		{ "offload", "40", "24M", "FAKECUDA_FAIL=cuCtxGetDevice:1", "cuCtxGetDevice failed", 3 },
+		{ "vmm", "1", "6M", NULL, "over EBB_LIMIT=6291456", 3 },
+		{ "vmm", "1", "16M", NULL, NULL, 0 },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		char *argv[] = { (char *)build_path("utils/ebb"), "run", "--limit",
-			(char *)cases[i].limit, "--", workload_path(0), (char *)cases[i].scenario, "40",
-			NULL };
+			(char *)cases[i].limit, "--", workload_path(0), (char *)cases[i].scenario,
+			(char *)cases[i].arg, NULL };
 		const char *env[] = { "EBB_VERBOSE=0", cases[i].fail, NULL };
 		struct run_result r;
 		run_ebb(argv, env, NULL, &r);
