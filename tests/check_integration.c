@@ -453,6 +453,50 @@ START_TEST(graph_capture_limit)
 END_TEST
 
 /*
+ * A graph's memory nodes (cuMemAllocAsync on the capturing stream, as
+ * PyTorch's cudaMallocAsync backend allocates while capturing) are the
+ * driver's to serve, within the limit all the same: ebb makes room for each
+ * first, moving buffers the capture does not use, and the capture, global
+ * mode though it is, stays valid. Without ebb the job peaks at 48M.
+ */
+START_TEST(graph_memory_nodes_within_the_limit)
+{
+	const char *path = tmp_file("capture-async");
+	char *argv[] = { workload_path(0), "capture-async", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", NULL };
+	struct run_result r;
+	struct trace t;
+	unsigned long long frees, peak;
+
+	char libpath[4200];
+	snprintf(libpath, sizeof libpath, "LD_LIBRARY_PATH=%s", getenv("EBBTEST_FAKECUDA"));
+	char *const plain[] = { libpath, "LD_PRELOAD=", NULL };
+	run_prog(argv, plain, &r);	/* without ebb */
+	expect_ok(&r);
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_eq(peak, 48ULL << 20);
+	run_free(&r);
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	run_free(&r);
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	ck_assert_ptr_null(strstr(r.err, "over EBB_LIMIT"));
+	ck_assert_ptr_null(strstr(r.err, "not held"));
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_le(peak, 32ULL << 20);
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "over-limit-allocations"), 0);
+	ck_assert_uint_eq(summary(&t, "driver-served-peak-bytes"), 20ULL << 20);
+	ck_assert_uint_gt(summary(&t, "offloads"), 0);
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 32ULL << 20);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
  * When nothing more can move (what the capture uses stays) and the
  * driver's own memory for the process leaves ebb too little, an allocation
  * that fits under EBB_LIMIT itself is served, not failed: ebb still holds
@@ -3270,6 +3314,7 @@ main(void)
 	add_test(tc, pointer_query_while_offloading);
 	add_test(tc, graph_capture);
 	add_test(tc, graph_capture_limit);
+	add_test(tc, graph_memory_nodes_within_the_limit);
 	add_test(tc, capture_past_driver_share);
 	add_test(tc, capture_joined_at_its_end);
 	add_test(tc, event_calls_bounded);

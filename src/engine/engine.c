@@ -28,7 +28,6 @@
 #include "plan.h"
 #include "streams.h"
 #include "trace.h"
-#include "trace_format.h"
 #include "tracer.h"
 #include "vmm.h"
 
@@ -292,8 +291,9 @@ serve_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, int per_thread,
 	}
 	struct ebb_stream *s = kind == EBB_ALLOC_ASYNC || kind == EBB_ALLOC_POOL ?
 	    stream_of(stream, per_thread) : NULL;
-	/* stream-ordered on a capturing stream: the graph's own memory node */
+	/* on a capturing stream: a graph memory node, which the driver serves in room made here */
 	if (engine.capturing > 0 && s != NULL && streams_capturing(s)) {
+		mover_room_for(size);
 		engine_leave(mode);
 		return EBB_NOT_SERVED;
 	}

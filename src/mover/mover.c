@@ -352,8 +352,9 @@ past_driver_share(size_t rsize, CUresult *err)
  * moved).
  */
 struct vmm_handle *
-mover_get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
+mover_get_handle(size_t rsize, uint64_t seq, int flags, CUresult *err)
 {
+	int no_evict = flags & MOVER_NO_EVICT;
 	int device_full = 0;
 
 	for (;;) {
@@ -414,6 +415,8 @@ mover_get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err)
 		if (reclaim_block(1, 0))
 			continue;
 		*err = CUDA_ERROR_OUT_OF_MEMORY;
+		if (flags & MOVER_WITHIN)
+			return NULL;
 		h = past_driver_share(rsize, err);
 		return h != NULL || *err != CUDA_ERROR_OUT_OF_MEMORY ? h : mover_arena_over(rsize, err);
 	}

@@ -262,6 +262,10 @@ int mover_unheld(char *why, size_t len);
 /* Device bytes of allocations the driver served while ebb was offloading. */
 void mover_note_unmanaged(int64_t bytes);
 
+/* Make room within EBB_LIMIT for size bytes the driver is about to serve
+ * (a stream capture's memory node), evicting what may move (mover_lru.c). */
+void mover_room_for(size_t size);
+
 /* Sample the device's used memory (cuMemGetInfo) against what ebb holds
  * and what was used when the mover started: the most used beyond both is
  * beyond_held (the driver's own for the process: modules loaded lazily,

@@ -202,7 +202,7 @@ static CUresult
 map_chunk(uint32_t c)
 {
 	CUresult err;
-	struct vmm_handle *h = mover_get_handle(arena.chunk_bytes, 0, 1, &err);
+	struct vmm_handle *h = mover_get_handle(arena.chunk_bytes, 0, MOVER_NO_EVICT, &err);
 
 	if (h == NULL)
 		return err;

@@ -763,7 +763,7 @@ mover_copy_prefetch(struct ebb_buf *b, struct ebb_stream *after, uint64_t seq, u
 		return 0;
 	}
 	if (h == NULL)
-		h = mover_get_handle(b->mv.rsize, seq, 1, &err);
+		h = mover_get_handle(b->mv.rsize, seq, MOVER_NO_EVICT, &err);
 	if (h == NULL) {
 		mover.stats.prefetches_skipped++;
 		mover_trace_move('J', seq, b, b->size, "prefetch-no-room");

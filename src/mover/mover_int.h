@@ -71,11 +71,15 @@ void mover_host_waited(uint64_t *ns, uint64_t t0, const char *what, uint64_t seq
  * of memory, *device_full when the device itself is full). */
 struct vmm_handle *mover_try_handle(size_t rsize, int *device_full, CUresult *err);
 
+/* How mover_get_handle may make room (flags). */
+#define MOVER_NO_EVICT 1	/* wait for memory, but evict nothing */
+#define MOVER_WITHIN 2		/* make no handle past EBB_LIMIT's share when nothing can move */
+
 /* A handle of rsize bytes within the limit for operation seq (0: an
- * allocation), waiting for memory or, unless no_evict, evicting buffers for
- * it. Returns NULL with *err set (CUDA_ERROR_OUT_OF_MEMORY when nothing
- * more can be moved). */
-struct vmm_handle *mover_get_handle(size_t rsize, uint64_t seq, int no_evict, CUresult *err);
+ * allocation), waiting for memory or, unless MOVER_NO_EVICT, evicting
+ * buffers for it. Returns NULL with *err set (CUDA_ERROR_OUT_OF_MEMORY when
+ * nothing more can be moved). */
+struct vmm_handle *mover_get_handle(size_t rsize, uint64_t seq, int flags, CUresult *err);
 
 /* Keep a freed big block, still mapped at va with h, for reuse once tag is
  * done and fence (NULL: none; the block owns it) too. Returns 0, or -1 when

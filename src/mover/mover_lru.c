@@ -1,10 +1,11 @@
 /*
  * mover_lru.c: the resident movable buffers, least recently used first, and
- * which of them may be offloaded now.
+ * which of them may be offloaded now, and room made by offloading them.
  */
 #include "config.h"
 
 #include "mover_int.h"
+#include "vmm.h"
 
 /* Victims looked at for one that no queued work uses, before taking the oldest. */
 #define IDLE_SCAN 32
@@ -171,4 +172,24 @@ mover_lru_victim(uint64_t seq, size_t rsize)
 	if (pick == NULL)
 		pick = first;
 	return pick;
+}
+
+/*
+ * Make room within what ebb may hold for size bytes the driver is about to
+ * serve itself (a stream capture's memory node), as for an allocation of
+ * ebb's: a handle of that size is had (idle memory released, offloads waited
+ * for, buffers evicted) and given back. Where nothing more can move, the
+ * driver's allocation takes the job over, which mover_note_unmanaged counts.
+ */
+void
+mover_room_for(size_t size)
+{
+	size_t rsize = vmm_round(size);
+	CUresult err;
+
+	if (!mover.on || mover_held_total() + rsize <= mover.limit)
+		return;
+	struct vmm_handle *h = mover_get_handle(rsize, 0, MOVER_WITHIN, &err);
+	if (h != NULL)
+		vmm_release(h);
 }

@@ -300,27 +300,38 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
 }
 
 /*
- * Checks the stream of a stream-ordered allocation or free under fk_lock: it must exist and
- * not capture (graph memory nodes are not modelled), and the call is potentially unsafe
- * while other captures run.
+ * Checks the stream of a stream-ordered allocation or free under fk_lock: it must exist;
+ * on a stream that captures, the capture must be valid (the call is a graph memory node,
+ * *captured set), and elsewhere the call is potentially unsafe while other captures run.
  */
-static CUresult check_async_stream_locked(CUstream hStream, int ptds, struct fk_stream **s)
+static CUresult check_async_stream_locked(CUstream hStream, int ptds, struct fk_stream **s,
+                                          int *captured)
 {
     CUresult rc = fk_stream_find_locked(hStream, ptds, s);
 
-    if (rc == CUDA_SUCCESS)
-        rc = (*s)->capture ? fk_capture_refuse_locked(*s, 1) : fk_capture_unsafe_locked();
-    return rc;
+    *captured = 0;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((*s)->capture) {
+        *captured = 1;
+        return (*s)->capture_invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+    }
+    return fk_capture_unsafe_locked();
 }
 
-/* Stream-ordered allocation: the memory exists at once, so it is ready on every stream. */
+/*
+ * Stream-ordered allocation: the memory exists at once, so it is ready on every stream. On a
+ * capturing stream it is the graph's memory node's: it exists from the capture on, for
+ * every launch of the graph, as the driver's graph memory pool keeps it.
+ */
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStream, int ptds)
 {
     struct fk_stream *s;
+    int captured;
     CUresult rc;
 
     pthread_mutex_lock(&fk_lock);
-    rc = check_async_stream_locked(hStream, ptds, &s);
+    rc = check_async_stream_locked(hStream, ptds, &s, &captured);
     pthread_mutex_unlock(&fk_lock);
     return rc == CUDA_SUCCESS ? device_alloc(dptr, bytesize) : rc;
 }
@@ -372,20 +383,24 @@ static void async_free_run(struct fk_op *op)
 
 /*
  * Stream-ordered free: the address stops being an allocation now (a second free fails),
- * and the stream retires it when it reaches the free.
+ * and the stream retires it when it reaches the free. On a capturing stream it is the graph's
+ * free node: the memory stays, for the graph's launches (not modelled: its reuse by later
+ * allocations in the graph, and its release when the graph is destroyed).
  */
 static CUresult free_async(CUdeviceptr dptr, CUstream hStream, int ptds)
 {
     struct fk_stream *s;
+    int captured;
     CUresult rc;
     long i;
 
     pthread_mutex_lock(&fk_lock);
-    rc = check_async_stream_locked(hStream, ptds, &s);
+    rc = check_async_stream_locked(hStream, ptds, &s, &captured);
     i = rc == CUDA_SUCCESS ? region_at_locked((uintptr_t)dptr, REGION_DEVICE) : -1;
     if (rc == CUDA_SUCCESS && i < 0)
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS) {
+    /* a graph's free node: the memory stays for the graph's launches */
+    if (rc == CUDA_SUCCESS && !captured) {
         struct fk_op *op = fk_op_new(FK_OP_WORK, "cuMemFreeAsync", async_free_run,
                                      sizeof(struct async_free));
         struct async_free *f = (struct async_free *)op->payload;

@@ -11,6 +11,7 @@
  *
  * Scenarios: basic, loop N, threads N, fork, fork-exit, churn N, vmm N, pool N,
  * query, capture, capture-limit (a graph's pool allocated while capturing),
+ * capture-async (a graph's memory nodes: cuMemAllocAsync while capturing),
  * capture-unjoined (a side stream the capture never joins; exits 3 when its
  * end fails),
  * nccl [N] (N rounds of communicators made and destroyed), pipeline N (a
@@ -503,6 +504,55 @@ scenario_capture_limit(void)
 	}
 	CK(cu.EventRecord(join, side));
 	CK(cu.StreamWaitEvent(s, join, 0));
+	CK(cu.StreamEndCapture(s, &g));
+	CK(cu.GraphInstantiate(&ge, g, 0));
+	for (int round = 0; round < ROUNDS; round++) {
+		launch_fill(in, 7 + (uint32_t)round, n, s);
+		CK(cu.GraphLaunch(ge, s));
+		for (int i = 0; i < NCAP; i++)
+			check_bytes(cap[i], 7 + (uint32_t)round, sz, s, "graph output", i);
+		for (int i = 0; i < NOTHER; i++)
+			check_bytes(other[i], 100 + (uint32_t)i, sz, s, "buffer from before", i);
+	}
+	print_driver_stats();
+	return 0;
+}
+
+/*
+ * A capture whose memory is the graph's own, as PyTorch's cudaMallocAsync
+ * backend makes it: buffers in use before the capture (one of them the
+ * graph's input); a global-mode capture on s that allocates its outputs and
+ * a temporary with cuMemAllocAsync on s (graph memory nodes, which the
+ * driver serves), frees the temporary on s, and ends; then replays with a
+ * new input each, the earlier buffers read between them. Every value is
+ * checked.
+ */
+static int
+scenario_capture_async(void)
+{
+	enum { NOTHER = 6, NCAP = 4, ROUNDS = 3 };
+	const size_t sz = 4 << 20, n = sz / 4;
+	CUstream s;
+	CUdeviceptr other[NOTHER], in, cap[NCAP], tmp;
+	CUgraph g;
+	CUgraphExec ge;
+
+	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CK(cu.MemAlloc(&in, sz));
+	launch_fill(in, 7, n, s);
+	for (int i = 0; i < NOTHER; i++) {
+		CK(cu.MemAlloc(&other[i], sz));
+		launch_fill(other[i], 100 + (uint32_t)i, n, s);
+	}
+	CK(cu.StreamSynchronize(s));
+	CK(cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cu.MemAllocAsync(&tmp, sz, s));
+	launch_copy(tmp, in, sz, s);
+	for (int i = 0; i < NCAP; i++) {
+		CK(cu.MemAllocAsync(&cap[i], sz, s));
+		launch_copy(cap[i], tmp, sz, s);
+	}
+	CK(cu.MemFreeAsync(tmp, s));
 	CK(cu.StreamEndCapture(s, &g));
 	CK(cu.GraphInstantiate(&ge, g, 0));
 	for (int round = 0; round < ROUNDS; round++) {
@@ -2299,6 +2349,8 @@ main(int argc, char **argv)
 		r = scenario_query();
 	else if (strcmp(what, "pool") == 0)
 		r = scenario_pool(arg > 0 ? arg : 30);
+	else if (strcmp(what, "capture-async") == 0)
+		r = scenario_capture_async();
 	else if (strcmp(what, "capture") == 0)
 		r = scenario_capture();
 	else if (strcmp(what, "capture-limit") == 0)
