@@ -366,6 +366,14 @@ streams_set_stream_capturing(struct ebb_stream *s, int on)
 	s->origin = on;
 }
 
+CUresult
+streams_after_event(struct ebb_stream *s, CUevent ev)
+{
+	if (streams_capturing(s))
+		return streams_event_wait(ev);
+	return ebb_real.cuStreamWaitEvent(s->handle, ev, 0);
+}
+
 int
 streams_capturing(struct ebb_stream *s)
 {

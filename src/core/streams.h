@@ -104,6 +104,15 @@ CUresult streams_sync(struct ebb_stream *s, uint64_t seq);
 CUresult streams_event_wait(CUevent ev);
 
 /*
+ * Order s's later work after ev, which ebb recorded on a stream of its own:
+ * s waits for it, or, where s captures, the host does (streams_event_wait),
+ * so that the graph takes no dependency on ebb's uncaptured work, which the
+ * driver refuses (CUDA_ERROR_STREAM_CAPTURE_ISOLATION) and which would not
+ * be there at the graph's launches.
+ */
+CUresult streams_after_event(struct ebb_stream *s, CUevent ev);
+
+/*
  * The calling thread's capture interaction mode made relaxed, so that ebb's
  * own driver calls (event queries and waits, VMM calls) neither fail nor
  * invalidate a capture of the job's; returns the mode to give back to

@@ -401,8 +401,7 @@ free_tag(const struct ebb_buf *b, struct ebb_stream *s, int async, struct ebb_ta
 	t->n = b->nstreams;
 }
 
-/* A free, before the driver sees it. Returns 1 when ebb served the buffer
- * and freed it, 0 when the driver must free it. */
+/* A free, before the driver sees it: 1 when ebb served the buffer and freed it, else 0. */
 static int
 note_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 {
@@ -428,7 +427,8 @@ note_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 		free_tag(b, s, async, &t);
 		kept = mover_free(b, &t);
 	} else if (engine.conf->mode == EBB_MODE_OFFLOAD) {
-		mover_note_unmanaged(-(int64_t)b->size);
+		/* a graph's free node: the driver keeps the memory for the graph */
+		mover_note_unmanaged(async && streams_capturing(s) ? 0 : -(int64_t)b->size);
 	}
 	if (!kept)
 		ebb_buf_put(b);

@@ -252,6 +252,7 @@ summary_records(const struct engine_totals *t)
 		summary_record("driver-served-peak-bytes", ms->driver_served_peak);
 		summary_record("held-peak-bytes", ms->held_peak);
 		summary_record("device-beyond-held-bytes", ms->beyond_held);
+		summary_record("device-process-peak-bytes", ms->process_peak);
 		summary_record("allocations-past-driver-share", ms->past_driver_share);
 		summary_record("host-pinned-bytes", ms->host_pinned);
 		summary_record("handles-created", ms->handles_created);

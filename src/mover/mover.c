@@ -259,19 +259,6 @@ evict_one(uint64_t seq, size_t rsize)
 	return 0;
 }
 
-/* A new physical handle of rsize bytes, counted as held (mover_int.h). */
-CUresult
-mover_make_handle(size_t rsize, struct vmm_handle **h)
-{
-	CUresult r = vmm_create(rsize, h);
-
-	if (r == CUDA_SUCCESS) {
-		mover.stats.handles_created++;
-		mover_note_held();
-	}
-	return r;
-}
-
 /*
  * A handle of rsize bytes within the limit if one is to be had without
  * waiting or moving anything: a pooled one, a new one (unless *device_full),
@@ -543,6 +530,8 @@ mover_sample_device(void)
 	uint64_t extra = used > held ? used - held : 0;
 	if (extra > mover.stats.beyond_held)
 		mover.stats.beyond_held = extra;
+	if (used > serving.used_at_start && used - serving.used_at_start > mover.stats.process_peak)
+		mover.stats.process_peak = used - serving.used_at_start;
 	serving.driver_now = extra;
 	/* the last sample, not the most: what another process or a library
 	 * holds a while is given back to ebb when it goes */
@@ -594,6 +583,16 @@ mover_unheld(char *why, size_t len)
 		    (unsigned long long)mover.limit_conf,
 		    (unsigned long long)mover.stats.driver_served_peak,
 		    (unsigned long long)mover.stats.held_peak);
+		return 1;
+	}
+	if (mover.stats.over_limit == 0 && mover.stats.process_peak > mover.limit_conf) {
+		snprintf(why, len, "the device memory the process used reached %llu bytes, over "
+		    "EBB_LIMIT=%llu: ebb held up to %llu (%llu of them the driver's allocations), and "
+		    "the driver's own memory for the process grew to %llu beyond it",
+		    (unsigned long long)mover.stats.process_peak, (unsigned long long)mover.limit_conf,
+		    (unsigned long long)mover.stats.held_peak,
+		    (unsigned long long)mover.stats.driver_served_peak,
+		    (unsigned long long)mover.stats.beyond_held);
 		return 1;
 	}
 	if (mover.stats.over_limit > 0) {

@@ -88,6 +88,8 @@ struct mover_stats {
 	uint64_t held, held_peak;	/* device bytes ebb holds: handles, slabs, others */
 	uint64_t beyond_held;		/* the most device memory used beyond what ebb held and
 					 * what was used when it started (mover_sample_device) */
+	uint64_t process_peak;		/* the most device memory used beyond what was used when
+					 * it started, at a sample: the process's */
 	uint64_t host_pinned;
 	uint64_t host_pin_ns;		/* spent pinning it (out of the offloads' costs) */
 	uint64_t handles_created;

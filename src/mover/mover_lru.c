@@ -1,11 +1,25 @@
 /*
  * mover_lru.c: the resident movable buffers, least recently used first, and
- * which of them may be offloaded now, and room made by offloading them.
+ * which of them may be offloaded now; room made by offloading them, and
+ * new handles.
  */
 #include "config.h"
 
 #include "mover_int.h"
 #include "vmm.h"
+
+/* A new physical handle of rsize bytes, counted as held (mover_int.h). */
+CUresult
+mover_make_handle(size_t rsize, struct vmm_handle **h)
+{
+	CUresult r = vmm_create(rsize, h);
+
+	if (r == CUDA_SUCCESS) {
+		mover.stats.handles_created++;
+		mover_note_held();
+	}
+	return r;
+}
 
 /* Victims looked at for one that no queued work uses, before taking the oldest. */
 #define IDLE_SCAN 32

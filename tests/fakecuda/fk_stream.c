@@ -819,7 +819,9 @@ static int event_valid(CUevent e)
 /*
  * Makes the stream wait for the event's record current now (no-op if it ran, was never
  * recorded, or the stream is capturing: a captured graph runs in order on one stream).
- * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED / _IMPLICIT as for any submission.
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED / _IMPLICIT as for any submission; a capturing
+ * stream that would wait for uncaptured work not done yet (without CU_EVENT_WAIT_EXTERNAL)
+ * gets CUDA_ERROR_STREAM_CAPTURE_ISOLATION, its capture invalidated.
  */
 static CUresult stream_wait_event(CUstream hStream, CUevent hEvent, unsigned int flags, int ptds)
 {
@@ -850,6 +852,11 @@ static CUresult stream_wait_event(CUstream hStream, CUevent hEvent, unsigned int
         }
         if (rc == CUDA_SUCCESS && hEvent->cap_ops > src->capture_joined)
             src->capture_joined = hEvent->cap_ops;
+    } else if (rc == CUDA_SUCCESS && s->capture && hEvent->rec && !hEvent->rec->done &&
+               !(flags & CU_EVENT_WAIT_EXTERNAL)) {
+        /* a capture's dependency on uncaptured work still queued: the driver refuses it */
+        fk_capture_invalidate_locked(s);
+        rc = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
     } else if (rc == CUDA_SUCCESS && hEvent->rec && !hEvent->rec->done) {
         struct fk_op *w = fk_op_new(FK_OP_WAIT, "cuStreamWaitEvent", NULL, 0);
 

@@ -523,9 +523,9 @@ scenario_capture_limit(void)
  * backend makes it: buffers in use before the capture (one of them the
  * graph's input); a global-mode capture on s that allocates its outputs and
  * a temporary with cuMemAllocAsync on s (graph memory nodes, which the
- * driver serves), frees the temporary on s, and ends; then replays with a
- * new input each, the earlier buffers read between them. Every value is
- * checked.
+ * driver serves), copies the first of the earlier buffers into one more,
+ * frees the temporary on s, and ends; then replays with a new input each,
+ * the earlier buffers read between them. Every value is checked.
  */
 static int
 scenario_capture_async(void)
@@ -533,7 +533,7 @@ scenario_capture_async(void)
 	enum { NOTHER = 6, NCAP = 4, ROUNDS = 3 };
 	const size_t sz = 4 << 20, n = sz / 4;
 	CUstream s;
-	CUdeviceptr other[NOTHER], in, cap[NCAP], tmp;
+	CUdeviceptr other[NOTHER], in, cap[NCAP], tmp, kept;
 	CUgraph g;
 	CUgraphExec ge;
 
@@ -552,6 +552,9 @@ scenario_capture_async(void)
 		CK(cu.MemAllocAsync(&cap[i], sz, s));
 		launch_copy(cap[i], tmp, sz, s);
 	}
+	/* and one of the buffers from before, used by the graph from here on */
+	CK(cu.MemAllocAsync(&kept, sz, s));
+	launch_copy(kept, other[0], sz, s);
 	CK(cu.MemFreeAsync(tmp, s));
 	CK(cu.StreamEndCapture(s, &g));
 	CK(cu.GraphInstantiate(&ge, g, 0));
@@ -560,6 +563,7 @@ scenario_capture_async(void)
 		CK(cu.GraphLaunch(ge, s));
 		for (int i = 0; i < NCAP; i++)
 			check_bytes(cap[i], 7 + (uint32_t)round, sz, s, "graph output", i);
+		check_bytes(kept, 100, sz, s, "graph copy of a buffer from before", 0);
 		for (int i = 0; i < NOTHER; i++)
 			check_bytes(other[i], 100 + (uint32_t)i, sz, s, "buffer from before", i);
 	}
