@@ -427,8 +427,8 @@ note_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 		free_tag(b, s, async, &t);
 		kept = mover_free(b, &t);
 	} else if (engine.conf->mode == EBB_MODE_OFFLOAD) {
-		/* a graph's free node: the driver keeps the memory for the graph */
-		mover_note_unmanaged(async && streams_capturing(s) ? 0 : -(int64_t)b->size);
+		/* in a capture, a graph's free node: the driver keeps the memory */
+		mover_note_driver_free(b->size, async && streams_capturing(s));
 	}
 	if (!kept)
 		ebb_buf_put(b);

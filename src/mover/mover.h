@@ -268,6 +268,10 @@ void mover_note_unmanaged(int64_t bytes);
  * (a stream capture's memory node), evicting what may move (mover_lru.c). */
 void mover_room_for(size_t size);
 
+/* The driver's allocation of size bytes is freed, by a graph (graph: in a
+ * capture, its memory kept for graphs and counted) or not (mover_lru.c). */
+void mover_note_driver_free(size_t size, int graph);
+
 /* Sample the device's used memory (cuMemGetInfo) against what ebb holds
  * and what was used when the mover started: the most used beyond both is
  * beyond_held (the driver's own for the process: modules loaded lazily,

@@ -44,6 +44,8 @@ struct mover {
 					 * started (mover_sample_device) */
 	int capturing;			/* a stream capture runs: the plan's moves pause, and a
 					 * consumer waits on a restore's event (kept for the graph) */
+	uint64_t graph_kept;		/* bytes of the driver's allocations that graphs freed,
+					 * which the driver keeps for graphs (mover_room_for) */
 	struct mover_stats stats;	/* the counters mover_stats reports */
 	mover_keep_fn keep;		/* the buffers the plan keeps (mover_set_keeper) */
 };

@@ -192,18 +192,34 @@ mover_lru_victim(uint64_t seq, size_t rsize)
  * Make room within what ebb may hold for size bytes the driver is about to
  * serve itself (a stream capture's memory node), as for an allocation of
  * ebb's: a handle of that size is had (idle memory released, offloads waited
- * for, buffers evicted) and given back. Where nothing more can move, the
- * driver's allocation takes the job over, which mover_note_unmanaged counts.
+ * for, buffers evicted) and given back. The driver serves a graph's memory
+ * from what graphs freed first (its graph memory pool), so that much of it
+ * is counted once. Where nothing more can move, the driver's allocation
+ * takes the job over, which mover_note_unmanaged counts.
  */
 void
 mover_room_for(size_t size)
 {
 	size_t rsize = vmm_round(size);
+	uint64_t reuse = mover.graph_kept < rsize ? mover.graph_kept : rsize;
 	CUresult err;
 
+	mover.graph_kept -= reuse;
+	mover_note_unmanaged(-(int64_t)reuse);
 	if (!mover.on || mover_held_total() + rsize <= mover.limit)
 		return;
 	struct vmm_handle *h = mover_get_handle(rsize, 0, MOVER_WITHIN, &err);
 	if (h != NULL)
 		vmm_release(h);
+}
+
+/* The driver's allocation of size bytes is freed; by a graph (in a capture):
+ * the driver keeps its memory for graphs, and it stays counted. */
+void
+mover_note_driver_free(size_t size, int graph)
+{
+	if (graph)
+		mover.graph_kept += size;
+	else
+		mover_note_unmanaged(-(int64_t)size);
 }
