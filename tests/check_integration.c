@@ -418,6 +418,39 @@ START_TEST(graph_capture)
 END_TEST
 
 /*
+ * Run a capture scenario in observe mode and in offload mode under
+ * EBB_LIMIT=limit MiB: every value right in both, the limit held (the fake
+ * driver's peak, ebb's own count, nothing said over it or unheld), buffers
+ * offloaded for room. t gets the offload run's trace (trace_free it).
+ */
+static void
+capture_within(const char *scenario, unsigned limit, const char *path, struct trace *t)
+{
+	char *argv[] = { workload_path(0), (char *)scenario, NULL };
+	char env_limit[32];
+	const char *env[] = { "EBB_MODE=offload", env_limit, NULL };
+	struct run_result r;
+	unsigned long long frees, peak;
+
+	snprintf(env_limit, sizeof env_limit, "EBB_LIMIT=%uM", limit);
+	run_ebb(argv, NULL, path, &r);
+	expect_ok(&r);
+	run_free(&r);
+	run_ebb(argv, env, path, &r);
+	expect_ok(&r);
+	ck_assert_ptr_null(strstr(r.err, "over EBB_LIMIT"));
+	ck_assert_ptr_null(strstr(r.err, "not held"));
+	driver_line(r.out, &frees, &peak);
+	ck_assert_uint_le(peak, (unsigned long long)limit << 20);
+	run_free(&r);
+	trace_load(path, t);
+	ck_assert_uint_eq(summary(t, "over-limit-allocations"), 0);
+	ck_assert_uint_gt(summary(t, "offloads"), 0);
+	ck_assert_uint_le(summary(t, "held-peak-bytes"), (unsigned long long)limit << 20);
+	ck_assert_uint_le(summary(t, "device-process-peak-bytes"), (unsigned long long)limit << 20);
+}
+
+/*
  * A graph's memory allocated while capturing (relaxed mode, as PyTorch's
  * graph pools are) under a limit the capture does not fit in: ebb serves it
  * within the limit, moving buffers the capture does not use, and the
@@ -426,28 +459,12 @@ END_TEST
 START_TEST(graph_capture_limit)
 {
 	const char *path = tmp_file("capture-limit");
-	char *argv[] = { workload_path(0), "capture-limit", NULL };
-	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", NULL };
-	struct run_result r;
 	struct trace t;
-	unsigned long long frees, peak;
 
-	run_ebb(argv, NULL, path, &r);
-	expect_ok(&r);
-	run_free(&r);
-	run_ebb(argv, env, path, &r);
-	expect_ok(&r);
-	ck_assert_ptr_null(strstr(r.err, "over EBB_LIMIT"));
-	driver_line(r.out, &frees, &peak);
-	ck_assert_uint_le(peak, 32ULL << 20);
-	trace_load(path, &t);
+	capture_within("capture-limit", 32, path, &t);
 	ck_assert_uint_eq(count_type(&t, 'P'), 2);
-	ck_assert_uint_eq(summary(&t, "over-limit-allocations"), 0);
 	ck_assert_uint_eq(summary(&t, "refusals"), 0);
-	ck_assert_uint_gt(summary(&t, "offloads"), 0);
-	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 32ULL << 20);
 	trace_free(&t);
-	run_free(&r);
 	remove(path);
 }
 END_TEST
@@ -467,7 +484,6 @@ START_TEST(graph_memory_nodes_within_the_limit)
 {
 	const char *path = tmp_file("capture-async");
 	char *argv[] = { workload_path(0), "capture-async", NULL };
-	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=40M", NULL };
 	struct run_result r;
 	struct trace t;
 	unsigned long long frees, peak;
@@ -480,23 +496,9 @@ START_TEST(graph_memory_nodes_within_the_limit)
 	driver_line(r.out, &frees, &peak);
 	ck_assert_uint_eq(peak, 52ULL << 20);
 	run_free(&r);
-	run_ebb(argv, NULL, path, &r);
-	expect_ok(&r);
-	run_free(&r);
-	run_ebb(argv, env, path, &r);
-	expect_ok(&r);
-	ck_assert_ptr_null(strstr(r.err, "over EBB_LIMIT"));
-	ck_assert_ptr_null(strstr(r.err, "not held"));
-	driver_line(r.out, &frees, &peak);
-	ck_assert_uint_le(peak, 40ULL << 20);
-	trace_load(path, &t);
-	ck_assert_uint_eq(summary(&t, "over-limit-allocations"), 0);
+	capture_within("capture-async", 40, path, &t);
 	ck_assert_uint_eq(summary(&t, "driver-served-peak-bytes"), 24ULL << 20);
-	ck_assert_uint_le(summary(&t, "device-process-peak-bytes"), 40ULL << 20);
-	ck_assert_uint_gt(summary(&t, "offloads"), 0);
-	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 40ULL << 20);
 	trace_free(&t);
-	run_free(&r);
 	remove(path);
 }
 END_TEST

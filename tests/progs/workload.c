@@ -467,11 +467,40 @@ static void check_bytes(CUdeviceptr p, uint32_t v, size_t bytes, CUstream s, con
     int i);
 static void print_driver_stats(void);
 
+/* The capture scenarios' buffers from before a capture, of sz bytes each:
+ * in (7) and n others (100 + i), filled on s and waited for. */
+static void
+capture_inputs(CUstream s, size_t sz, CUdeviceptr *in, CUdeviceptr *other, int n)
+{
+	CK(cu.MemAlloc(in, sz));
+	launch_fill(*in, 7, sz / 4, s);
+	for (int i = 0; i < n; i++) {
+		CK(cu.MemAlloc(&other[i], sz));
+		launch_fill(other[i], 100 + (uint32_t)i, sz / 4, s);
+	}
+	CK(cu.StreamSynchronize(s));
+}
+
+/* Round round of a capture scenario: a new input (7 + round), a launch of
+ * ge on s, its ncap outputs copies of it, and the n buffers from before as
+ * they were. */
+static void
+capture_replay(CUgraphExec ge, CUstream s, size_t sz, CUdeviceptr in, const CUdeviceptr *cap,
+    int ncap, const CUdeviceptr *other, int n, int round)
+{
+	launch_fill(in, 7 + (uint32_t)round, sz / 4, s);
+	CK(cu.GraphLaunch(ge, s));
+	for (int i = 0; i < ncap; i++)
+		check_bytes(cap[i], 7 + (uint32_t)round, sz, s, "graph output", i);
+	for (int i = 0; i < n; i++)
+		check_bytes(other[i], 100 + (uint32_t)i, sz, s, "buffer from before", i);
+}
+
 static int
 scenario_capture_limit(void)
 {
 	enum { NOTHER = 6, NCAP = 4, ROUNDS = 3 };
-	const size_t sz = 4 << 20, n = sz / 4;
+	const size_t sz = 4 << 20;
 	CUstream s, side;
 	CUevent fork, join;
 	CUdeviceptr other[NOTHER], in, cap[NCAP];
@@ -482,13 +511,7 @@ scenario_capture_limit(void)
 	CK(cu.StreamCreate(&side, CU_STREAM_NON_BLOCKING));
 	CK(cu.EventCreate(&fork, CU_EVENT_DISABLE_TIMING));
 	CK(cu.EventCreate(&join, CU_EVENT_DISABLE_TIMING));
-	CK(cu.MemAlloc(&in, sz));
-	launch_fill(in, 7, n, s);
-	for (int i = 0; i < NOTHER; i++) {
-		CK(cu.MemAlloc(&other[i], sz));
-		launch_fill(other[i], 100 + (uint32_t)i, n, s);
-	}
-	CK(cu.StreamSynchronize(s));
+	capture_inputs(s, sz, &in, other, NOTHER);
 	CK(cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
 	CK(cu.EventRecord(fork, s));
 	CK(cu.StreamWaitEvent(side, fork, 0));
@@ -506,14 +529,8 @@ scenario_capture_limit(void)
 	CK(cu.StreamWaitEvent(s, join, 0));
 	CK(cu.StreamEndCapture(s, &g));
 	CK(cu.GraphInstantiate(&ge, g, 0));
-	for (int round = 0; round < ROUNDS; round++) {
-		launch_fill(in, 7 + (uint32_t)round, n, s);
-		CK(cu.GraphLaunch(ge, s));
-		for (int i = 0; i < NCAP; i++)
-			check_bytes(cap[i], 7 + (uint32_t)round, sz, s, "graph output", i);
-		for (int i = 0; i < NOTHER; i++)
-			check_bytes(other[i], 100 + (uint32_t)i, sz, s, "buffer from before", i);
-	}
+	for (int round = 0; round < ROUNDS; round++)
+		capture_replay(ge, s, sz, in, cap, NCAP, other, NOTHER, round);
 	print_driver_stats();
 	return 0;
 }
@@ -531,20 +548,14 @@ static int
 scenario_capture_async(void)
 {
 	enum { NOTHER = 6, NCAP = 4, ROUNDS = 3 };
-	const size_t sz = 4 << 20, n = sz / 4;
+	const size_t sz = 4 << 20;
 	CUstream s;
 	CUdeviceptr other[NOTHER], in, cap[NCAP], tmp, kept;
 	CUgraph g;
 	CUgraphExec ge;
 
 	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
-	CK(cu.MemAlloc(&in, sz));
-	launch_fill(in, 7, n, s);
-	for (int i = 0; i < NOTHER; i++) {
-		CK(cu.MemAlloc(&other[i], sz));
-		launch_fill(other[i], 100 + (uint32_t)i, n, s);
-	}
-	CK(cu.StreamSynchronize(s));
+	capture_inputs(s, sz, &in, other, NOTHER);
 	CK(cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
 	CK(cu.MemAllocAsync(&tmp, sz, s));
 	launch_copy(tmp, in, sz, s);
@@ -559,13 +570,8 @@ scenario_capture_async(void)
 	CK(cu.StreamEndCapture(s, &g));
 	CK(cu.GraphInstantiate(&ge, g, 0));
 	for (int round = 0; round < ROUNDS; round++) {
-		launch_fill(in, 7 + (uint32_t)round, n, s);
-		CK(cu.GraphLaunch(ge, s));
-		for (int i = 0; i < NCAP; i++)
-			check_bytes(cap[i], 7 + (uint32_t)round, sz, s, "graph output", i);
+		capture_replay(ge, s, sz, in, cap, NCAP, other, NOTHER, round);
 		check_bytes(kept, 100, sz, s, "graph copy of a buffer from before", 0);
-		for (int i = 0; i < NOTHER; i++)
-			check_bytes(other[i], 100 + (uint32_t)i, sz, s, "buffer from before", i);
 	}
 	print_driver_stats();
 	return 0;
