@@ -425,11 +425,11 @@ mover_refuse(size_t size, const char *why)
 	if (mover.limit < mover.limit_conf)
 		snprintf(driver, sizeof driver, " (%llu of it the driver's own for the process)",
 		    (unsigned long long)(mover.limit_conf - mover.limit));
-	ebb_log(level, "out of memory for %zu bytes under "
-	    "EBB_LIMIT=%llu%s: %llu bytes held, "
-	    "%llu of them in movable resident buffers, %llu offloads in flight (%s%s)", size,
-	    (unsigned long long)mover.limit_conf, driver, (unsigned long long)mover_held_total(),
-	    (unsigned long long)movable, (unsigned long long)mover_copy_inflight(), why,
+	ebb_log(level, "out of memory for %zu bytes under EBB_LIMIT=%llu%s: %llu bytes held, "
+	    "%llu of them in movable resident buffers and %llu the driver's allocations (a graph's "
+	    "memory), %llu offloads in flight (%s%s)", size, (unsigned long long)mover.limit_conf,
+	    driver, (unsigned long long)mover_held_total(), (unsigned long long)movable,
+	    (unsigned long long)serving.other_held, (unsigned long long)mover_copy_inflight(), why,
 	    serving.host_short ? "; pinned host memory ran out" : "");
 	mover_trace_move('J', 0, NULL, size, why);
 }
