@@ -478,7 +478,8 @@ END_TEST
  * so moved that the capture then uses comes back with the host waiting for
  * it, not the capture (which the driver refuses: its error 905 reached the
  * job before), and the capture, global mode though it is, stays valid.
- * Without ebb the job peaks at 52M; under 40M, 24M of it the graph's.
+ * Without ebb the job peaks at 52M; under 40M, 24M of it the graph's;
+ * under 32M it runs on past the limit and says so.
  */
 START_TEST(graph_memory_nodes_within_the_limit)
 {
@@ -499,6 +500,20 @@ START_TEST(graph_memory_nodes_within_the_limit)
 	capture_within("capture-async", 40, path, &t);
 	ck_assert_uint_eq(summary(&t, "driver-served-peak-bytes"), 24ULL << 20);
 	trace_free(&t);
+	/* under 32M, what the graph uses (its 24M and two buffers of 4M) leaves
+	 * no room to bring the others back: they come back past the limit, as
+	 * the job needs them, and the exit says the limit was not held (before,
+	 * the job got out of memory) */
+	const char *tight[] = { "EBB_MODE=offload", "EBB_LIMIT=32M", NULL };
+	run_ebb(argv, tight, path, &r);
+	expect_ok(&r);
+	ck_assert_int_eq(count_substr(r.err, "EBB_LIMIT was not held in this process: the device "
+	    "memory the process used reached 37748736 bytes, over EBB_LIMIT=33554432"), 1);
+	trace_load(path, &t);
+	ck_assert_uint_ge(summary(&t, "allocations-past-driver-share"), 1);
+	ck_assert_uint_eq(summary(&t, "refusals"), 0);
+	trace_free(&t);
+	run_free(&r);
 	remove(path);
 }
 END_TEST

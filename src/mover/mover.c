@@ -297,18 +297,19 @@ mover_try_handle(size_t rsize, int *device_full, CUresult *err)
 
 /*
  * Nothing more can move, and a handle of rsize bytes does not fit beside
- * the driver's own memory for the process, but it fits under EBB_LIMIT
- * itself: make it (failing the job's allocation would be worse than the
- * driver's memory going over), count it, and say once by how much the
- * process goes over. NULL, with *err set where the driver failed, when it
- * does not fit or cannot be made.
+ * the driver's memory for the process (its own, and its allocations, such
+ * as a graph's, that ebb counts as held), but beside ebb's own buffers it
+ * fits under EBB_LIMIT: make it (failing the job's allocation would be
+ * worse than the driver's memory going over), count it, and say once by
+ * how much the process goes over. NULL, with *err set where the driver
+ * failed, when it does not fit or cannot be made.
  */
 static struct vmm_handle *
 past_driver_share(size_t rsize, CUresult *err)
 {
 	struct vmm_handle *h;
 
-	if (mover.limit >= mover.limit_conf || mover_held_total() + rsize > mover.limit_conf)
+	if (mover_held_total() - serving.other_held + rsize > mover.limit_conf)
 		return NULL;
 	CUresult r = mover_make_handle(rsize, &h);
 	if (r != CUDA_SUCCESS) {
@@ -320,8 +321,9 @@ past_driver_share(size_t rsize, CUresult *err)
 	    "the job needs does not fit under EBB_LIMIT=%llu beside the driver's own %llu bytes "
 	    "for the process: ebb holds %llu bytes, within EBB_LIMIT, and the driver's memory "
 	    "takes the process over it (counted in the summary)",
-	    (unsigned long long)mover.limit_conf, (unsigned long long)serving.driver_now,
-	    (unsigned long long)mover_held_total());
+	    (unsigned long long)mover.limit_conf,
+	    (unsigned long long)(serving.driver_now + serving.other_held),
+	    (unsigned long long)(mover_held_total() - serving.other_held));
 	return h;
 }
 
