@@ -519,6 +519,43 @@ START_TEST(graph_memory_nodes_within_the_limit)
 END_TEST
 
 /*
+ * The driver commits a graph's memory pool as it first launches the graph
+ * (FAKECUDA_GRAPH_POOL_BYTES here): ebb samples the device after every
+ * graph launch, so that the pool counts against EBB_LIMIT from then on, and
+ * where it takes the process over the limit the exit says so (it said
+ * nothing before: no allocation came after the launch to sample at).
+ */
+START_TEST(graph_pool_counted)
+{
+	const char *path = tmp_file("graph-pool");
+	char *argv[] = { workload_path(0), "capture", NULL };
+	const char *over[] = { "EBB_MODE=offload", "EBB_LIMIT=8M", "FAKECUDA_GRAPH_POOL_BYTES=8M",
+		NULL };
+	const char *within[] = { "EBB_MODE=offload", "EBB_LIMIT=16M",
+		"FAKECUDA_GRAPH_POOL_BYTES=8M", NULL };
+	struct run_result r;
+	struct trace t;
+
+	run_ebb(argv, over, path, &r);
+	expect_ok(&r);
+	ck_assert_int_eq(count_substr(r.err, "EBB_LIMIT was not held in this process: the device "
+	    "memory the process used reached 12582912 bytes, over EBB_LIMIT=8388608"), 1);
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "device-beyond-held-bytes"), 8ULL << 20);
+	trace_free(&t);
+	run_free(&r);
+	run_ebb(argv, within, path, &r);
+	expect_ok(&r);
+	ck_assert_ptr_null(strstr(r.err, "not held"));
+	trace_load(path, &t);
+	ck_assert_uint_eq(summary(&t, "device-process-peak-bytes"), 12ULL << 20);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
  * When nothing more can move (what the capture uses stays) and the
  * driver's own memory for the process leaves ebb too little, an allocation
  * that fits under EBB_LIMIT itself is served, not failed: ebb still holds
@@ -3342,6 +3379,7 @@ main(void)
 	add_test(tc, graph_capture);
 	add_test(tc, graph_capture_limit);
 	add_test(tc, graph_memory_nodes_within_the_limit);
+	add_test(tc, graph_pool_counted);
 	add_test(tc, capture_past_driver_share);
 	add_test(tc, capture_joined_at_its_end);
 	add_test(tc, event_calls_bounded);

@@ -751,13 +751,13 @@ op_end(struct ebb_op *op, int error, uint64_t call_ns)
 
 	if (op->timed)
 		ebb_cupti_pop();
-	/* stream progress matters to the mover only: observe mode takes no second
-	 * lock (nor does it record an iteration) */
+	/* the mover's alone: observe mode takes no second lock, nor records an iteration */
 	if (engine.conf->mode == EBB_MODE_OFFLOAD && (op->tracker != NULL || call_ns != 0)) {
 		int mode = engine_enter();
-		/* the driver's call, for the job's host pace */
-		if (call_ns != 0)
+		if (call_ns != 0)	/* the driver's call, for the job's host pace */
 			exec_op_called(op->seq, call_ns);
+		if (op->kind == EBB_OP_GRAPH)	/* the driver commits a graph's pool as it launches it */
+			mover_sample_device();
 		if (op->tracker != NULL) {
 			/* before streams_after: what covers this operation covers its hashes */
 			if (op->probed && error == 0 && tl_set.seq == op->seq)

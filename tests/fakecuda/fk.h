@@ -39,6 +39,7 @@ struct fk_config {
     int no_vmm;               /* FAKECUDA_NO_VMM */
     int verbose;              /* FAKECUDA_VERBOSE */
     uint64_t lazy_load_bytes; /* FAKECUDA_LAZY_LOAD_BYTES */
+    uint64_t graph_pool_bytes; /* FAKECUDA_GRAPH_POOL_BYTES */
 };
 extern struct fk_config fk_cfg;
 

@@ -247,6 +247,7 @@ static void config_read(void)
     fk_cfg.no_vmm = (int)env_number("FAKECUDA_NO_VMM", 0, 0, 1);
     fk_cfg.verbose = (int)env_number("FAKECUDA_VERBOSE", 0, 0, 1);
     fk_cfg.lazy_load_bytes = env_number("FAKECUDA_LAZY_LOAD_BYTES", 1, 0, 1ull << 40);
+    fk_cfg.graph_pool_bytes = env_number("FAKECUDA_GRAPH_POOL_BYTES", 1, 0, 1ull << 40);
     if (fail && *fail) {
         char *copy = fk_xcalloc(strlen(fail) + 1, 1), *save = NULL;
 

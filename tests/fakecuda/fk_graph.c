@@ -17,6 +17,7 @@ struct fk_graph {
     uint32_t tag;
     struct fk_op *head, *tail;
     struct fk_graph *prev, *next; /* in all_graphs, under fk_lock */
+    int launched;                 /* an executable graph launched once (FAKECUDA_GRAPH_POOL_BYTES) */
 };
 
 static uint64_t next_capture_id = 1; /* under fk_lock */
@@ -367,7 +368,9 @@ static int exec_valid(CUgraphExec x)
 
 /*
  * Queues a fresh copy of every op of the executable graph on the stream, in order (errors as
- * for any submission, fk_submit_locked).
+ * for any submission, fk_submit_locked). Its first launch takes FAKECUDA_GRAPH_POOL_BYTES of
+ * device memory, held to the end, as the driver commits a graph's memory pool when it first
+ * launches it.
  */
 static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream, int ptds)
 {
@@ -379,6 +382,11 @@ static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream, int ptds)
         return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&fk_lock);
     rc = fk_stream_find_locked(hStream, ptds, &s);
+    if (rc == CUDA_SUCCESS && !x->launched && fk_cfg.graph_pool_bytes &&
+        fk_budget_take_locked(fk_cfg.graph_pool_bytes))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS)
+        x->launched = 1;
     for (struct fk_op *op = x->head; rc == CUDA_SUCCESS && op; op = op->next)
         rc = fk_submit_locked(s, fk_op_clone(op));
     pthread_mutex_unlock(&fk_lock);
