@@ -367,9 +367,9 @@ streams_set_stream_capturing(struct ebb_stream *s, int on)
 }
 
 CUresult
-streams_after_event(struct ebb_stream *s, CUevent ev)
+streams_after_event(struct ebb_stream *s, CUevent ev, int capturing)
 {
-	if (streams_capturing(s))
+	if (capturing && streams_capturing(s))
 		return streams_event_wait(ev);
 	return ebb_real.cuStreamWaitEvent(s->handle, ev, 0);
 }

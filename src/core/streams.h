@@ -108,9 +108,10 @@ CUresult streams_event_wait(CUevent ev);
  * s waits for it, or, where s captures, the host does (streams_event_wait),
  * so that the graph takes no dependency on ebb's uncaptured work, which the
  * driver refuses (CUDA_ERROR_STREAM_CAPTURE_ISOLATION) and which would not
- * be there at the graph's launches.
+ * be there at the graph's launches. capturing: whether any capture runs
+ * (where none does, s is not asked about, which may take a driver call).
  */
-CUresult streams_after_event(struct ebb_stream *s, CUevent ev);
+CUresult streams_after_event(struct ebb_stream *s, CUevent ev, int capturing);
 
 /*
  * The calling thread's capture interaction mode made relaxed, so that ebb's

@@ -428,7 +428,7 @@ note_free(CUdeviceptr p, CUstream stream, int per_thread, int async)
 		kept = mover_free(b, &t);
 	} else if (engine.conf->mode == EBB_MODE_OFFLOAD) {
 		/* in a capture, a graph's free node: the driver keeps the memory */
-		mover_note_driver_free(b->size, async && streams_capturing(s));
+		mover_note_driver_free(b->size, async && engine.capturing > 0 && streams_capturing(s));
 	}
 	if (!kept)
 		ebb_buf_put(b);

@@ -627,7 +627,7 @@ remake_untimed(struct ebb_buf *b, struct vmm_handle *h, struct ebb_stream *consu
 	mover.stats.remakes++;
 	mover_trace_move('B', seq, b, 0, "remake");
 	if (consumer != NULL && b->mv.arrive != NULL)
-		r = streams_after_event(consumer, b->mv.arrive);
+		r = streams_after_event(consumer, b->mv.arrive, mover.capturing);
 	return r;
 }
 
@@ -674,7 +674,7 @@ mover_copy_restore(struct ebb_buf *b, struct ebb_stream *consumer, uint64_t seq)
 	CUevent ev;
 	CUresult r = copy_back(b, h, NULL, 0, pre, seq, "fault");
 	if (r == CUDA_SUCCESS && (ev = b->mv.arrive) != NULL)
-		r = streams_after_event(consumer, ev);
+		r = streams_after_event(consumer, ev, mover.capturing);
 	return r;
 }
 
@@ -816,7 +816,7 @@ mover_copy_ensure(struct ebb_buf **bufs, size_t n, struct ebb_stream *consumer, 
 			/* restored ahead of this use: the device waits for the copy
 			 * (a question, with no consumer, needs the mapping only) */
 			if (b->mv.arrive != NULL && consumer != NULL) {
-				CUresult r = streams_after_event(consumer, b->mv.arrive);
+				CUresult r = streams_after_event(consumer, b->mv.arrive, mover.capturing);
 				if (r != CUDA_SUCCESS)
 					return r;
 			}

@@ -204,8 +204,10 @@ mover_room_for(size_t size)
 	uint64_t reuse = mover.graph_kept < rsize ? mover.graph_kept : rsize;
 	CUresult err;
 
-	mover.graph_kept -= reuse;
-	mover_note_unmanaged(-(int64_t)reuse);
+	if (reuse > 0) {
+		mover.graph_kept -= reuse;
+		mover_note_unmanaged(-(int64_t)reuse);
+	}
 	if (!mover.on || mover_held_total() + rsize <= mover.limit)
 		return;
 	struct vmm_handle *h = mover_get_handle(rsize, 0, MOVER_WITHIN, &err);
