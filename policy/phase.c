@@ -320,6 +320,8 @@ classify(const struct prof *p, const uint32_t *start, uint32_t n, struct phase_s
 		out->ph[i].first = start[i];
 		out->ph[i].last = i + 1 < n ? start[i + 1] - 1 : p->nops - 1;
 		out->ph[i].forward = -1;
+		out->ph[i].alike = -1;
+		out->ph[i].later = PROF_NONE;
 	}
 	made_and_freed(p, start, n, out->ph);
 	uint64_t biggest = 0;
@@ -397,6 +399,138 @@ phase_split(const struct prof *p, const uint32_t *given, uint32_t ngiven, struct
 	}
 	free(start);
 	return rc;
+}
+
+/* ---- phases that repeat (phase_siblings) ---- */
+
+/* Whether c is b made shift operations later: alike throughout its life. */
+static int
+alike(const struct prof_buf *b, const struct prof_buf *c, uint32_t shift)
+{
+	if (c->size != b->size || prof_span(c) != prof_span(b) || !c->movable != !b->movable ||
+	    c->nuse != b->nuse || c->alloc != b->alloc + shift)
+		return 0;
+	if ((b->free == PROF_NONE) != (c->free == PROF_NONE) ||
+	    (b->free != PROF_NONE && c->free != b->free + shift))
+		return 0;
+	for (uint32_t u = 0; u < b->nuse; u++)
+		if (c->use[u] != b->use[u] + shift)
+			return 0;
+	return 1;
+}
+
+/* The phase of s that holds operation op. */
+static uint32_t
+phase_at(const struct phase_set *s, uint32_t op)
+{
+	uint32_t lo = 0, hi = s->n;
+
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (s->ph[mid].first <= op)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* A buffer made in the iteration, by where it is made. */
+struct made_at {
+	uint32_t alloc, buf;
+};
+
+static int
+cmp_made_at(const void *x, const void *y)
+{
+	const struct made_at *a = x, *b = y;
+
+	if (a->alloc != b->alloc)
+		return a->alloc < b->alloc ? -1 : 1;
+	return a->buf < b->buf ? -1 : a->buf > b->buf;
+}
+
+/* Link m[e]'s buffer to the first buffer not yet linked to that is it made
+ * shift operations later (m[0 .. nm) by where each is made). Returns 1 when
+ * linked, else 0. */
+static int
+link_shifted(const struct prof *p, const struct made_at *m, uint32_t nm, uint32_t e,
+    uint32_t shift, uint32_t *next, uint32_t *prev, uint32_t *sh)
+{
+	uint32_t k = m[e].buf, at = m[e].alloc + shift, lo = e + 1, hi = nm;
+
+	if (shift == 0 || at < m[e].alloc)
+		return 0;
+	while (lo < hi) {	/* the first made at or after at */
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (m[mid].alloc < at)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (uint32_t f = lo; f < nm && m[f].alloc == at; f++) {
+		uint32_t c = m[f].buf;
+		if (prev[c] == PROF_NONE && alike(&p->buf[k], &p->buf[c], shift)) {
+			next[k] = c;
+			prev[c] = k;
+			sh[k] = shift;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* phase_siblings (phase.h) */
+int64_t
+phase_siblings(const struct prof *p, struct phase_set *s, uint32_t *next,
+    uint32_t *prev, uint32_t *shift)
+{
+	uint32_t nb = p->nbufs, nm = 0, last = 0;
+	int64_t links = 0;
+
+	for (uint32_t k = 0; k < nb; k++) {
+		next[k] = prev[k] = PROF_NONE;
+		shift[k] = 0;
+	}
+	for (uint32_t i = 0; i < s->n; i++) {
+		s->ph[i].alike = -1;
+		s->ph[i].later = PROF_NONE;
+		for (uint32_t j = i + 1; j < s->n && s->ph[i].later == PROF_NONE; j++)
+			if (s->ph[j].kind == s->ph[i].kind)
+				s->ph[i].later = j;
+	}
+	if (s->n < 2 || nb == 0)
+		return 0;
+	struct made_at *m = malloc(nb * sizeof *m);
+	if (m == NULL)
+		return -1;
+	for (uint32_t k = 0; k < nb; k++)
+		if (p->buf[k].alloc != PROF_NONE && p->buf[k].alloc < p->nops)
+			m[nm++] = (struct made_at){ p->buf[k].alloc, k };
+	qsort(m, nm, sizeof *m, cmp_made_at);
+	/* each buffer to the one made at its place in the next phase of its
+	 * phase's kind: shifted as the two phases' starts are, or their ends
+	 * (the turns that cut them fall a few operations apart in micro-batches
+	 * that differ at their edges), or as the last buffer linked was; in the
+	 * order they are made, so that of buffers alike made at one operation,
+	 * the first takes the first */
+	for (uint32_t e = 0; e < nm; e++) {
+		uint32_t i = phase_at(s, m[e].alloc), j = s->ph[i].later;
+		if (j == PROF_NONE)
+			continue;
+		const uint32_t try[3] = { s->ph[j].first - s->ph[i].first,
+			s->ph[j].last - s->ph[i].last, last };
+		for (int t = 0; t < 3; t++)
+			if ((t == 0 || try[t] != try[0]) && (t < 2 || try[t] != try[1]) &&
+			    link_shifted(p, m, nm, e, try[t], next, prev, shift)) {
+				last = try[t];
+				s->ph[i].alike = (int32_t)j;
+				links++;
+				break;
+			}
+	}
+	free(m);
+	return links;
 }
 
 /* phase_fini (phase.h) */

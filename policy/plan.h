@@ -96,6 +96,11 @@ struct prof {
 	 * table of pointers, or its accesses were not measured) (prof_wild);
 	 * NULL: none does */
 	uint8_t *wild;
+	/* the phases the job marked (NCCL sends and receives to a stage beside
+	 * this rank, phase.h's cuts): their first operations, increasing, the
+	 * first 0 (prof_cut); NULL: none, the phases are the memory's turns */
+	uint32_t *cut;
+	uint32_t ncut, cutcap;
 };
 
 /* Returns 0, or -1 when out of memory. Durations start at 0. */
@@ -143,6 +148,11 @@ int prof_replayable(struct prof *p, uint32_t op);
 /* Operation op may write buffers it does not reference. Returns 0 or -1 when
  * out of memory. */
 int prof_wild(struct prof *p, uint32_t op);
+
+/* A phase the job marked starts at operation op (struct prof's cut, which
+ * starts with 0 however the first is given; an op not after the last one
+ * given is ignored). Returns 0, or -1 when out of memory. */
+int prof_cut(struct prof *p, uint32_t op);
 
 /* Give the profile the host's side (host and barrier, zeros). Returns 0 or
  * -1 when out of memory. */
@@ -229,6 +239,9 @@ struct plan_params {
 				 * plan_waits_wanted) */
 	double time_limit_s;	/* plan_make's seconds at most (0: no limit): past them
 				 * the search stops where it is (plan.time_capped) */
+	int phases;		/* the greedy search takes one decision for a buffer and
+				 * its siblings in the phases alike (phase.h's
+				 * phase_siblings), checked together (search.c) */
 };
 
 struct plan_move {
@@ -282,6 +295,8 @@ struct plan {
 	uint32_t nwaits;
 	uint32_t simulations;	/* of both copy engines, that the search ran (its cost:
 				 * each is linear in the operations) */
+	uint32_t shared;	/* of the moves, those chosen with a sibling's
+				 * (plan_params' phases) */
 	uint64_t bound;		/* where the target is under it: the lowest peak
 				 * without stalls, from which the plan went on with
 				 * them (allow_stall) or stopped; 0: not reached */

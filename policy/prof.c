@@ -41,7 +41,28 @@ prof_fini(struct prof *p)
 	free(p->xfer);
 	free(p->host);
 	free(p->barrier);
+	free(p->cut);
 	memset(p, 0, sizeof *p);
+}
+
+/* prof_cut (plan.h) */
+int
+prof_cut(struct prof *p, uint32_t op)
+{
+	if (op >= p->nops || (p->ncut > 0 && op <= p->cut[p->ncut - 1]))
+		return 0;
+	if (p->ncut + 2 > p->cutcap) {
+		uint32_t cap = p->cutcap ? 2 * p->cutcap : 16;
+		uint32_t *c = realloc(p->cut, cap * sizeof *c);
+		if (c == NULL)
+			return -1;
+		p->cut = c;
+		p->cutcap = cap;
+	}
+	if (p->ncut == 0 && op != 0)
+		p->cut[p->ncut++] = 0;	/* the first phase starts the iteration */
+	p->cut[p->ncut++] = op;
+	return 0;
 }
 
 /* Give the profile the host's side, zeros (plan.h). Returns 0, or -1 when

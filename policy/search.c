@@ -8,6 +8,13 @@
  * or the device waiting there for an offload; a trial stands if the peak
  * fell (and, without stalls, no restore is late), else it is not tried
  * again there.
+ *
+ * With pp->phases, a gap chosen without stalls is first tried together with
+ * the same gap of each of its buffer's siblings (phase.h), the buffers made
+ * at its place in the phases alike: one decision for the micro-batches of a
+ * steady state, where a round each would reach the same one micro-batch by
+ * micro-batch. The trial stands on the same terms; if it fails, the gap is
+ * tried alone.
  */
 #include "config.h"
 
@@ -15,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "phase.h"
 #include "plan_internal.h"
 
 /* The greedy search's state. */
@@ -28,6 +36,11 @@ struct search {
 	uint32_t m;		/* how many */
 	double stall;		/* the stall of the moves chosen: without stalls allowed,
 				 * a trial that adds to it is dropped */
+	/* pp->phases: each buffer's siblings (phase_siblings; NULL: none), and
+	 * its candidates c[cfirst[b] .. cfirst[b] + cnum[b]) */
+	uint32_t *sib_next, *sib_prev, *sib_shift, *cfirst, *cnum;
+	uint32_t period;	/* the shift most links have: a micro-batch's operations */
+	uint32_t shared;	/* candidates chosen with a sibling's */
 };
 
 /* The peak a round of the search works on, as the round found it. */
@@ -173,6 +186,123 @@ candidates(const struct sim *s, uint32_t *count)
 	}
 	*count = m;
 	return c;
+}
+
+/* The siblings of pp->phases into g (struct search). Returns 0, also where
+ * the phases cannot be found (no siblings: each gap is tried alone), or -1
+ * when out of memory. */
+static int
+siblings_init(struct search *g)
+{
+	const struct prof *p = g->p;
+	const uint32_t zero = 0;
+	uint32_t nb = p->nbufs ? p->nbufs : 1;
+	struct phase_set ps;
+
+	if (!g->pp->phases)
+		return 0;
+	g->sib_next = malloc(nb * sizeof *g->sib_next);
+	g->sib_prev = malloc(nb * sizeof *g->sib_prev);
+	g->sib_shift = malloc(nb * sizeof *g->sib_shift);
+	g->cfirst = calloc(nb, sizeof *g->cfirst);
+	g->cnum = calloc(nb, sizeof *g->cnum);
+	if (g->sib_next == NULL || g->sib_prev == NULL || g->sib_shift == NULL ||
+	    g->cfirst == NULL || g->cnum == NULL)
+		return -1;
+	/* the phases cut where the job marked them, else at the memory's turns */
+	const uint32_t *cut = p->cut != NULL ? p->cut : &zero;
+	if (phase_split(p, cut, p->cut != NULL ? p->ncut : 1, &ps) < 0) {
+		free(g->sib_next);
+		g->sib_next = NULL;
+		return 0;
+	}
+	int64_t links = phase_siblings(p, &ps, g->sib_next, g->sib_prev, g->sib_shift);
+	phase_fini(&ps);
+	if (links < 0)
+		return -1;
+	if (links == 0) {
+		free(g->sib_next);
+		g->sib_next = NULL;
+		return 0;
+	}
+	for (uint32_t k = 0; k < g->nc; k++) {	/* (each buffer's candidates are together) */
+		uint32_t b = g->c[k].buf;
+		if (g->cnum[b]++ == 0)
+			g->cfirst[b] = k;
+	}
+	/* the period: the shift of most links (Boyer-Moore's majority vote, then
+	 * counted; none where no shift has half of them) */
+	uint32_t cand = 0, votes = 0, n = 0, of = 0;
+	for (uint32_t b = 0; b < p->nbufs; b++)
+		if (g->sib_next[b] != PROF_NONE) {
+			n++;
+			if (votes == 0)
+				cand = g->sib_shift[b];
+			votes += g->sib_shift[b] == cand ? 1 : (uint32_t)-1;
+		}
+	for (uint32_t b = 0; b < p->nbufs; b++)
+		of += g->sib_next[b] != PROF_NONE && g->sib_shift[b] == cand;
+	g->period = 2 * of >= n ? cand : 0;
+	return 0;
+}
+
+/* The candidate of buffer b that bridges its gap of kind from use u
+ * (PROF_NONE: none). */
+static uint32_t
+gap_at(const struct search *g, uint32_t b, uint8_t kind, int64_t u)
+{
+	const struct cand *c = g->c;
+
+	for (uint32_t k = g->cfirst[b]; k < g->cfirst[b] + g->cnum[b]; k++)
+		if (c[k].kind == kind && (int64_t)c[k].u == u)
+			return k;
+	return PROF_NONE;
+}
+
+/* The open candidates that bridge candidate x's gap in the siblings of its
+ * buffer (the same kind of gap, its uses shifted as the buffer is) into
+ * out; and for a buffer that lives through the micro-batches (a weight, a
+ * gradient: no siblings), its own gaps between uses a period apart, each
+ * shifted by the period from the one before (until one is missing).
+ * Returns how many. */
+static uint32_t
+siblings_of(const struct search *g, uint32_t x, uint32_t *out)
+{
+	const struct cand *c = g->c;
+	uint32_t m = 0;
+
+	if (g->sib_next == NULL)
+		return 0;
+	if (g->sib_next[c[x].buf] == PROF_NONE && g->sib_prev[c[x].buf] == PROF_NONE) {
+		if (g->period == 0 || c[x].kind != GAP_BETWEEN ||
+		    c[x].v < c[x].u || c[x].v - c[x].u > g->period)
+			return 0;
+		int64_t u0 = c[x].u, v0 = c[x].v;
+		for (int64_t d = -(int64_t)g->period; d != 0; d = d < 0 ? (int64_t)g->period : 0)
+			for (int64_t u = u0 + d; u >= 0 && u < (int64_t)g->s.n; u += d) {
+				uint32_t k = gap_at(g, c[x].buf, c[x].kind, u);
+				if (k == PROF_NONE || (int64_t)c[k].v != v0 + (u - u0))
+					break;
+				if (c[k].state == 0)
+					out[m++] = k;
+			}
+		return m;
+	}
+	for (int later = 0; later < 2; later++) {
+		uint32_t b = c[x].buf;
+		int64_t d = 0;
+		for (;;) {
+			uint32_t o = later ? g->sib_next[b] : g->sib_prev[b];
+			if (o == PROF_NONE)
+				break;
+			d += later ? (int64_t)g->sib_shift[b] : -(int64_t)g->sib_shift[o];
+			b = o;
+			uint32_t k = gap_at(g, b, c[x].kind, (int64_t)c[x].u + d);
+			if (k != PROF_NONE && c[k].state == 0)
+				out[m++] = k;
+		}
+	}
+	return m;
 }
 
 /*
@@ -420,6 +550,23 @@ try_move(struct search *g, const struct pick *pk, const struct round *r)
 		c[best].not_before = covers(&c[best], r->at, s->n, 1);
 	}
 	g->chosen[g->m] = (uint32_t)best;
+	/* with its siblings first (search.c above) */
+	uint32_t sibs = pk->best >= 0 && !s->stalling ?
+	    siblings_of(g, (uint32_t)best, g->chosen + g->m + 1) : 0;
+	if (sibs > 0) {
+		sim_try(s);
+		sim_run(s, c, g->chosen, g->m + 1 + sibs);
+		if (s->mem[r->at] < r->before && s->peak <= r->peak_before &&
+		    s->stall <= g->stall + 1e-9 && !s->infeasible) {
+			for (uint32_t k = 0; k <= sibs; k++)
+				c[g->chosen[g->m + k]].state = 1;
+			g->m += 1 + sibs;
+			g->shared += sibs;
+			g->stall = s->stall;
+			return;
+		}
+		sim_undo(s);
+	}
 	sim_try(s);
 	sim_run(s, c, g->chosen, g->m + 1);
 	int better = s->mem[r->at] < r->before && s->peak <= r->peak_before;
@@ -520,6 +667,7 @@ search_result(const struct search *g, double padded, struct plan *out)
 	out->stall_s = s->stall + padded;
 	out->step_s = s->S + s->stall;
 	out->simulations = s->nsim;
+	out->shared = g->shared;
 	for (uint32_t k = 0; k < m; k++) {
 		uint64_t size = p->buf[out->mv[k].buf].size;
 		if (out->mv[k].after != PROF_NONE)
@@ -589,6 +737,8 @@ search_run(const struct prof *p, const struct plan_params *pp, const double *pad
 		goto out;
 	for (uint32_t k = 0; k < g.nc; k++)
 		g.c[k].waited_at = g.c[k].tried_at = PROF_NONE;
+	if (siblings_init(&g) != 0)
+		goto out;
 
 	sim_run(&g.s, g.c, g.chosen, 0);
 	/* the iteration's own time, the device waiting for the host included:
@@ -601,6 +751,11 @@ search_run(const struct prof *p, const struct plan_params *pp, const double *pad
 out:
 	free(g.c);
 	free(g.chosen);
+	free(g.sib_next);
+	free(g.sib_prev);
+	free(g.sib_shift);
+	free(g.cfirst);
+	free(g.cnum);
 	sim_fini(&g.s);
 	return ret;
 }

@@ -250,6 +250,54 @@ START_TEST(gpipe_phases)
 }
 END_TEST
 
+/* The links of sc's stage's buffers (phase_siblings), each checked: the
+ * buffer linked to is alike, the distance later. Returns how many link
+ * activations (a backward's gradient, alike in every backward, aside). */
+static int64_t
+siblings(const struct sched *sc)
+{
+	struct prof p;
+	struct gen g;
+	struct phase_set ps;
+	uint32_t next[256], prev[256], shift[256];
+
+	build(sc, &p, &g);
+	ck_assert_uint_le(p.nbufs, 256);
+	ck_assert_int_eq(phase_split(&p, g.start, g.nstart, &ps), 0);
+	int64_t links = 0;
+	ck_assert_int_ge(phase_siblings(&p, &ps, next, prev, shift), 0);
+	for (uint32_t b = 0; b < p.nbufs; b++) {
+		if (next[b] == PROF_NONE)
+			continue;
+		links += p.buf[b].size == ACT;
+		const struct prof_buf *x = &p.buf[b], *y = &p.buf[next[b]];
+		ck_assert_uint_eq(prev[next[b]], b);
+		ck_assert_uint_eq(y->size, x->size);
+		ck_assert_uint_eq(y->alloc, x->alloc + shift[b]);
+		ck_assert_uint_eq(y->free, x->free + shift[b]);
+		ck_assert_uint_eq(y->nuse, x->nuse);
+		for (uint32_t u = 0; u < x->nuse; u++)
+			ck_assert_uint_eq(y->use[u], x->use[u] + shift[b]);
+	}
+	phase_fini(&ps);
+	prof_fini(&p);
+	return links;
+}
+
+/* GPipe's activations are not alike (their backwards come in the reverse
+ * order, at other distances); 1F1B's steady state's are, on every stage. */
+START_TEST(siblings_by_schedule)
+{
+	for (int r = 0; r < P; r++) {
+		struct sched gp = { .rank = r, .chunks = 1 }, fb = { .rank = r, .chunks = 1 };
+		gpipe(&gp);
+		one_f_one_b(&fb);
+		ck_assert_int_eq(siblings(&gp), 0);
+		ck_assert_int_gt(siblings(&fb), 0);
+	}
+}
+END_TEST
+
 START_TEST(one_f_one_b_phases)
 {
 	for (int r = 0; r < P; r++) {
@@ -388,6 +436,30 @@ accumulation(uint64_t loss_bytes, uint64_t logits)
 		ck_assert_uint_eq(f->last, bw_first[m]);
 		ck_assert_uint_eq(b->last, m + 1 < MB ? fw_first[m + 1] - 1 : p.nops - 1);
 	}
+	/* siblings: each micro-batch's activations and temporaries are linked
+	 * to the next's, a micro-batch's operations later; the last
+	 * micro-batch's to none, and the gradients (the first backward makes
+	 * them) are no sibling of anything */
+	uint32_t next[512], prev[512], shift[512];
+	ck_assert_uint_le(p.nbufs, 512);
+	ck_assert_int_gt(phase_siblings(&p, &ps, next, prev, shift), 0);
+	for (int m = 0; m < MB; m++)
+		for (int l = 0; l < L; l++) {
+			uint32_t a = (uint32_t)act[m][l];
+			if (m + 1 < MB) {
+				ck_assert_uint_eq(next[a], (uint32_t)act[m + 1][l]);
+				ck_assert_uint_eq(shift[a], fw_first[m + 1] - fw_first[m]);
+				ck_assert_uint_eq(prev[next[a]], a);
+			} else {
+				ck_assert_uint_eq(next[a], PROF_NONE);
+			}
+			ck_assert_uint_eq(prev[a], m > 0 ? (uint32_t)act[m - 1][l] : PROF_NONE);
+		}
+	ck_assert_uint_eq(next[grads], PROF_NONE);
+	ck_assert_uint_eq(prev[grads], PROF_NONE);
+	for (int m = 0; m + 1 < MB; m++)
+		ck_assert_int_eq(ps.ph[2 * m].alike, 2 * m + 2);
+	ck_assert_int_eq(ps.ph[2 * MB - 2].alike, -1);
 	phase_fini(&ps);
 	prof_fini(&p);
 }
@@ -536,6 +608,7 @@ main(void)
 	TCase *tc = tcase_create("phases");
 
 	add_test(tc, gpipe_phases);
+	add_test(tc, siblings_by_schedule);
 	add_test(tc, one_f_one_b_phases);
 	add_test(tc, interleaved_phases);
 	add_test(tc, cuts);

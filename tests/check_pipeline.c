@@ -62,6 +62,18 @@ phase_row(const char *out, int i, char kind[16], int *pair)
 	phase_row_mib(out, i, kind, pair, &mib);
 }
 
+/* The last trace note key of t (the last plan's), a number (the test
+ * fails without one). */
+static uint64_t
+note_u64(const struct trace *t, const char *key)
+{
+	for (size_t i = t->n; i-- > 0;)
+		if (t->r[i].type == 'Q' && t->r[i].n >= 3 && strcmp(t->r[i].f[1], key) == 0)
+			return strtoull(t->r[i].f[2], NULL, 10);
+	ck_abort_msg("no %s note", key);
+	return 0;
+}
+
 /* The workload's stage under ebb in observe mode, its trace at path. */
 static void
 run_stage(const char *schedule, const char *path, const char *const *more, struct run_result *r)
@@ -211,11 +223,73 @@ START_TEST(gpipe_under_a_limit)
 	trace_load(path, &t);
 	ck_assert_uint_gt(summary(&t, "offloads"), 0);
 	ck_assert_uint_le(summary(&t, "held-peak-bytes"), peak * 6 / 10);
+	/* the plan's phases are the markers': a send and a receive at each
+	 * of the 8 phases' starts of the 4 micro-batches */
+	ck_assert_uint_eq(note_u64(&t, "plan-stage-markers"), 4 * 2 * 2);
 	trace_free(&t);
 	ebb_cmd(&r, rep);
 	ck_assert_uint_eq(value_of(r.out, "stage-markers: "), 6 * 8 * 2);
 	run_free(&r);
 	run_free(&w);
+	run_free(&a);
+	remove(path);
+}
+END_TEST
+
+/*
+ * Gradient accumulation planned through its micro-batches alike (ebb(7)'s
+ * Micro-batches alike): the workload's 4 micro-batches an iteration under a
+ * limit 40% below its peak, with EBB_PLAN_PHASES on and off. Both compute
+ * what the job computes without ebb and hold the limit; with it on, the
+ * whole iteration's plan (the last: the first may be a micro-batch's, taken
+ * for the iteration until the step is seen) chose gaps together with their
+ * siblings (plan-moves-shared), with it off none, and no stage marker cut
+ * the phases.
+ */
+START_TEST(accumulation_planned_alike)
+{
+	char *argv[] = { workload_path(0), "plan", "12", NULL };
+	const char *path = tmp_file("accum-alike");
+	const char *rep[] = { "report", path, NULL };
+	const char *off[] = { "EBB_MODE=off", "WORKLOAD_ACCUM=4", "WORKLOAD_TEMPS=1",
+		"WORKLOAD_LAYER_US=100", NULL };
+	const char *observe[] = { "EBB_MODE=observe", "WORKLOAD_ACCUM=4", "WORKLOAD_TEMPS=1",
+		"WORKLOAD_LAYER_US=100", NULL };
+	char limit[64];
+	const char *env[] = { "WORKLOAD_ACCUM=4", "WORKLOAD_TEMPS=1", "WORKLOAD_LAYER_US=100",
+		"EBB_MODE=offload", limit, NULL, NULL };
+	struct run_result a, w, r;
+
+	run_ebb(argv, observe, path, &w);
+	expect_ok(&w);
+	run_free(&w);
+	ebb_cmd(&r, rep);
+	unsigned long long peak = value_of(r.out, "peak-bytes: ");
+	run_free(&r);
+	run_ebb(argv, off, NULL, &a);
+	expect_ok(&a);
+	const char *want = strstr(a.out, "checksum ");
+	ck_assert_ptr_nonnull(want);
+	snprintf(limit, sizeof limit, "EBB_LIMIT=%llu", peak * 6 / 10);
+	for (int on = 1; on >= 0; on--) {
+		env[5] = on ? "EBB_PLAN_PHASES=1" : "EBB_PLAN_PHASES=0";
+		run_ebb(argv, env, path, &w);
+		expect_ok(&w);
+		const char *got = strstr(w.out, "checksum ");
+		ck_assert_ptr_nonnull(got);
+		ck_assert_int_eq(strncmp(got, want, 25), 0);
+		struct trace t;
+		trace_load(path, &t);
+		ck_assert_uint_le(summary(&t, "held-peak-bytes"), peak * 6 / 10);
+		ck_assert_uint_gt(note_u64(&t, "plan-moves"), 0);
+		ck_assert_uint_eq(note_u64(&t, "plan-stage-markers"), 0);
+		if (on)
+			ck_assert_uint_gt(note_u64(&t, "plan-moves-shared"), 0);
+		else
+			ck_assert_uint_eq(note_u64(&t, "plan-moves-shared"), 0);
+		trace_free(&t);
+		run_free(&w);
+	}
 	run_free(&a);
 	remove(path);
 }
@@ -440,6 +514,7 @@ main(void)
 	add_test(tc, one_f_one_b);
 	add_test(tc, gpipe);
 	add_test(tc, gpipe_under_a_limit);
+	add_test(tc, accumulation_planned_alike);
 	add_test(tc, accumulation);
 	suite_add_tcase(s, tc);
 	TCase *tp = tcase_create("processes");

@@ -967,6 +967,79 @@ START_TEST(accumulation_trades_stalls_for_memory)
 END_TEST
 
 /*
+ * Micro-batches alike (pp.phases, ebb(7)'s Micro-batches alike): the
+ * accumulation of accumulation_trades_stalls_for_memory, 8 micro-batches
+ * of 16 layers, each layer's activations 0.5 GiB, at a link fast enough to
+ * move them in time (200 GB/s each way), without stalls. With the phases,
+ * each activation's gap is tried with its siblings in the other
+ * micro-batches and each weight's gap with its gaps a micro-batch apart:
+ * the plan meets the target as the one decided gap by gap does, no later
+ * and no higher, with under half of its simulations and most of its moves
+ * chosen so.
+ */
+START_TEST(phases_share_decisions)
+{
+	enum { L = 16, M = 8, F = 10, B = 20 };
+	const double fwd = 0.23 / L / F, bwd = 0.47 / L / B;
+	uint32_t fop[M][L], bop[M][L], oop[L], op = 0;
+
+	prof_fini(&pr);
+	ck_assert_int_eq(prof_init(&pr, M * L * (F + B) + L), 0);
+	for (int m = 0; m < M; m++) {
+		for (int l = 0; l < L; l++)
+			for (int k = 0; k < F; k++, op++) {
+				fop[m][l] = k == 0 ? op : fop[m][l];
+				pr.dur[op] = fwd;
+			}
+		for (int l = L - 1; l >= 0; l--)
+			for (int k = 0; k < B; k++, op++) {
+				bop[m][l] = k == 0 ? op : bop[m][l];
+				pr.dur[op] = bwd;
+			}
+	}
+	for (int l = 0; l < L; l++, op++) {
+		oop[l] = op;
+		pr.dur[op] = 0.007;
+	}
+	for (int l = 0; l < L; l++) {
+		uint32_t w = buf(GIB / 8 * 7, PROF_NONE, PROF_NONE, 1, none);
+		uint32_t a = buf(GIB / 4 * 7, PROF_NONE, PROF_NONE, 1, none);
+		uint32_t g = buf(GIB / 8 * 7, bop[0][l] + B - 1, oop[L - 1], 1, none);
+		for (int m = 0; m < M; m++) {
+			ck_assert_int_eq(prof_use(&pr, w, fop[m][l]), 0);
+			ck_assert_int_eq(prof_use(&pr, g, bop[m][l] + B - 1), 0);
+		}
+		ck_assert_int_eq(prof_use(&pr, w, oop[l]), 0);
+		ck_assert_int_eq(prof_use(&pr, a, oop[l]), 0);
+		ck_assert_int_eq(prof_use(&pr, g, oop[l]), 0);
+	}
+	for (int m = 0; m < M; m++)
+		for (int l = 0; l < L; l++)
+			for (int k = 0; k < 5; k++) {
+				uint32_t at = fop[m][l] + 2 * k, back = bop[m][l] + B - 1 - 4 * (uint32_t)k;
+				int u[] = { (int)at, (int)at + 1, (int)back, -1 };
+				buf(GIB / 2, at, back, 1, u);
+			}
+	ck_assert_uint_eq(op, pr.nops);
+	struct plan_params pp = { .target = 50 * GIB, .d2h_bps = 200e9, .h2d_bps = 200e9,
+		.copy_latency_s = 30e-6, .min_bytes = 2 << 20 };
+	struct plan alone;
+	ck_assert_int_eq(plan_make(&pr, &pp, &alone), 0);
+	ck_assert(alone.met);
+	ck_assert_uint_eq(alone.shared, 0);
+	pp.phases = 1;
+	ck_assert_int_eq(plan_make(&pr, &pp, &pl), 0);
+	ck_assert(pl.met && pl.stall_s == 0);
+	ck_assert_uint_le(pl.peak, alone.peak);
+	ck_assert(pl.step_s <= alone.step_s + 1e-12);
+	ck_assert_msg(2 * pl.simulations < alone.simulations, "%u simulations against %u",
+	    pl.simulations, alone.simulations);
+	ck_assert_msg(2 * pl.shared > pl.n, "%u of %u moves shared", pl.shared, pl.n);
+	plan_fini(&alone);
+}
+END_TEST
+
+/*
  * An optimizer step in miniature: eight 1 GiB states, each used by one short
  * operation after 0.8 s of work over 20 GiB that cannot move (the 0.2 s
  * before it leave the state time to go). For a peak of 22 GiB, 6 GiB of the
@@ -1424,6 +1497,7 @@ main(void)
 	add_test(tc, stalls_capped_at_the_iteration);
 	add_test(tc, stalls_capped_at_the_host_bound_iteration);
 	add_test(tc, wait_at_the_peak_for_an_offload);
+	add_test(tc, phases_share_decisions);
 	add_test(tc, host_slower_than_the_device);
 	add_test(tc, moves_cost_the_host);
 	add_test(tc, host_waits_at_a_barrier);

@@ -134,6 +134,7 @@ struct plancmd {
 	struct plancmd_build b;		/* that iteration's profile */
 	uint64_t s0;			/* the iteration's first operation */
 	uint64_t peak;			/* its learned peak */
+	uint64_t markers;		/* the stage markers in it (planphase_cuts) */
 	double gbps[2];			/* the bandwidths planned with: d2h, h2d */
 	const char *from[2];		/* where each comes from */
 	int assumed;			/* bit k: gbps[k] is PLANCMD_ASSUMED_GBPS */
@@ -278,8 +279,14 @@ void planprint_moves(FILE *out, const struct plancmd_build *b, const struct plan
  * is set for a send. */
 int planphase_marker(const struct ebb_trace_rec *r, int *send);
 
+/* The phase starts g's stage markers give its iteration, into its profile
+ * (prof_cut), as the library records them, and g->markers. Returns 0, or
+ * -1 (said on g->s.err). */
+int planphase_cuts(struct plancmd *g);
+
 /* The pipeline phases of g's iteration (policy/phase.h), from its stage
- * markers, printed on out. Returns 0, or -1 (said on g->s.err). */
+ * markers (planphase_cuts) and the memory's turns, and which are alike,
+ * printed on out. Returns 0, or -1 (said on g->s.err). */
 int planphase_print(struct plancmd *g, FILE *out);
 
 /* The host's side of the profile b builds of n operations from s0: the

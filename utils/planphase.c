@@ -56,7 +56,7 @@ kind_name(enum phase_kind k)
 
 /* Print the phases of ps, of the iteration from operation s0. */
 static void
-print_phases(FILE *out, const struct phase_set *ps, uint64_t markers, uint64_t s0)
+print_phases(FILE *out, const struct phase_set *ps, uint64_t markers, uint64_t s0, uint64_t links)
 {
 	if (markers > 0)
 		fprintf(out, "\npipeline phases: %u from %llu stage markers: ", ps->n,
@@ -66,12 +66,18 @@ print_phases(FILE *out, const struct phase_set *ps, uint64_t markers, uint64_t s
 		    "receive to a stage beside this rank): ", ps->n);
 	fprintf(out, "%u forward, %u backward, %u other\n", ps->nforward, ps->nbackward,
 	    ps->n - ps->nforward - ps->nbackward);
+	uint32_t alike = 0;
+	for (uint32_t i = 0; i < ps->n; i++)
+		alike += ps->ph[i].alike >= 0;
+	fprintf(out, "phases alike: %u with a later one alike, %llu buffers linked to their "
+	    "siblings there (the plan takes one decision for each chain)\n", alike,
+	    (unsigned long long)links);
 	if (ps->n > PLANPHASE_LISTED) {
 		fprintf(out, "(more than %d: not listed)\n", PLANPHASE_LISTED);
 		return;
 	}
-	fprintf(out, "%6s  %21s  %8s  %10s  %10s  %s\n", "phase", "operations", "kind", "made MiB",
-	    "freed MiB", "uses the buffers of");
+	fprintf(out, "%6s  %21s  %8s  %10s  %10s  %6s  %s\n", "phase", "operations", "kind",
+	    "made MiB", "freed MiB", "alike", "uses the buffers of");
 	for (uint32_t i = 0; i < ps->n; i++) {
 		const struct phase *ph = &ps->ph[i];
 		char ops[32], of[64] = "";
@@ -80,23 +86,28 @@ print_phases(FILE *out, const struct phase_set *ps, uint64_t markers, uint64_t s
 		if (ph->kind == PHASE_BACKWARD)
 			snprintf(of, sizeof of, "phase %d (%.2f MiB)", ph->forward,
 			    (double)ph->paired / MIB);
-		fprintf(out, "%6u  %21s  %8s  %10.2f  %10.2f  %s\n", i, ops, kind_name(ph->kind),
-		    (double)ph->made / MIB, (double)ph->freed / MIB, of);
+		char like[16] = "";
+		if (ph->alike >= 0)
+			snprintf(like, sizeof like, "%d", ph->alike);
+		fprintf(out, "%6u  %21s  %8s  %10.2f  %10.2f  %6s  %s\n", i, ops, kind_name(ph->kind),
+		    (double)ph->made / MIB, (double)ph->freed / MIB, like, of);
 	}
 }
 
-/* planphase_print (plancmd_int.h) */
+/* planphase_cuts (plancmd_int.h) */
 int
-planphase_print(struct plancmd *g, FILE *out)
+planphase_cuts(struct plancmd *g)
 {
 	struct plancmd_src *s = &g->s;
-	uint32_t n = g->b.r.p.nops, nstart = 0;
+	struct prof *p = &g->b.r.p;
+	uint32_t n = p->nops, nstart = 0;
 	uint32_t *start = malloc((n ? n : 1) * sizeof *start);
 	struct phase_cut cut = { 0 };
 	char why[EBB_TRACE_ERRLEN];
-	uint64_t markers = 0, seq;
+	uint64_t seq;
 	int rc;
 
+	g->markers = 0;
 	if (start == NULL) {
 		fprintf(s->err, "ebb plan: out of memory\n");
 		return -1;
@@ -114,7 +125,7 @@ planphase_print(struct plancmd *g, FILE *out)
 		if (seq >= g->s0 + n)
 			break;
 		int send, marker = planphase_marker(r, &send);
-		markers += marker;
+		g->markers += marker;
 		phase_cut_record(start, &nstart, n, (uint32_t)(seq - g->s0),
 		    phase_cut_next(&cut, marker, send));
 	}
@@ -123,15 +134,45 @@ planphase_print(struct plancmd *g, FILE *out)
 		free(start);
 		return -1;
 	}
+	/* with markers, where they cut it (without, the memory's turns alone) */
+	for (uint32_t i = 0; g->markers > 0 && i < nstart; i++)
+		if (prof_cut(p, start[i]) < 0) {
+			fprintf(s->err, "ebb plan: out of memory\n");
+			free(start);
+			return -1;
+		}
+	free(start);
+	return 0;
+}
+
+/* planphase_print (plancmd_int.h) */
+int
+planphase_print(struct plancmd *g, FILE *out)
+{
+	const struct prof *p = &g->b.r.p;
+	const uint32_t zero = 0;
+	uint32_t nb = p->nbufs ? p->nbufs : 1;
+	uint32_t *next = malloc(nb * sizeof *next), *prev = malloc(nb * sizeof *prev);
+	uint32_t *shift = malloc(nb * sizeof *shift);
 	struct phase_set ps;
-	if (nstart == 0 || start[0] != 0 || phase_split(&g->b.r.p, start, nstart, &ps) < 0) {
-		fprintf(s->err, "ebb plan: %s: out of memory, or the iteration's operations are not "
-		    "all in the trace\n", s->path);
-		free(start);
+	int64_t links = -1;
+
+	const uint32_t *cut = p->cut != NULL ? p->cut : &zero;
+	if (next != NULL && prev != NULL && shift != NULL &&
+	    phase_split(p, cut, p->cut != NULL ? p->ncut : 1, &ps) == 0) {
+		links = phase_siblings(p, &ps, next, prev, shift);
+		if (links < 0)
+			phase_fini(&ps);
+	}
+	free(next);
+	free(prev);
+	free(shift);
+	if (links < 0) {
+		fprintf(g->s.err, "ebb plan: %s: out of memory, or the iteration's operations are not "
+		    "all in the trace\n", g->s.path);
 		return -1;
 	}
-	print_phases(out, &ps, markers, g->s0);
+	print_phases(out, &ps, g->markers, g->s0, (uint64_t)links);
 	phase_fini(&ps);
-	free(start);
 	return 0;
 }

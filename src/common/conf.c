@@ -56,6 +56,8 @@ const struct ebb_conf_var ebb_conf_vars[] = {
 	  "In offload mode, learn when each buffer is used in the iteration and move buffers ahead of their use by a plan (0: only when over EBB_LIMIT, least recently used first).", 0, 0 },
 	{ "EBB_PLAN_WAITS", EBB_CONF_BOOL, F(plan_waits), 0, 1, NULL, "1",
 	  "Under the plan's bound, also try its stalls as waits where the floor wants them, and keep the faster plan (0: the greedy search's stalls only).", 0, 0 },
+	{ "EBB_PLAN_PHASES", EBB_CONF_BOOL, F(plan_phases), 0, 1, NULL, "1",
+	  "Take one decision for a buffer and the buffers made at its place in the micro-batches alike, checked together (0: a decision each).", 0, 0 },
 	{ "EBB_PLAN_SECONDS", EBB_CONF_REAL, F(plan_seconds), 0, 0, NULL, "60",
 	  "Seconds the planner may search for a plan (0: no limit); past them it keeps the plan it has, and the reactive mover does what that leaves over EBB_LIMIT.", 0, 86400 },
 	{ "EBB_TARGET", EBB_CONF_REAL, F(target), 0, 0, NULL, "0",

@@ -51,6 +51,7 @@ struct ebb_conf {
 	uint64_t host_limit;		/* EBB_HOST_LIMIT: 0 = no cap */
 	int plan;			/* EBB_PLAN */
 	int plan_waits;			/* EBB_PLAN_WAITS */
+	int plan_phases;		/* EBB_PLAN_PHASES */
 	double plan_seconds;		/* EBB_PLAN_SECONDS */
 	double target;			/* EBB_TARGET: 0 = EBB_LIMIT alone */
 	double plan_margin;		/* EBB_PLAN_MARGIN: fraction of EBB_LIMIT */

@@ -45,6 +45,7 @@ summary_nccl(const struct ebb_op *op)
 	    phase_marker(op->nccl_rank, op->nccl_nranks, op->nccl_peer)) {
 		engine.stats.stage_rank = op->nccl_rank;
 		engine.stats.stage_nranks = op->nccl_nranks;
+		exec_stage(op->seq, op->nccl_op == EBB_NCCL_SEND);
 	}
 }
 

@@ -112,6 +112,7 @@ recorded_fini(struct exec_recorded *r)
 	free(r->sync);
 	free(r->st);
 	free(r->gpu);
+	free(r->start);
 }
 
 /* Forget the pace iteration. */
@@ -200,10 +201,11 @@ exec_record_begin(uint64_t s0, uint64_t period)
 	exec.cur.call = calloc(period, sizeof *exec.cur.call);
 	exec.cur.sync = calloc(period, 1);
 	exec.cur.st = calloc(period, sizeof *exec.cur.st);
+	exec.cur.start = calloc(period, sizeof *exec.cur.start);
 	double *t = calloc(period, sizeof *t);
 	if (exec.cur.tok == NULL || exec.cur.host == NULL || exec.cur.self == NULL ||
 	    exec.cur.call == NULL || exec.cur.sync == NULL ||
-	    exec.cur.st == NULL || t == NULL) {
+	    exec.cur.st == NULL || exec.cur.start == NULL || t == NULL) {
 		free(t);
 		recording_free();
 		ebb_log(EBB_LOG_WARN, "no memory to record an iteration of %llu operations; ebb does "
@@ -432,10 +434,26 @@ exec_sync_called(uint64_t seq, uint64_t called)
 		sync_called(exec.pace.host, exec.pace.call, (uint64_t)p, called);
 }
 
+/* The marker exec_stage gave for the operation exec_op is given next. */
+static struct {
+	uint64_t seq;		/* 0: none */
+	int send;
+} stage;
+
+void
+exec_stage(uint64_t seq, int send)
+{
+	stage.seq = seq;
+	stage.send = send;
+}
+
 void
 exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, unsigned xfer,
     int sync, struct ebb_stream *st, uint64_t self_ns)
 {
+	int marker = stage.seq == seq && seq != 0, send = marker && stage.send;
+
+	stage.seq = 0;
 	int64_t p = paced(seq);
 
 	if (p >= 0) {
@@ -455,6 +473,9 @@ exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n, uns
 	exec.cur.host[i] = ebb_now_ns();
 	exec.cur.self[i] = self_ns;
 	exec.cur.sync[i] = sync != 0;
+	exec.cur.markers += marker;
+	phase_cut_record(exec.cur.start, &exec.cur.nstart, exec.cur.r.p.nops, (uint32_t)i,
+	    phase_cut_next(&exec.cur.cut, marker, send));
 	rec_xfer(&exec.cur.r, seq, xfer);
 	if (exec.conf->recompute)
 		probe_shape_op((uint32_t)i, bufs, n);

@@ -91,6 +91,11 @@ void exec_free(struct ebb_buf *b, uint64_t last_seq);
 void exec_op(uint64_t seq, uint32_t token, struct ebb_buf *const *bufs, size_t n,
     unsigned xfer, int sync, struct ebb_stream *st, uint64_t self_ns);
 
+/* Operation seq, given next to exec_op, is a pipeline stage marker (an NCCL
+ * send, or receive if not send, to a stage beside this rank: phase.h): while
+ * recording, the phases it cuts go into the profile the plan is made of. */
+void exec_stage(uint64_t seq, int send);
+
 /* The driver's call of operation seq took call_ns (while recording, or
  * taking the pace). */
 void exec_op_called(uint64_t seq, uint64_t call_ns);

@@ -15,6 +15,7 @@
 #include "idmap.h"
 #include "lrec.h"
 #include "mover.h"
+#include "phase.h"
 #include "record.h"
 
 struct ebb_conf;
@@ -78,6 +79,11 @@ struct exec_recorded {
 					 * only) */
 	struct mover_costs costs;	/* what a move has cost the host so far */
 	struct lrec_set launches;	/* each launch's record, by position */
+	/* the pipeline stage markers (exec_stage): the phases they cut, fed each
+	 * operation, their starts by position, and how many markers */
+	struct phase_cut cut;
+	uint32_t *start, nstart;
+	uint64_t markers;
 };
 
 /* The host's side of an iteration after the recording (exec_pace_begin). */

@@ -280,6 +280,8 @@ plan_notes(const struct exec_made *rp)
 	ebb_trace_note_u64("plan-operations", r->p.nops);
 	ebb_trace_note_u64("plan-buffers", r->p.nbufs);
 	ebb_trace_note_u64("plan-moves", pl->n);
+	ebb_trace_note_u64("plan-moves-shared", pl->shared);
+	ebb_trace_note_u64("plan-stage-markers", rp->rec->markers);
 	uint64_t deferred = 0;
 	for (uint32_t m = 0; m < pl->n; m++)
 		deferred += pl->mv[m].issue != pl->mv[m].after;
@@ -461,6 +463,10 @@ exec_plan_make(struct exec_recorded *rc)
 	m->source = durations(r, rc->tok, rc->host, rc->gpu, rc->ngpu, &m->untimed);
 	rec_end(r);
 	r->p.fixed = rc->fixed;
+	/* the phases the stage markers cut (without, the memory's turns) */
+	for (uint32_t i = 0; rc->markers > 0 && i < rc->nstart; i++)
+		if (prof_cut(&r->p, rc->start[i]) < 0)
+			r->oom = 1;
 	/* the host's side, when the durations are the device's */
 	double queued = 0;
 	if (strcmp(m->source, "host") != 0) {
@@ -494,7 +500,7 @@ exec_plan_make(struct exec_recorded *rc)
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = exec.conf->min_offload_bytes,
 		/* under the bound, stalls rather than faults */
 		.allow_stall = 1, .no_waits = !exec.conf->plan_waits,
-		.time_limit_s = exec.conf->plan_seconds,
+		.time_limit_s = exec.conf->plan_seconds, .phases = exec.conf->plan_phases,
 		.host_offload_s = rc->costs.offload_s, .host_restore_s = rc->costs.restore_s,
 		.host_drop_s = rc->costs.drop_s, .host_remake_s = rc->costs.remake_s,
 	};
