@@ -240,6 +240,9 @@ planprint_targets(struct plancmd *g, const struct ebb_plan_opts *o, FILE *out, u
 		    "on the host\n", (double)target / GIB, (unsigned long long)(g->s0 + pl->peak_op),
 		    (double)ex.used / GIB, (double)ex.unmovable / GIB, (double)ex.kept / GIB,
 		    (double)ex.moved / GIB);
+		if (pl->shared > 0)
+			fprintf(out, "of its %u moves, %u were chosen with a sibling's, in the "
+			    "micro-batches alike (--no-phases: each alone)\n", pl->n, pl->shared);
 	}
 	return 0;
 }
