@@ -17,6 +17,8 @@
 #                            1/64 of it, under it)
 #             ebb:LIMIT:F    the same with EBB_TARGET=F
 #             ebb:LIMIT:F:M  the same with EBB_PLAN_MARGIN=M (F may be empty)
+#             ebb:LIMIT:F:M:VAR=VALUE[,VAR=VALUE]  the same with those EBB_* variables
+#                            set (F and M may be empty): EBB_ARENA=0, EBB_PLAN_PHASES=0
 #             reactive:LIMIT the mover alone (EBB_PLAN=0), for comparison
 #
 # Step time is the median of the steps after WARMUP (default 5: ebb learns
@@ -61,6 +63,12 @@ for m in "$@"; do
 	*) echo "bench/plan.sh: unknown mode '$m' (see bench/plan.sh without arguments)" >&2
 	   exit 2 ;;
 	esac
+	IFS=: read -r _ _ _ _ vars <<< "$m"
+	IFS=, read -r -a more <<< "${vars:-}"
+	for kv in "${more[@]}"; do
+		[[ $kv =~ ^EBB_[A-Z0-9_]+=[^[:space:]]+$ ]] || {
+			echo "bench/plan.sh: mode '$m': '$kv' is not EBB_NAME=VALUE" >&2; exit 2; }
+	done
 done
 mkdir -p "$OUT"
 export PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync PYTHONUNBUFFERED=1
@@ -207,11 +215,18 @@ for m in "$@"; do
 		run ebb-observe "$OUT/$W-a$ACC-observe.log" "$EBB" run --mode observe -v 1 \
 			--trace "$OUT/$W-a$ACC-observe.trace" -- $train --label ebb-observe --json "$res" ;;
 	ebb:* | reactive:*)
-		IFS=: read -r kind limit target margin <<< "$m"
+		IFS=: read -r kind limit target margin vars <<< "$m"
 		label=ebb-limit-$limit
 		env=()
 		[ -n "${target:-}" ] && { label=$label-target-$target; env+=(EBB_TARGET=$target); }
 		[ -n "${margin:-}" ] && { label=$label-margin-$margin; env+=(EBB_PLAN_MARGIN=$margin); }
+		if [ -n "${vars:-}" ]; then
+			IFS=, read -r -a more <<< "$vars"
+			for kv in "${more[@]}"; do
+				label=$label-$kv
+				env+=("$kv")
+			done
+		fi
 		[ "$kind" = reactive ] && { label=reactive-limit-$limit; env+=(EBB_PLAN=0); }
 		trace=/tmp/ebb-$W-a$ACC-$label.trace
 		run "$label" "$OUT/$W-a$ACC-$label.log" env "${env[@]}" "$EBB" run --limit "$limit" -v "${VERBOSE:-1}" \
