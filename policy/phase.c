@@ -518,12 +518,12 @@ phase_siblings(const struct prof *p, struct phase_set *s, uint32_t *next,
 		uint32_t i = phase_at(s, m[e].alloc), j = s->ph[i].later;
 		if (j == PROF_NONE)
 			continue;
-		const uint32_t try[3] = { s->ph[j].first - s->ph[i].first,
+		const uint32_t shifts[3] = { s->ph[j].first - s->ph[i].first,
 			s->ph[j].last - s->ph[i].last, last };
 		for (int t = 0; t < 3; t++)
-			if ((t == 0 || try[t] != try[0]) && (t < 2 || try[t] != try[1]) &&
-			    link_shifted(p, m, nm, e, try[t], next, prev, shift)) {
-				last = try[t];
+			if ((t == 0 || shifts[t] != shifts[0]) && (t < 2 || shifts[t] != shifts[1]) &&
+			    link_shifted(p, m, nm, e, shifts[t], next, prev, shift)) {
+				last = shifts[t];
 				s->ph[i].alike = (int32_t)j;
 				links++;
 				break;

@@ -10,11 +10,12 @@
  * again there.
  *
  * With pp->phases, a gap chosen without stalls is first tried together with
- * the same gap of each of its buffer's siblings (phase.h), the buffers made
- * at its place in the phases alike: one decision for the micro-batches of a
- * steady state, where a round each would reach the same one micro-batch by
- * micro-batch. The trial stands on the same terms; if it fails, the gap is
- * tried alone.
+ * the same gap of each of its buffer's siblings (phase.h: the buffers made at
+ * its place in the phases alike), or, for a buffer without siblings that is
+ * used once a micro-batch (a weight), with its gaps a micro-batch apart: one
+ * trial where the search would otherwise take a round for each micro-batch
+ * to reach the same moves. The trial stands on the same terms; if it fails,
+ * the gap is tried alone.
  */
 #include "config.h"
 
