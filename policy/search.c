@@ -260,14 +260,28 @@ gap_at(const struct search *g, uint32_t b, uint8_t kind, int64_t u)
 	return PROF_NONE;
 }
 
+/* Whether the operation d after the peak at (d < 0: before it) is over the
+ * target too: the place in another micro-batch where a sibling of the move
+ * tried at the peak saves memory (none past the iteration's ends). */
+static int
+over_there(const struct search *g, uint32_t at, int64_t d)
+{
+	int64_t e = (int64_t)at + d;
+
+	return e >= 0 && e < (int64_t)g->s.n &&
+	    (uint64_t)g->s.mem[e] + g->p->fixed > g->pp->target;
+}
+
 /* The open candidates that bridge candidate x's gap in the siblings of its
  * buffer (the same kind of gap, its uses shifted as the buffer is) into
  * out; and for a buffer that lives through the micro-batches (a weight, a
  * gradient: no siblings), its own gaps between uses a period apart, each
- * shifted by the period from the one before (until one is missing).
- * Returns how many. */
+ * shifted by the period from the one before (until one is missing). Of
+ * those, only the ones whose place of the peak at, shifted as they are, is
+ * over the target too: the micro-batches that need the move. Returns how
+ * many. */
 static uint32_t
-siblings_of(const struct search *g, uint32_t x, uint32_t *out)
+siblings_of(const struct search *g, uint32_t x, uint32_t at, uint32_t *out)
 {
 	const struct cand *c = g->c;
 	uint32_t m = 0;
@@ -284,7 +298,7 @@ siblings_of(const struct search *g, uint32_t x, uint32_t *out)
 				uint32_t k = gap_at(g, c[x].buf, c[x].kind, u);
 				if (k == PROF_NONE || (int64_t)c[k].v != v0 + (u - u0))
 					break;
-				if (c[k].state == 0)
+				if (c[k].state == 0 && over_there(g, at, u - u0))
 					out[m++] = k;
 			}
 		return m;
@@ -299,7 +313,7 @@ siblings_of(const struct search *g, uint32_t x, uint32_t *out)
 			d += later ? (int64_t)g->sib_shift[b] : -(int64_t)g->sib_shift[o];
 			b = o;
 			uint32_t k = gap_at(g, b, c[x].kind, (int64_t)c[x].u + d);
-			if (k != PROF_NONE && c[k].state == 0)
+			if (k != PROF_NONE && c[k].state == 0 && over_there(g, at, d))
 				out[m++] = k;
 		}
 	}
@@ -553,7 +567,7 @@ try_move(struct search *g, const struct pick *pk, const struct round *r)
 	g->chosen[g->m] = (uint32_t)best;
 	/* with its siblings first (search.c above) */
 	uint32_t sibs = pk->best >= 0 && !s->stalling ?
-	    siblings_of(g, (uint32_t)best, g->chosen + g->m + 1) : 0;
+	    siblings_of(g, (uint32_t)best, r->at, g->chosen + g->m + 1) : 0;
 	if (sibs > 0) {
 		sim_try(s);
 		sim_run(s, c, g->chosen, g->m + 1 + sibs);

@@ -42,7 +42,7 @@ usage(FILE *f)
 	    "               [--alloc auto|ebb|job] -- CMD [ARGS...]\n"
 	    "       ebb report TRACE\n"
 	    "       ebb plan TRACE [--target SIZE]... [--fraction F]... [--d2h GBPS] [--h2d GBPS]\n"
-	    "                [--min-bytes SIZE] [--allow-stall [--no-waits]] [--no-phases]\n"
+	    "                [--min-bytes SIZE] [--allow-stall [--no-waits]] [--phases]\n"
 	    "                [--moves]\n"
 	    "                [--move-cost US,US[,US,US]] [--time-limit S] [--replay] [--iteration N]\n"
 	    "                [--svg FILE [--mark LABEL=SIZE,RATIO]...] [--memory-svg FILE]\n"
@@ -77,8 +77,8 @@ usage(FILE *f)
 	    "      --allow-stall   let restores be late when that lowers the peak\n"
 	    "      --no-waits      with --allow-stall: only the greedy search's stalls, not\n"
 	    "                      also waits placed where the floor wants them\n"
-	    "      --no-phases     a decision for each buffer, none shared by the micro-batches\n"
-	    "                      alike (as EBB_PLAN_PHASES=0)\n"
+	    "      --phases        take one decision for a buffer and its siblings in the\n"
+	    "                      micro-batches alike (as EBB_PLAN_PHASES=1)\n"
 	    "      --moves         list the moves of the last target (with --replay, also\n"
 	    "                      the gaps its plan with recompute recomputes)\n"
 	    "      --replay        from the trace's write sets (EBB_RECOMPUTE=1): the gaps\n"
@@ -720,7 +720,7 @@ plan_option(int c, const char *arg, struct plan_args *a)
 		return 0;
 	case 's': o->allow_stall = 1; return 0;
 	case 'W': o->no_waits = 1; return 0;
-	case 'P': o->no_phases = 1; return 0;
+	case 'P': o->phases = 1; return 0;
 	case 'M': o->moves = 1; return 0;
 	case 'R': o->replay = 1; return 0;
 	case 'S': o->svg = arg; return 0;
@@ -779,7 +779,7 @@ cmd_plan(int argc, char **argv)
 		{ "min-bytes", required_argument, NULL, 'b' },
 		{ "allow-stall", no_argument, NULL, 's' },
 		{ "no-waits", no_argument, NULL, 'W' },
-		{ "no-phases", no_argument, NULL, 'P' },
+		{ "phases", no_argument, NULL, 'P' },
 		{ "moves", no_argument, NULL, 'M' },
 		{ "replay", no_argument, NULL, 'R' },
 		{ "move-cost", required_argument, NULL, 'C' },

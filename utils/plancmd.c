@@ -860,7 +860,7 @@ set_params(struct plancmd *g, const struct ebb_plan_opts *o)
 		.d2h_bps = g->gbps[0] * 1e9, .h2d_bps = g->gbps[1] * 1e9,
 		.copy_latency_s = PLAN_COPY_LATENCY_S, .min_bytes = o->min_bytes,
 		.allow_stall = o->allow_stall, .no_waits = o->no_waits,
-		.time_limit_s = o->time_limit_s, .phases = !o->no_phases,
+		.time_limit_s = o->time_limit_s, .phases = o->phases,
 		.host_offload_s = move_cost(g, o, 0),
 		.host_restore_s = move_cost(g, o, 1),
 		.host_drop_s = move_cost(g, o, 2),

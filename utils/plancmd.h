@@ -30,8 +30,8 @@ struct ebb_plan_opts {
 	uint64_t min_bytes;	/* smallest buffer that moves */
 	int allow_stall;
 	int no_waits;		/* with allow_stall: the greedy search's stalls only */
-	int no_phases;		/* a decision for each buffer, none shared by the
-				 * micro-batches alike (EBB_PLAN_PHASES=0) */
+	int phases;		/* decisions shared by the micro-batches alike
+				 * (EBB_PLAN_PHASES=1) */
 	double time_limit_s;	/* each target's search at most (0: no limit) */
 	int moves;		/* list the moves of the last target */
 	int replay;		/* say what recompute by replay could bridge, from the
