@@ -44,6 +44,7 @@ src_libebbcore_la_SOURCES = \
 	src/mover/mover.c src/mover/mover.h src/mover/mover_int.h \
 	src/mover/mover_arena.c src/mover/mover_slab.c src/mover/mover_tag.c src/mover/mover_lru.c \
 	src/mover/mover_copy.c src/mover/mover_cost.c src/mover/mover_rate.c \
+	src/mover/mover_limit.c \
 	src/exec/exec.c src/exec/exec.h src/exec/exec_int.h src/exec/exec_plan.c \
 	src/exec/lrec.c src/exec/lrec.h \
 	src/exec/probe.c src/exec/probe.h src/exec/hash_ptx.h \

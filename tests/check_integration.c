@@ -523,7 +523,13 @@ END_TEST
  * (FAKECUDA_GRAPH_POOL_BYTES here): ebb samples the device after every
  * graph launch, so that the pool counts against EBB_LIMIT from then on, and
  * where it takes the process over the limit the exit says so (it said
- * nothing before: no allocation came after the launch to sample at).
+ * nothing before: no allocation came after the launch to sample at). Under
+ * 8M, nothing ebb holds can move (the graph's buffers, small ones in a
+ * slab): the exit adds that no mover holds the limit, and the trace proves
+ * it (limit-over-samples, none of them with enough to move). With a spare
+ * buffer of 4M the graph does not use, under 14M, evicting it would have
+ * held the limit: the exit says the limit was not held, not that it cannot
+ * be.
  */
 START_TEST(graph_pool_counted)
 {
@@ -536,12 +542,26 @@ START_TEST(graph_pool_counted)
 	struct run_result r;
 	struct trace t;
 
+	const char *spare[] = { "EBB_MODE=offload", "EBB_LIMIT=14M",
+		"FAKECUDA_GRAPH_POOL_BYTES=8M", "WORKLOAD_CAPTURE_SPARE_MB=4", NULL };
+
 	run_ebb(argv, over, path, &r);
 	expect_ok(&r);
 	ck_assert_int_eq(count_substr(r.err, "EBB_LIMIT was not held in this process: the device "
 	    "memory the process used reached 12582912 bytes, over EBB_LIMIT=8388608"), 1);
+	ck_assert_int_eq(count_substr(r.err, "so no mover holds this limit"), 1);
 	trace_load(path, &t);
 	ck_assert_uint_eq(summary(&t, "device-beyond-held-bytes"), 8ULL << 20);
+	ck_assert_uint_ge(summary(&t, "limit-over-samples"), 1);
+	ck_assert_uint_eq(summary(&t, "limit-over-movable-samples"), 0);
+	trace_free(&t);
+	run_free(&r);
+	run_ebb(argv, spare, path, &r);
+	expect_ok(&r);
+	ck_assert_int_eq(count_substr(r.err, "EBB_LIMIT was not held in this process"), 1);
+	ck_assert_ptr_null(strstr(r.err, "no mover holds"));
+	trace_load(path, &t);
+	ck_assert_uint_ge(summary(&t, "limit-over-movable-samples"), 1);
 	trace_free(&t);
 	run_free(&r);
 	run_ebb(argv, within, path, &r);

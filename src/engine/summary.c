@@ -201,6 +201,25 @@ run_records(void)
 	}
 }
 
+/* EBB_SELF_TIME: ebb's own host time by kind of call, while learning and
+ * after, and its setup's (self-* Z records). */
+static void
+self_records(void)
+{
+	for (int a = 0; a < 2; a++)
+		for (int k = 0; k < SELF_KINDS; k++) {
+			uint64_t ns, calls;
+			char key[48];
+			const char *when = a ? "after" : "learning";
+			self_sums(a, k, &ns, &calls);
+			snprintf(key, sizeof key, "self-%s-%s-calls", when, self_names[k]);
+			summary_record(key, calls);
+			snprintf(key, sizeof key, "self-%s-%s-ns", when, self_names[k]);
+			summary_record(key, ns);
+		}
+	summary_record("self-setup-ns", __atomic_load_n(&engine.self.setup_ns, __ATOMIC_RELAXED));
+}
+
 /* Write the summary's Z records: the engine's counters, and in offload
  * mode the mover's, the plan's and the VMM calls'. The caller checks that
  * the trace is on. */
@@ -226,19 +245,8 @@ summary_records(const struct engine_totals *t)
 	summary_record("peak-bytes", st->bytes_peak);
 	summary_record("iterations", st->iterations);
 	summary_record("period", st->period);
-	for (int a = 0; engine.conf->self_time && a < 2; a++)
-		for (int k = 0; k < SELF_KINDS; k++) {
-			uint64_t ns, calls;
-			char key[48];
-			const char *when = a ? "after" : "learning";
-			self_sums(a, k, &ns, &calls);
-			snprintf(key, sizeof key, "self-%s-%s-calls", when, self_names[k]);
-			summary_record(key, calls);
-			snprintf(key, sizeof key, "self-%s-%s-ns", when, self_names[k]);
-			summary_record(key, ns);
-		}
 	if (engine.conf->self_time)
-		summary_record("self-setup-ns", __atomic_load_n(&engine.self.setup_ns, __ATOMIC_RELAXED));
+		self_records();
 	if (engine.conf->mode == EBB_MODE_OFFLOAD) {
 		summary_record("offloads", ms->offloads);
 		summary_record("restores", ms->restores);
@@ -254,6 +262,8 @@ summary_records(const struct engine_totals *t)
 		summary_record("held-peak-bytes", ms->held_peak);
 		summary_record("device-beyond-held-bytes", ms->beyond_held);
 		summary_record("device-process-peak-bytes", ms->process_peak);
+		summary_record("limit-over-samples", ms->over_samples);
+		summary_record("limit-over-movable-samples", ms->over_movable);
 		summary_record("allocations-past-driver-share", ms->past_driver_share);
 		summary_record("host-pinned-bytes", ms->host_pinned);
 		summary_record("handles-created", ms->handles_created);

@@ -534,6 +534,12 @@ mover_sample_device(void)
 		mover.stats.beyond_held = extra;
 	if (used > serving.used_at_start && used - serving.used_at_start > mover.stats.process_peak)
 		mover.stats.process_peak = used - serving.used_at_start;
+	/* over the limit: could evicting what can move have brought it under? */
+	if (used > serving.used_at_start + mover.limit_conf) {
+		mover.stats.over_samples++;
+		if (mover_lru_bytes() >= used - serving.used_at_start - mover.limit_conf)
+			mover.stats.over_movable++;
+	}
 	serving.driver_now = extra;
 	/* the last sample, not the most: what another process or a library
 	 * holds a while is given back to ebb when it goes */
@@ -560,52 +566,11 @@ mover_capture(int active)
 	mover.capturing = active;
 }
 
-/* Whether EBB_LIMIT went unheld, with the reason in why. */
-int
-mover_unheld(char *why, size_t len)
+/* Why mover_init failed for good (NULL: it has not). */
+const char *
+mover_failed_why(void)
 {
-	if (serving.failed_why != NULL) {
-		snprintf(why, len, "%s", serving.failed_why);
-		return 1;
-	}
-	if (mover.stats.arena_over > 0) {
-		snprintf(why, len, "nothing more could move where %llu buffers the job needed found no "
-		    "room, the arena's chunks pinned by the buffers the plan keeps in them: ebb held "
-		    "them up to %llu bytes over EBB_LIMIT=%llu (EBB_ARENA=0 keeps every buffer "
-		    "movable)", (unsigned long long)mover.stats.arena_over,
-		    (unsigned long long)mover.stats.arena_over_bytes,
-		    (unsigned long long)mover.limit_conf);
-		return 1;
-	}
-	if (mover.stats.over_limit > 0 && mover.stats.driver_served_peak >= mover.limit_conf) {
-		/* no plan could have held it: those bytes never move */
-		snprintf(why, len, "EBB_LIMIT=%llu is below what the driver's own allocations for "
-		    "the job (made during stream captures, or not served by ebb) held at once, %llu "
-		    "bytes, which ebb cannot move; the job held up to %llu",
-		    (unsigned long long)mover.limit_conf,
-		    (unsigned long long)mover.stats.driver_served_peak,
-		    (unsigned long long)mover.stats.held_peak);
-		return 1;
-	}
-	if (mover.stats.over_limit == 0 && mover.stats.process_peak > mover.limit_conf) {
-		snprintf(why, len, "the device memory the process used reached %llu bytes, over "
-		    "EBB_LIMIT=%llu: ebb held up to %llu (%llu of them the driver's allocations), and "
-		    "the driver's own memory for the process grew to %llu beyond it",
-		    (unsigned long long)mover.stats.process_peak, (unsigned long long)mover.limit_conf,
-		    (unsigned long long)mover.stats.held_peak,
-		    (unsigned long long)mover.stats.driver_served_peak,
-		    (unsigned long long)mover.stats.beyond_held);
-		return 1;
-	}
-	if (mover.stats.over_limit > 0) {
-		snprintf(why, len, "allocations the driver served (up to %llu bytes at once) took "
-		    "the job to %llu bytes, and the driver's own memory for the process to %llu, over "
-		    "EBB_LIMIT=%llu", (unsigned long long)mover.stats.driver_served_peak,
-		    (unsigned long long)mover.stats.held_peak,
-		    (unsigned long long)mover.stats.beyond_held, (unsigned long long)mover.limit_conf);
-		return 1;
-	}
-	return 0;
+	return serving.failed_why;
 }
 
 /* Count bytes (negative: freed) of the driver's own allocations as held;

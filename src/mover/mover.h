@@ -90,6 +90,9 @@ struct mover_stats {
 					 * what was used when it started (mover_sample_device) */
 	uint64_t process_peak;		/* the most device memory used beyond what was used when
 					 * it started, at a sample: the process's */
+	uint64_t over_samples;		/* samples of the device with the process over EBB_LIMIT */
+	uint64_t over_movable;		/* of them, those where the buffers ebb could evict held
+					 * the excess or more */
 	uint64_t host_pinned;
 	uint64_t host_pin_ns;		/* spent pinning it (out of the offloads' costs) */
 	uint64_t handles_created;
@@ -260,6 +263,11 @@ void mover_pin(struct ebb_buf *b);
  * or the driver's allocations took the job over it): 1 with the reason in
  * why, else 0. */
 int mover_unheld(char *why, size_t len);
+
+/* Whether the process went over EBB_LIMIT (by the device's samples) only
+ * where what ebb could move was less than the excess: no mover holds that
+ * limit (mover_stats' over_samples, over_movable). */
+int mover_limit_unholdable(void);
 
 /* Device bytes of allocations the driver served while ebb was offloading. */
 void mover_note_unmanaged(int64_t bytes);

@@ -193,6 +193,9 @@ void mover_lru_remove(struct ebb_buf *b);
 /* The bytes of the resident movable buffers on the list. */
 uint64_t mover_lru_bytes(void);
 
+/* Why mover_init failed for good (NULL: it has not). */
+const char *mover_failed_why(void);
+
 /* Whether an operation using b is on its way to the driver. */
 int mover_lru_in_flight(const struct ebb_buf *b);
 

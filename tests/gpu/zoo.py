@@ -58,12 +58,16 @@ trace (OUT/JOB.MODE.PID.trace, PID the job's, which its ZOO_RESULT gives), of
 the right mode (observe or offload in its header), that `ebb report` reads
 without error and that counts at least one launch. A job whose baseline
 fails has its other modes recorded as failed, not run. A run under limit:F
-that exits with status 3 because ebb said the limit is below what the
-driver's own allocations for the job held at once (a whole step captured
-into a CUDA graph keeps the graph's memory with the driver), and whose
-trace's driver-served-peak-bytes is the limit or more, is UNHOLDABLE, not
-failed, if it passes the rest but the peak: ebb did what ebb(1) says
-(exit 3, and why); the table and the count say so apart from the passes.
+that exits with status 3 because ebb said no mover holds the limit, and
+whose trace proves it, is UNHOLDABLE, not failed, if it passes the rest but
+the peak: ebb did what ebb(1) says (exit 3, and why); the table and the
+count say so apart from the passes. Two such exits: the limit is below what
+the driver's own allocations for the job held at once (a whole step
+captured into a CUDA graph keeps the graph's memory with the driver), and
+the trace's driver-served-peak-bytes is the limit or more; or at every
+sample of the device over the limit, what ebb could move was less than the
+excess (what captured graphs use stays), and the trace's limit-over-samples
+is above 0 and its limit-over-movable-samples 0.
 
 step_s is the median step time of the steady state: under limit:F, of the
 steps that ran under the plan (the trace's plan-iterations, the last steps
@@ -410,11 +414,14 @@ def last_words(log, n=1):
 
 
 def unholdable_said(log):
-    """ebb's line (shortened) saying that EBB_LIMIT is below what the driver's
-    own allocations for the job held, which it cannot move; None if none."""
+    """ebb's line (shortened) saying that no mover holds EBB_LIMIT: it is below
+    what the driver's own allocations for the job held, or what ebb could
+    move was less than the excess wherever the process was over it; None if
+    none."""
     with open(log, errors="replace") as f:
         for ln in f:
-            if "EBB_LIMIT was not held" in ln and "is below what the driver's own" in ln:
+            if "EBB_LIMIT was not held" in ln and ("is below what the driver's own" in ln or
+                                                   "so no mover holds this limit" in ln):
                 return ln.strip()[:200]
     return None
 
@@ -767,11 +774,18 @@ class Zoo:
                              if mode.kind != "limit" else None)
             if unholdable:
                 served = trace_summary(path, "driver-served-peak-bytes")
+                over = trace_summary(path, "limit-over-samples")
+                movable = trace_summary(path, "limit-over-movable-samples")
                 rec["driver_served_peak_gib"] = gib(served)
-                if served is None or served < limit:
-                    why.append(f"exit status 3, EBB_LIMIT said to be below what the driver's "
-                               f"allocations held, but the trace's driver-served-peak-bytes is "
-                               f"{served} against a limit of {limit}")
+                rec["limit_over_samples"] = over
+                rec["limit_over_movable_samples"] = movable
+                by_driver = served is not None and served >= limit
+                by_pins = over is not None and over > 0 and movable == 0
+                if not (by_driver or by_pins):
+                    why.append(f"exit status 3, EBB_LIMIT said to be unholdable, but the "
+                               f"trace's driver-served-peak-bytes is {served} against a limit "
+                               f"of {limit}, and of its {over} samples over the limit, "
+                               f"{movable} had enough to move")
             tracked = trace_summary(path, "peak-bytes")
             rec["tracked_peak_gib"] = gib(tracked)
             if mode.kind == "observe" and not why and tracked is not None:

@@ -428,6 +428,9 @@ scenario_fork(int by_exit)
 }
 
 /* Capture a launch into a graph and replay it. */
+static void check_bytes(CUdeviceptr p, uint32_t v, size_t bytes, CUstream s, const char *what,
+    int i);
+
 static int
 scenario_capture(void)
 {
@@ -437,10 +440,20 @@ scenario_capture(void)
 	CUgraphExec ge;
 	const size_t n = 1024;
 
+	/* WORKLOAD_CAPTURE_SPARE_MB: a buffer of that many MiB the graph does
+	 * not use, filled before the capture and checked after the launch */
+	size_t spare = getenv("WORKLOAD_CAPTURE_SPARE_MB") ?
+	    (size_t)atoi(getenv("WORKLOAD_CAPTURE_SPARE_MB")) << 20 : 0;
+	CUdeviceptr z = 0;
+
 	CK(cu.StreamCreate(&s, CU_STREAM_NON_BLOCKING));
 	CK(cu.MemAlloc(&x, n * 4));	/* bid 1 */
 	CK(cu.MemAlloc(&y, n * 4));	/* bid 2 */
 	launch_fill(x, 3, n, s);
+	if (spare > 0) {
+		CK(cu.MemAlloc(&z, spare));
+		launch_fill(z, 5, spare / 4, s);
+	}
 	CK(cu.StreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
 	launch_copy(y, x, n * 4, s);
 	CK(cu.StreamEndCapture(s, &g));
@@ -451,6 +464,8 @@ scenario_capture(void)
 	CK(cu.StreamSynchronize(s));
 	if (v != 3)
 		FAIL("graph copy gave %u", v);
+	if (spare > 0)
+		check_bytes(z, 5, spare, s, "the spare buffer", 0);
 	return 0;
 }
 
@@ -463,8 +478,6 @@ scenario_capture(void)
  * then replays of the graph with a new input each, and the earlier buffers
  * read between them. Every value is checked.
  */
-static void check_bytes(CUdeviceptr p, uint32_t v, size_t bytes, CUstream s, const char *what,
-    int i);
 static void print_driver_stats(void);
 
 /* The capture scenarios' buffers from before a capture, of sz bytes each:
