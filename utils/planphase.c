@@ -70,7 +70,7 @@ print_phases(FILE *out, const struct phase_set *ps, uint64_t markers, uint64_t s
 	for (uint32_t i = 0; i < ps->n; i++)
 		alike += ps->ph[i].alike >= 0;
 	fprintf(out, "phases alike: %u with a later one alike, %llu buffers linked to their "
-	    "siblings there (the plan takes one decision for each chain)\n", alike,
+	    "siblings there (with --phases, the plan takes one decision for each chain)\n", alike,
 	    (unsigned long long)links);
 	if (ps->n > PLANPHASE_LISTED) {
 		fprintf(out, "(more than %d: not listed)\n", PLANPHASE_LISTED);
