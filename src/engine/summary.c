@@ -263,7 +263,7 @@ summary_records(const struct engine_totals *t)
 		summary_record("device-beyond-held-bytes", ms->beyond_held);
 		summary_record("device-process-peak-bytes", ms->process_peak);
 		summary_record("limit-over-samples", ms->over_samples);
-		summary_record("limit-over-movable-samples", ms->over_movable);
+		summary_record("limit-over-movable", ms->over_movable);
 		summary_record("allocations-past-driver-share", ms->past_driver_share);
 		summary_record("host-pinned-bytes", ms->host_pinned);
 		summary_record("handles-created", ms->handles_created);

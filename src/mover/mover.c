@@ -534,11 +534,13 @@ mover_sample_device(void)
 		mover.stats.beyond_held = extra;
 	if (used > serving.used_at_start && used - serving.used_at_start > mover.stats.process_peak)
 		mover.stats.process_peak = used - serving.used_at_start;
-	/* over the limit: could evicting what can move have brought it under? */
+	/* over the limit: could evicting what can move have brought it under?
+	 * (asked until one sample says so: the list is walked only then) */
 	if (used > serving.used_at_start + mover.limit_conf) {
 		mover.stats.over_samples++;
-		if (mover_lru_bytes() >= used - serving.used_at_start - mover.limit_conf)
-			mover.stats.over_movable++;
+		if (!mover.stats.over_movable &&
+		    mover_lru_bytes() >= used - serving.used_at_start - mover.limit_conf)
+			mover.stats.over_movable = 1;
 	}
 	serving.driver_now = extra;
 	/* the last sample, not the most: what another process or a library

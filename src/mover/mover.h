@@ -91,8 +91,8 @@ struct mover_stats {
 	uint64_t process_peak;		/* the most device memory used beyond what was used when
 					 * it started, at a sample: the process's */
 	uint64_t over_samples;		/* samples of the device with the process over EBB_LIMIT */
-	uint64_t over_movable;		/* of them, those where the buffers ebb could evict held
-					 * the excess or more */
+	uint64_t over_movable;		/* 1: at one of them (the first such ends the asking),
+					 * the buffers ebb could evict held the excess or more */
 	uint64_t host_pinned;
 	uint64_t host_pin_ns;		/* spent pinning it (out of the offloads' costs) */
 	uint64_t handles_created;

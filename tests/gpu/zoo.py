@@ -67,7 +67,7 @@ captured into a CUDA graph keeps the graph's memory with the driver), and
 the trace's driver-served-peak-bytes is the limit or more; or at every
 sample of the device over the limit, what ebb could move was less than the
 excess (what captured graphs use stays), and the trace's limit-over-samples
-is above 0 and its limit-over-movable-samples 0.
+is above 0 and its limit-over-movable 0.
 
 step_s is the median step time of the steady state: under limit:F, of the
 steps that ran under the plan (the trace's plan-iterations, the last steps
@@ -775,17 +775,17 @@ class Zoo:
             if unholdable:
                 served = trace_summary(path, "driver-served-peak-bytes")
                 over = trace_summary(path, "limit-over-samples")
-                movable = trace_summary(path, "limit-over-movable-samples")
+                movable = trace_summary(path, "limit-over-movable")
                 rec["driver_served_peak_gib"] = gib(served)
                 rec["limit_over_samples"] = over
-                rec["limit_over_movable_samples"] = movable
+                rec["limit_over_movable"] = movable
                 by_driver = served is not None and served >= limit
                 by_pins = over is not None and over > 0 and movable == 0
                 if not (by_driver or by_pins):
                     why.append(f"exit status 3, EBB_LIMIT said to be unholdable, but the "
                                f"trace's driver-served-peak-bytes is {served} against a limit "
-                               f"of {limit}, and of its {over} samples over the limit, "
-                               f"{movable} had enough to move")
+                               f"of {limit}, and at one of its {over} samples over the limit "
+                               f"there was enough to move (limit-over-movable {movable})")
             tracked = trace_summary(path, "peak-bytes")
             rec["tracked_peak_gib"] = gib(tracked)
             if mode.kind == "observe" and not why and tracked is not None:
