@@ -929,7 +929,7 @@ void
 ebb_engine_shutdown(void)
 {
 	struct engine_totals t;
-	char unheld[512];
+	char unheld[1024];
 
 	pthread_mutex_lock(&ebb_state_lock);
 	if (engine.shut_down || engine.conf == NULL) {
