@@ -321,7 +321,6 @@ classify(const struct prof *p, const uint32_t *start, uint32_t n, struct phase_s
 		out->ph[i].last = i + 1 < n ? start[i + 1] - 1 : p->nops - 1;
 		out->ph[i].forward = -1;
 		out->ph[i].alike = -1;
-		out->ph[i].later = PROF_NONE;
 	}
 	made_and_freed(p, start, n, out->ph);
 	uint64_t biggest = 0;
@@ -419,20 +418,14 @@ alike(const struct prof_buf *b, const struct prof_buf *c, uint32_t shift)
 	return 1;
 }
 
-/* The phase of s that holds operation op. */
+/* The next phase of s after phase i of i's kind, or PROF_NONE. */
 static uint32_t
-phase_at(const struct phase_set *s, uint32_t op)
+later(const struct phase_set *s, uint32_t i)
 {
-	uint32_t lo = 0, hi = s->n;
-
-	while (hi - lo > 1) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (s->ph[mid].first <= op)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return lo;
+	for (uint32_t j = i + 1; j < s->n; j++)
+		if (s->ph[j].kind == s->ph[i].kind)
+			return j;
+	return PROF_NONE;
 }
 
 /* A buffer made in the iteration, by where it is made. */
@@ -450,9 +443,9 @@ cmp_made_at(const void *x, const void *y)
 	return a->buf < b->buf ? -1 : a->buf > b->buf;
 }
 
-/* Link m[e]'s buffer to the first buffer not yet linked to that is it made
- * shift operations later (m[0 .. nm) by where each is made). Returns 1 when
- * linked, else 0. */
+/* Link m[e]'s buffer to the first buffer, not yet linked to, that is it
+ * made shift operations later (alike; m[0 .. nm) by where each is made).
+ * Returns 1 when linked, else 0. */
 static int
 link_shifted(const struct prof *p, const struct made_at *m, uint32_t nm, uint32_t e,
     uint32_t shift, uint32_t *next, uint32_t *prev, uint32_t *sh)
@@ -492,13 +485,8 @@ phase_siblings(const struct prof *p, struct phase_set *s, uint32_t *next,
 		next[k] = prev[k] = PROF_NONE;
 		shift[k] = 0;
 	}
-	for (uint32_t i = 0; i < s->n; i++) {
+	for (uint32_t i = 0; i < s->n; i++)
 		s->ph[i].alike = -1;
-		s->ph[i].later = PROF_NONE;
-		for (uint32_t j = i + 1; j < s->n && s->ph[i].later == PROF_NONE; j++)
-			if (s->ph[j].kind == s->ph[i].kind)
-				s->ph[i].later = j;
-	}
 	if (s->n < 2 || nb == 0)
 		return 0;
 	struct made_at *m = malloc(nb * sizeof *m);
@@ -513,9 +501,10 @@ phase_siblings(const struct prof *p, struct phase_set *s, uint32_t *next,
 	 * (the turns that cut them fall a few operations apart in micro-batches
 	 * that differ at their edges), or as the last buffer linked was; in the
 	 * order they are made, so that of buffers alike made at one operation,
-	 * the first takes the first */
-	for (uint32_t e = 0; e < nm; e++) {
-		uint32_t i = phase_at(s, m[e].alloc), j = s->ph[i].later;
+	 * the first takes the first (and the phases are walked in order) */
+	for (uint32_t e = 0, i = 0, j = later(s, 0); e < nm; e++) {
+		while (i + 1 < s->n && s->ph[i + 1].first <= m[e].alloc)
+			j = later(s, ++i);
 		if (j == PROF_NONE)
 			continue;
 		const uint32_t shifts[3] = { s->ph[j].first - s->ph[i].first,

@@ -73,10 +73,9 @@ struct phase {
 	uint64_t made;		/* bytes of buffers made in it that outlive it */
 	uint64_t freed;		/* bytes of buffers made before it, freed in it */
 	uint64_t paired;	/* a backward: bytes of its forward's buffers it uses */
-	uint32_t later;		/* the next phase of its kind (phase_siblings;
-				 * PROF_NONE: none, or not asked) */
-	int32_t alike;		/* later, where a buffer of this phase is linked to one
-				 * of later's (phase_siblings; -1: none, or not asked) */
+	int32_t alike;		/* the next phase of its kind, where a buffer of this
+				 * phase is linked to one of that phase's (phase_siblings;
+				 * -1: none, or not asked) */
 };
 
 struct phase_set {
@@ -133,7 +132,7 @@ void phase_fini(struct phase_set *s);
 /*
  * Phases that repeat: the micro-batches of a steady state. A buffer made in
  * a phase is linked to the buffer made at its place in the next phase of
- * the same kind (its later) where the two are alike throughout their
+ * the same kind where the two are alike throughout their
  * lives: the same size, span and movability, and the second's making, uses
  * and free all the same number of operations after the first's. That
  * distance is the one between the two phases' starts, or their ends (the
@@ -141,7 +140,7 @@ void phase_fini(struct phase_set *s);
  * micro-batches differ at their edges: the first makes the gradients), or
  * the last link's. next[b] is that buffer (PROF_NONE: none), shift[b] the
  * distance, prev[b] the link the other way; a phase with a buffer so linked
- * has its later as its alike. The first micro-batch, the last one (an
+ * has that next phase as its alike. The first micro-batch, the last one (an
  * optimizer step after it) and a schedule's warm-up differ from the steady
  * state only where their buffers do: those buffers stay unlinked. A planner
  * can then take one decision for a buffer and its siblings, the chain of
