@@ -3020,15 +3020,19 @@ END_TEST
  * while a plan runs, at each iteration start from its second whole
  * iteration's end on, a lowering where a buffer was evicted for room in the
  * iteration that ended with the arena's chunks holding more than their
- * buffers (plan-eviction-excess notes), twice at most. Returns how many.
+ * buffers (plan-eviction-excess notes), twice at most; but where the
+ * running plan's target (plan-target-bytes) less that excess would be under
+ * its bound (plan-bound-bytes), the arena is turned off instead (*off set)
+ * and nothing is lowered from then on. Returns how many lowerings.
  */
 static uint64_t
-lowerings_expected(const struct trace *t)
+lowerings_expected(const struct trace *t, int *off)
 {
-	uint64_t expected = 0, excess = 0;
+	uint64_t expected = 0, excess = 0, target = 0, bound = 0;
 	int running = 0, done = 0;
 
-	for (size_t i = 0; i < t->n; i++) {
+	*off = 0;
+	for (size_t i = 0; i < t->n && !*off; i++) {
 		const struct rec *x = &t->r[i];
 		const char *key = x->type == 'Q' && x->n >= 3 ? x->f[1] : "";
 		/* an iteration start of the running plan: its I record, or, where
@@ -3036,12 +3040,18 @@ lowerings_expected(const struct trace *t)
 		 * which comes before it */
 		int start = (x->type == 'I' && running) || (running &&
 		    strcmp(key, "plan-departed") == 0 && strstr(x->f[2], ":kept_buffers_evicted_"));
+		if (strcmp(key, "plan-target-bytes") == 0)
+			target = strtoull(x->f[2], NULL, 10);
+		else if (strcmp(key, "plan-bound-bytes") == 0)
+			bound = strtoull(x->f[2], NULL, 10);
 		if (strcmp(key, "plan-started") == 0) {
 			running = 1;
 			done = -1;	/* its own start's I record comes after it */
 			excess = 0;
 		} else if (start) {
-			if (++done >= 2 && excess > 0 && expected < 2) {
+			if (++done >= 2 && excess > 0 && expected < 2 && target < bound + excess) {
+				*off = 1;
+			} else if (done >= 2 && excess > 0 && expected < 2) {
 				expected++;
 				running = 0;	/* it departs, and the next is recorded */
 			}
@@ -3081,7 +3091,10 @@ START_TEST(plan_lowered_for_the_arena)
 	run_beside_alone(argv, alone_env, env, path, &r, &t);
 	ck_assert_uint_gt(summary(&t, "planned-evictions"), 0);
 	uint64_t lowerings = summary(&t, "plan-lowerings");
-	ck_assert_uint_eq(lowerings, lowerings_expected(&t));
+	int off;
+	ck_assert_uint_eq(lowerings, lowerings_expected(&t, &off));
+	ck_assert_int_eq(off, 0);	/* the link is not the limit here */
+	ck_assert_ptr_null(note_value(&t, "arena-off"));
 	ck_assert_uint_eq(summary(&t, "plans"), 1 + lowerings);
 	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 256ULL << 20);
 	ck_assert_int_eq(strstr(r.err, "bytes lower") != NULL, lowerings > 0);
@@ -3106,6 +3119,46 @@ START_TEST(plan_lowered_for_the_arena)
 	ebb_cmd(&rep, args);
 	ck_assert_uint_eq(value_of(rep.out, "plans-lowered: "), lowerings);
 	run_free(&rep);
+	trace_free(&t);
+	run_free(&r);
+	remove(path);
+}
+END_TEST
+
+/*
+ * The job above with copies at 0.6 GB/s each way: the plan's target is under
+ * its lowest peak without stalls, so lowering it by what the arena's
+ * chunks hold beyond their buffers would add stalls. Where a kept buffer is
+ * evicted with such an excess, the arena is turned off instead (the
+ * arena-off note, under_the_bound, and the exit's arena line says so),
+ * nothing is lowered, EBB_LIMIT is held, and the job computes what it does
+ * without ebb.
+ */
+START_TEST(arena_off_under_the_bound)
+{
+	const char *path = tmp_file("underbound");
+	char *argv[] = { workload_path(0), "plan", "24", NULL };
+	const char *alone_env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_SAVED_MIB=2",
+		NULL };
+	const char *env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_SAVED_MIB=2",
+		"EBB_MODE=offload", "EBB_LIMIT=256M", "EBB_VERBOSE=1", "EBB_D2H_GBPS=0.6",
+		"EBB_H2D_GBPS=0.6", NULL };
+	struct run_result r;
+	struct trace t;
+	int off;
+
+	run_beside_alone(argv, alone_env, env, path, &r, &t);
+	ck_assert_uint_gt(strtoull(note_value(&t, "plan-bound-bytes"), NULL, 10),
+	    strtoull(note_value(&t, "plan-target-bytes"), NULL, 10));
+	ck_assert_uint_eq(summary(&t, "plan-lowerings"), lowerings_expected(&t, &off));
+	ck_assert_uint_eq(summary(&t, "plan-lowerings"), 0);
+	ck_assert_int_eq(off, 1);
+	ck_assert_pstr_eq(note_value(&t, "arena-off"), "under_the_bound");
+	ck_assert_uint_eq(summary(&t, "arena-off"), 1);
+	ck_assert_ptr_nonnull(strstr(r.err, "arena: off from now on (under the bound)"));
+	ck_assert_ptr_nonnull(strstr(r.err, "; turned off (under the bound)"));
+	ck_assert_ptr_null(strstr(r.err, "bytes lower"));
+	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 256ULL << 20);
 	trace_free(&t);
 	run_free(&r);
 	remove(path);
@@ -3456,6 +3509,7 @@ main(void)
 	add_test(tc, offload_reuses_a_larger_freed_block);
 	add_test(tc, plan_resumes_after_a_detour);
 	add_test(tc, plan_lowered_for_the_arena);
+	add_test(tc, arena_off_under_the_bound);
 	add_test(tc, arena_serves_what_the_plan_keeps);
 	add_test(tc, arena_off_when_room_falls_short);
 	add_test(tc, offload_lands_past_restores);

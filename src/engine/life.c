@@ -352,15 +352,30 @@ recorded(uint64_t next_seq, uint64_t period)
  * passed by the device), which the plan does not count. The target goes
  * down by the most they held beyond them then (exec_plan_lower), and the
  * next iteration is recorded; at most LIFE_MAX_LOWERINGS times. why says
- * so. Caller holds ebb_state_lock.
+ * so. Where the target so lowered would be under the plan's bound, the
+ * arena is turned off instead and the plan stays. Caller holds
+ * ebb_state_lock.
  */
 static int
 lower_due(char *why, size_t len)
 {
 	uint64_t excess = mover_take_excess();	/* since the last iteration start */
+	struct mover_arena_stats as;
+	struct exec_stats xs;
 
-	if (exec_run_iterations() < 2 || engine.lowerings >= LIFE_MAX_LOWERINGS || excess == 0)
+	mover_arena_stats(&as);
+	if (exec_run_iterations() < 2 || engine.lowerings >= LIFE_MAX_LOWERINGS || excess == 0 ||
+	    as.off)
 		return 0;
+	exec_stats(&xs);
+	if (xs.target_bytes < xs.bound_bytes + excess) {
+		/* lower would be under the plan's lowest peak without stalls,
+		 * where each byte the chunks hold costs the device a wait for
+		 * the link, more than the driver calls the arena saves: the
+		 * arena goes instead, its chunks released as they empty */
+		mover_arena_off("under the bound");
+		return 0;
+	}
 	uint64_t total = exec_plan_lower(excess);
 	snprintf(why, len, "kept buffers evicted where the arena held %llu bytes beyond its "
 	    "buffers: planned %llu bytes lower", (unsigned long long)excess,

@@ -510,10 +510,10 @@ summary_lines(const struct engine_totals *t)
 		if (as.allocs > 0) {
 			char peak_s[32];
 			ebb_log(EBB_LOG_NOTE, "arena: %llu buffers the plan keeps served from shared "
-			    "chunks (at most %s at once); %llu chunks mapped, %llu released for room%s",
+			    "chunks (at most %s at once); %llu chunks mapped, %llu released for room%s%s%s",
 			    (unsigned long long)as.allocs, human(as.bytes_peak, peak_s, sizeof peak_s),
 			    (unsigned long long)as.chunks_mapped, (unsigned long long)as.chunks_released,
-			    as.off ? "; turned off where its chunks pinned the room a buffer needed" : "");
+			    as.off ? "; turned off (" : "", as.off ? as.off_why : "", as.off ? ")" : "");
 		}
 		if (engine.plan_on || xs->plans > 0)
 			ebb_log(EBB_LOG_NOTE, "plan: %llu made, %llu iterations run by it, %llu departures "

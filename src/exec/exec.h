@@ -232,6 +232,7 @@ struct exec_stats {
 	uint64_t predicted_step_ns;
 	uint64_t unmoved_step_ns;	/* the last plan's iteration predicted with nothing
 					 * moved (the job's own pace and GPU times) */
+	uint64_t target_bytes;	/* the last plan's target */
 	uint64_t bound_bytes;	/* the last plan's lowest peak without stalls */
 	/* the launch records of the last iteration recorded (lrec.h) */
 	uint64_t launch_records;	/* launches recorded, replayable or not */

@@ -578,6 +578,7 @@ exec_plan_install(struct exec_made *m)
 	exec.xs.predicted_step_ns = (uint64_t)(m->pl.step_s * 1e9);
 	exec.xs.unmoved_step_ns = (uint64_t)((m->pl.step_before_s + m->pl.host_idle_before_s) *
 	    1e9);
+	exec.xs.target_bytes = m->target;
 	exec.xs.bound_bytes = m->bound;
 	plan_notes(m);
 	plan_logs(m);

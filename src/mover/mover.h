@@ -307,8 +307,16 @@ struct mover_arena_stats {
 	uint64_t chunks_mapped;		/* chunks mapped (each a new handle) */
 	uint64_t chunks_released;	/* chunks released to make room elsewhere */
 	int off;			/* turned off (mover_arena_off) */
+	const char *off_why;		/* then why: "no room" or "under the bound" */
 };
 void mover_arena_stats(struct mover_arena_stats *out);
+
+/* Serve no more buffers from the arena, for why (said once, and noted as
+ * arena-off with why's spaces as underscores): its chunks pinned memory the
+ * job needed ("no room"), or what they hold beyond their buffers would
+ * have lowered the plan under its bound ("under the bound"). Its chunks are
+ * released as they empty. Caller holds ebb_state_lock. */
+void mover_arena_off(const char *why);
 
 /*
  * Whether this thread has issued a move (a copy to the host or back, with

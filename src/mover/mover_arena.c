@@ -229,6 +229,7 @@ mover_arena_off(const char *why)
 	if (arena.st.off || arena.base == 0)
 		return;
 	arena.st.off = 1;
+	arena.st.off_why = why;
 	ebb_log(EBB_LOG_NOTE, "arena: off from now on (%s): its chunks hold %llu bytes for %llu "
 	    "bytes of live buffers, and a chunk with a live buffer cannot move; later buffers "
 	    "the plan keeps get memory of their own", why,

@@ -121,10 +121,6 @@ int mover_arena_release_one(void);
  * 0 when none can be so (a live buffer in each). */
 int mover_arena_wait_frees(void);
 
-/* Serve no more buffers from the arena, for why (said once, and noted): its
- * chunks pinned memory the job needed. */
-void mover_arena_off(const char *why);
-
 /* Bytes of the arena's chunks mapped now. */
 uint64_t mover_arena_mapped(void);
 
