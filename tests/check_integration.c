@@ -3022,16 +3022,17 @@ END_TEST
  * iteration that ended with the arena's chunks holding more than their
  * buffers (plan-eviction-excess notes), twice at most; but where the
  * running plan's target (plan-target-bytes) less that excess would be under
- * its bound (plan-bound-bytes), the arena is turned off instead (*off set)
- * and nothing is lowered from then on. Returns how many lowerings.
+ * its bound (plan-bound-bytes), the arena is turned off instead (*off set),
+ * the plan made again without the lowerings where there were any (*raised
+ * set), and nothing is lowered from then on. Returns how many lowerings.
  */
 static uint64_t
-lowerings_expected(const struct trace *t, int *off)
+lowerings_expected(const struct trace *t, int *off, int *raised)
 {
 	uint64_t expected = 0, excess = 0, target = 0, bound = 0;
 	int running = 0, done = 0;
 
-	*off = 0;
+	*off = *raised = 0;
 	for (size_t i = 0; i < t->n && !*off; i++) {
 		const struct rec *x = &t->r[i];
 		const char *key = x->type == 'Q' && x->n >= 3 ? x->f[1] : "";
@@ -3051,6 +3052,7 @@ lowerings_expected(const struct trace *t, int *off)
 		} else if (start) {
 			if (++done >= 2 && excess > 0 && expected < 2 && target < bound + excess) {
 				*off = 1;
+				*raised = expected > 0;
 			} else if (done >= 2 && excess > 0 && expected < 2) {
 				expected++;
 				running = 0;	/* it departs, and the next is recorded */
@@ -3091,10 +3093,11 @@ START_TEST(plan_lowered_for_the_arena)
 	run_beside_alone(argv, alone_env, env, path, &r, &t);
 	ck_assert_uint_gt(summary(&t, "planned-evictions"), 0);
 	uint64_t lowerings = summary(&t, "plan-lowerings");
-	int off;
-	ck_assert_uint_eq(lowerings, lowerings_expected(&t, &off));
+	int off, raised;
+	ck_assert_uint_eq(lowerings, lowerings_expected(&t, &off, &raised));
 	ck_assert_int_eq(off, 0);	/* the link is not the limit here */
 	ck_assert_ptr_null(note_value(&t, "arena-off"));
+	ck_assert_uint_eq(summary(&t, "plan-raisings"), 0);
 	ck_assert_uint_eq(summary(&t, "plans"), 1 + lowerings);
 	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 256ULL << 20);
 	ck_assert_int_eq(strstr(r.err, "bytes lower") != NULL, lowerings > 0);
@@ -3132,7 +3135,9 @@ END_TEST
  * evicted with such an excess, the arena is turned off instead (the
  * arena-off note, under_the_bound, and the exit's arena line says so),
  * nothing is lowered, EBB_LIMIT is held, and the job computes what it does
- * without ebb.
+ * without ebb. (Where a plan was lowered before, the lowering is taken back
+ * then, plan-target-raised-bytes: not shown here, its timing being the
+ * job's.)
  */
 START_TEST(arena_off_under_the_bound)
 {
@@ -3145,14 +3150,27 @@ START_TEST(arena_off_under_the_bound)
 		"EBB_H2D_GBPS=0.6", NULL };
 	struct run_result r;
 	struct trace t;
-	int off;
+	int off, raised;
 
-	run_beside_alone(argv, alone_env, env, path, &r, &t);
-	ck_assert_uint_gt(strtoull(note_value(&t, "plan-bound-bytes"), NULL, 10),
-	    strtoull(note_value(&t, "plan-target-bytes"), NULL, 10));
-	ck_assert_uint_eq(summary(&t, "plan-lowerings"), lowerings_expected(&t, &off));
-	ck_assert_uint_eq(summary(&t, "plan-lowerings"), 0);
+	/* whether a kept buffer is evicted with an excess in an iteration the
+	 * rule counts depends on the timing: about nine runs in ten here */
+	for (int attempt = 0;; attempt++) {
+		run_beside_alone(argv, alone_env, env, path, &r, &t);
+		ck_assert_uint_gt(strtoull(note_value(&t, "plan-bound-bytes"), NULL, 10),
+		    strtoull(note_value(&t, "plan-target-bytes"), NULL, 10));
+		ck_assert_uint_eq(summary(&t, "plan-lowerings"),
+		    lowerings_expected(&t, &off, &raised));
+		ck_assert_uint_eq(summary(&t, "plan-lowerings"), 0);
+		ck_assert_int_eq(note_value(&t, "arena-off") != NULL, off);
+		if (off || attempt == 2)
+			break;
+		trace_free(&t);
+		run_free(&r);
+	}
 	ck_assert_int_eq(off, 1);
+	ck_assert_int_eq(raised, 0);	/* nothing was lowered to take back */
+	ck_assert_uint_eq(summary(&t, "plan-raisings"), 0);
+	ck_assert_ptr_null(note_value(&t, "plan-target-raised-bytes"));
 	ck_assert_pstr_eq(note_value(&t, "arena-off"), "under_the_bound");
 	ck_assert_uint_eq(summary(&t, "arena-off"), 1);
 	ck_assert_ptr_nonnull(strstr(r.err, "arena: off from now on (under the bound)"));

@@ -68,7 +68,7 @@ ebb_report(const char *path, FILE *out, FILE *err)
 	}
 	uint64_t records = 0;
 	uint64_t count[128] = { 0 };
-	uint64_t unresolved = 0, nobuf = 0, refs = 0, lost = 0, resumed = 0, lowered = 0;
+	uint64_t unresolved = 0, nobuf = 0, refs = 0, lost = 0, resumed = 0, lowered = 0, raised = 0;
 	const struct ebb_trace_rec *r = &rd.rec;
 	struct live live = { 0 };
 	struct phase_cut cut = { 0 };
@@ -96,10 +96,12 @@ ebb_report(const char *path, FILE *out, FILE *err)
 			lost += strcmp(r->field[3], "lost") == 0;
 			break;
 		case 'Q':
-			/* the plan ran on after a detour, or was made lower (ebb(7)) */
+			/* the plan ran on after a detour, or was made lower, or
+			 * higher again (ebb(7)) */
 			if (r->nfields >= 3) {
 				resumed += strcmp(r->field[1], "plan-resumed") == 0;
 				lowered += strcmp(r->field[1], "plan-target-lowered-bytes") == 0;
+				raised += strcmp(r->field[1], "plan-target-raised-bytes") == 0;
 			}
 			break;
 		case 'L':
@@ -143,6 +145,7 @@ ebb_report(const char *path, FILE *out, FILE *err)
 		fprintf(out, "departures: %llu\n", (unsigned long long)count['D']);
 		fprintf(out, "plans-resumed: %llu\n", (unsigned long long)resumed);
 		fprintf(out, "plans-lowered: %llu\n", (unsigned long long)lowered);
+		fprintf(out, "plans-raised: %llu\n", (unsigned long long)raised);
 		fprintf(out, "failures: %llu\n", (unsigned long long)count['X']);
 	}
 	ebb_trace_reader_close(&rd);

@@ -952,6 +952,7 @@ ebb_engine_shutdown(void)
 	t.departures = engine.departures;
 	t.resumes = engine.resumes;
 	t.lowerings = engine.lowerings;
+	t.raisings = engine.raisings;
 	vmm_stats(&t.vs);
 	pthread_mutex_unlock(&ebb_state_lock);
 	if (ebb_trace_on())

@@ -142,6 +142,8 @@ struct engine {
 	int detour_learned;		/* learned was set at the departure of a detour */
 	uint64_t lowerings;		/* of the departures, the plan made again with a lower
 					 * target (lower_due) */
+	uint64_t raisings;		/* of them, the plan made again without the lowerings,
+					 * the arena turned off (lower_due) */
 	int replan_due;			/* REPLAN_*: the plan with recomputes; read unlocked by
 					 * life_plan_due */
 	uint64_t seq_counter;		/* seq of the last operation (and sync) numbered */
@@ -291,6 +293,7 @@ struct engine_totals {
 	uint64_t departures;		/* from the plan or its recording */
 	uint64_t resumes;		/* of them, detours the plan ran on after */
 	uint64_t lowerings;		/* of them, plans made again with a lower target */
+	uint64_t raisings;		/* of them, plans made again without the lowerings */
 	struct vmm_stats vs;		/* the driver's VMM calls, counted and timed */
 };
 

@@ -268,7 +268,8 @@ depart(uint64_t seq, const char *why, enum life_state next)
 	    engine.life == LIFE_PACING || engine.life == LIFE_RECORDED)
 		exec_record_drop();
 	engine.departures++;
-	if (engine.departures - engine.resumes - engine.lowerings >= LIFE_MAX_DEPARTURES) {
+	if (engine.departures - engine.resumes - engine.lowerings - engine.raisings >=
+	    LIFE_MAX_DEPARTURES) {
 		if (!said)
 			ebb_log(EBB_LOG_WARN, "the job departed from its learned iteration %llu times (last "
 			    "at operation %llu: %s); ebb stops planning and moves buffers only when over "
@@ -351,10 +352,12 @@ recorded(uint64_t next_seq, uint64_t period)
  * more than their buffers (units free between them, or freed and not yet
  * passed by the device), which the plan does not count. The target goes
  * down by the most they held beyond them then (exec_plan_lower), and the
- * next iteration is recorded; at most LIFE_MAX_LOWERINGS times. why says
- * so. Where the target so lowered would be under the plan's bound, the
- * arena is turned off instead and the plan stays. Caller holds
- * ebb_state_lock.
+ * next iteration is recorded; at most LIFE_MAX_LOWERINGS times: returns 1,
+ * why saying so. Where the target so lowered would be under the plan's
+ * bound, the arena is turned off instead; where earlier lowerings are in
+ * the target, they go (exec_plan_unlower) and the next iteration is
+ * recorded: returns 2, why saying so; else the plan stays (0). Caller
+ * holds ebb_state_lock.
  */
 static int
 lower_due(char *why, size_t len)
@@ -372,9 +375,18 @@ lower_due(char *why, size_t len)
 		/* lower would be under the plan's lowest peak without stalls,
 		 * where each byte the chunks hold costs the device a wait for
 		 * the link, more than the driver calls the arena saves: the
-		 * arena goes instead, its chunks released as they empty */
+		 * arena goes instead, its chunks released as they empty, and
+		 * with it what earlier lowerings took off the target (an
+		 * earlier plan's, such as a micro-batch's taken for the
+		 * iteration, whose bound was lower) */
 		mover_arena_off("under the bound");
-		return 0;
+		uint64_t was = exec_plan_unlower();
+		if (was == 0)
+			return 0;
+		snprintf(why, len, "the arena turned off under the plan's bound: planned %llu bytes "
+		    "higher, without its lowerings", (unsigned long long)was);
+		ebb_log(EBB_LOG_NOTE, "plan: %s", why);
+		return 2;
 	}
 	uint64_t total = exec_plan_lower(excess);
 	snprintf(why, len, "kept buffers evicted where the arena held %llu bytes beyond its "
@@ -437,8 +449,12 @@ boundary(uint64_t next_seq, uint64_t period)
 			break;
 		}
 		summary_run_mark(exec_run_iterations());
-		if (lower_due(why, sizeof why)) {
-			engine.lowerings++;
+		int lower = lower_due(why, sizeof why);
+		if (lower != 0) {
+			if (lower == 1)
+				engine.lowerings++;
+			else
+				engine.raisings++;
 			depart(next_seq, why, LIFE_ARMED);
 			break;
 		}

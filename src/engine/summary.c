@@ -285,6 +285,7 @@ summary_records(const struct engine_totals *t)
 		summary_record("plan-departures", t->departures);
 		summary_record("plan-resumes", t->resumes);
 		summary_record("plan-lowerings", t->lowerings);
+		summary_record("plan-raisings", t->raisings);
 		summary_record("plan-actions-missed", xs->actions_missed);
 		summary_record("launch-records", xs->launch_records);
 		summary_record("launch-records-unreplayable", xs->launch_records_unreplayable);

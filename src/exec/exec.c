@@ -627,6 +627,17 @@ exec_plan_lower(uint64_t bytes)
 	return exec.lowered;
 }
 
+uint64_t
+exec_plan_unlower(void)
+{
+	uint64_t was = exec.lowered;
+
+	exec.lowered = 0;
+	if (was > 0)
+		ebb_trace_note_u64("plan-target-raised-bytes", was);
+	return was;
+}
+
 /* Stop the running plan (parked where park, else retired, as a parked one
  * before it is) and drop an installed one. */
 static void

@@ -184,6 +184,11 @@ int exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len)
  */
 uint64_t exec_plan_lower(uint64_t bytes);
 
+/* The plans made from now on aim at the target again, without the
+ * lowerings (the arena that made them is off): noted as
+ * plan-target-raised-bytes where there were any. Returns what they were. */
+uint64_t exec_plan_unlower(void);
+
 /* Stop the running plan and drop an installed one (and a parked one). */
 void exec_run_stop(uint64_t seq);
 
