@@ -949,10 +949,7 @@ ebb_engine_shutdown(void)
 	int limit_unheld = engine.conf->mode == EBB_MODE_OFFLOAD &&
 	    mover_unheld(unheld, sizeof unheld);
 	exec_stats(&t.xs);
-	t.departures = engine.departures;
-	t.resumes = engine.resumes;
-	t.lowerings = engine.lowerings;
-	t.raisings = engine.raisings;
+	t.dep = engine.dep;
 	vmm_stats(&t.vs);
 	pthread_mutex_unlock(&ebb_state_lock);
 	if (ebb_trace_on())

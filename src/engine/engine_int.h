@@ -125,6 +125,16 @@ struct run_snap {
 	struct vmm_stats vs;
 };
 
+/* The departures from the plan or its recording, counted by kind. */
+struct departures {
+	uint64_t n;			/* all of them */
+	uint64_t resumes;		/* detours the job came back from to the planned
+					 * iteration (the plan ran on) */
+	uint64_t lowerings;		/* the plan made again with a lower target (lower_due) */
+	uint64_t raisings;		/* the plan made again without the lowerings, the arena
+					 * turned off (lower_due) */
+};
+
 struct engine {
 	const struct ebb_conf *conf;	/* the configuration (ebb_engine_init); NULL before */
 	struct buftab tab;		/* the buffers the job has allocated */
@@ -136,14 +146,8 @@ struct engine {
 					 * sites taken) until the job departs; read unlocked
 					 * by life_timing */
 	int plan_on;			/* offload mode with EBB_PLAN, and planning not given up */
-	uint64_t departures;		/* from the plan or its recording */
-	uint64_t resumes;		/* of them, detours the job came back from to the
-					 * planned iteration (the plan ran on) */
+	struct departures dep;		/* from the plan or its recording */
 	int detour_learned;		/* learned was set at the departure of a detour */
-	uint64_t lowerings;		/* of the departures, the plan made again with a lower
-					 * target (lower_due) */
-	uint64_t raisings;		/* of them, the plan made again without the lowerings,
-					 * the arena turned off (lower_due) */
 	int replan_due;			/* REPLAN_*: the plan with recomputes; read unlocked by
 					 * life_plan_due */
 	uint64_t seq_counter;		/* seq of the last operation (and sync) numbered */
@@ -290,10 +294,7 @@ struct engine_totals {
 	struct ebb_engine_stats st;	/* the engine's counters */
 	struct mover_stats ms;		/* the mover's */
 	struct exec_stats xs;		/* the plan executor's */
-	uint64_t departures;		/* from the plan or its recording */
-	uint64_t resumes;		/* of them, detours the plan ran on after */
-	uint64_t lowerings;		/* of them, plans made again with a lower target */
-	uint64_t raisings;		/* of them, plans made again without the lowerings */
+	struct departures dep;		/* from the plan or its recording */
 	struct vmm_stats vs;		/* the driver's VMM calls, counted and timed */
 };
 

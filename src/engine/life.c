@@ -267,13 +267,13 @@ depart(uint64_t seq, const char *why, enum life_state next)
 	if (engine.life == LIFE_RECORDING || engine.life == LIFE_PROBING ||
 	    engine.life == LIFE_PACING || engine.life == LIFE_RECORDED)
 		exec_record_drop();
-	engine.departures++;
-	if (engine.departures - engine.resumes - engine.lowerings - engine.raisings >=
+	engine.dep.n++;
+	if (engine.dep.n - engine.dep.resumes - engine.dep.lowerings - engine.dep.raisings >=
 	    LIFE_MAX_DEPARTURES) {
 		if (!said)
 			ebb_log(EBB_LOG_WARN, "the job departed from its learned iteration %llu times (last "
 			    "at operation %llu: %s); ebb stops planning and moves buffers only when over "
-			    "EBB_LIMIT", (unsigned long long)engine.departures, (unsigned long long)seq,
+			    "EBB_LIMIT", (unsigned long long)engine.dep.n, (unsigned long long)seq,
 			    why);
 		said = 1;
 		life_set(without_planning(next));
@@ -309,7 +309,7 @@ resumed(uint64_t seq)
 		found();
 		return CUPTI_KEEP;
 	}
-	engine.resumes++;
+	engine.dep.resumes++;
 	ebb_trace_note_u64("plan-resumed", seq);
 	ebb_log(EBB_LOG_INFO, "operation %llu ends an iteration like the planned one: the plan "
 	    "runs again from the next", (unsigned long long)seq);
@@ -367,8 +367,8 @@ lower_due(char *why, size_t len)
 	struct exec_stats xs;
 
 	mover_arena_stats(&as);
-	if (exec_run_iterations() < 2 || engine.lowerings >= LIFE_MAX_LOWERINGS || excess == 0 ||
-	    as.off)
+	if (exec_run_iterations() < 2 || engine.dep.lowerings >= LIFE_MAX_LOWERINGS ||
+	    excess == 0 || as.off)
 		return 0;
 	exec_stats(&xs);
 	if (xs.target_bytes < xs.bound_bytes + excess) {
@@ -452,9 +452,9 @@ boundary(uint64_t next_seq, uint64_t period)
 		int lower = lower_due(why, sizeof why);
 		if (lower != 0) {
 			if (lower == 1)
-				engine.lowerings++;
+				engine.dep.lowerings++;
 			else
-				engine.raisings++;
+				engine.dep.raisings++;
 			depart(next_seq, why, LIFE_ARMED);
 			break;
 		}
@@ -705,7 +705,7 @@ replan(void)
 	struct exec_made *m = engine.replan_due == REPLAN_STARTED && engine.life == LIFE_RUNNING ?
 	    exec_replan_take(&ok) : NULL;
 	engine.replan_due = REPLAN_NONE;
-	uint64_t departures = engine.departures;
+	uint64_t departures = engine.dep.n;
 	pthread_mutex_unlock(&ebb_state_lock);
 
 	struct exec_remade *r = m != NULL ? exec_replan_make(m, ok) : NULL;
@@ -713,7 +713,7 @@ replan(void)
 		exec_made_free(m);
 
 	pthread_mutex_lock(&ebb_state_lock);
-	if (r != NULL && engine.life == LIFE_RUNNING && engine.departures == departures)
+	if (r != NULL && engine.life == LIFE_RUNNING && engine.dep.n == departures)
 		exec_replan_install(r);
 	pthread_mutex_unlock(&ebb_state_lock);
 	exec_remade_free(r);

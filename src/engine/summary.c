@@ -282,10 +282,10 @@ summary_records(const struct engine_totals *t)
 		summary_record("arena-excess-bytes", ms->arena_excess);
 		summary_record("plans", xs->plans);
 		summary_record("plan-iterations", xs->iterations_run);
-		summary_record("plan-departures", t->departures);
-		summary_record("plan-resumes", t->resumes);
-		summary_record("plan-lowerings", t->lowerings);
-		summary_record("plan-raisings", t->raisings);
+		summary_record("plan-departures", t->dep.n);
+		summary_record("plan-resumes", t->dep.resumes);
+		summary_record("plan-lowerings", t->dep.lowerings);
+		summary_record("plan-raisings", t->dep.raisings);
 		summary_record("plan-actions-missed", xs->actions_missed);
 		summary_record("launch-records", xs->launch_records);
 		summary_record("launch-records-unreplayable", xs->launch_records_unreplayable);
@@ -524,7 +524,7 @@ summary_lines(const struct engine_totals *t)
 			    "the host waited %.3f s for room, %.3f s for the device to near a restore, %.3f s "
 			    "for offloads to land",
 			    (unsigned long long)xs->plans, (unsigned long long)xs->iterations_run,
-			    (unsigned long long)t->departures, (unsigned long long)t->resumes,
+			    (unsigned long long)t->dep.n, (unsigned long long)t->dep.resumes,
 			    (unsigned long long)ms->planned_offloads,
 			    (unsigned long long)ms->prefetches, (unsigned long long)ms->prefetches_skipped,
 			    (unsigned long long)(ms->restores - ms->prefetches),

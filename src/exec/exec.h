@@ -180,13 +180,16 @@ int exec_run_boundary(uint64_t next_seq, uint64_t period, char *why, size_t len)
 /*
  * The plans made from now on aim bytes lower than before: what ebb held
  * beyond the running plan's peak, the arena's chunks beyond their buffers,
- * made the mover evict what the plan keeps. Returns the total lowering.
+ * made the mover evict what the plan keeps. Returns the total lowering,
+ * which holds for iterations of the running plan's length.
  */
 uint64_t exec_plan_lower(uint64_t bytes);
 
 /* The plans made from now on aim at the target again, without the
- * lowerings (the arena that made them is off): noted as
- * plan-target-raised-bytes where there were any. Returns what they were. */
+ * lowerings (the arena that made them is off, or the iteration they were
+ * measured in is no longer the one planned; exec_record_begin does that):
+ * noted as plan-target-raised-bytes where there were any. Returns what they
+ * were. */
 uint64_t exec_plan_unlower(void);
 
 /* Stop the running plan and drop an installed one (and a parked one). */
