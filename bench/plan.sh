@@ -104,7 +104,8 @@ with open(path, errors="replace") as f:
     for line in f:
         p = line.split()
         if len(p) >= 4 and p[0] == "Q" and (p[2].startswith("plan-") or p[2].endswith("-gbps") or
-                                                   p[2].endswith("-gbps-copies")):
+                                                   p[2].endswith("-gbps-copies") or
+                                                   p[2] == "arena-off"):
             q[p[2]] = p[3]	# the last plan's
             if p[2] == "plan-started":
                 planned, iters, faults, evictions = True, 0, {}, {}
@@ -180,6 +181,12 @@ print(json.dumps({"label": label,
     "d2h_gbps_copies": float(q["d2h-gbps-copies"].split("/")[0]) if "d2h-gbps-copies" in q else None,
     "h2d_gbps_copies": float(q["h2d-gbps-copies"].split("/")[0]) if "h2d-gbps-copies" in q else None,
     "plans": z.get("plans"), "plan_departures": z.get("plan-departures"),
+    # the arena: the most its chunks held beyond their buffers at an eviction
+    # under a plan, the plans made lower for it and again without that, and
+    # why it was turned off (ebb(7), Departures)
+    "arena_excess_gib": z.get("arena-excess-bytes", 0) / 2**30,
+    "plan_lowerings": z.get("plan-lowerings"), "plan_raisings": z.get("plan-raisings"),
+    "arena_off": q.get("arena-off"),
     "planned_offloads": z.get("planned-offloads"), "prefetches": z.get("prefetches"),
     "prefetches_skipped": z.get("prefetches-skipped"), "restores": z.get("restores"),
     "offloads": z.get("offloads"), "held_peak_gib": z.get("held-peak-bytes", 0) / 2**30,

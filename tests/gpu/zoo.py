@@ -487,6 +487,40 @@ def trace_summary(path, key):
     return first_record(path, "Z", key, 3)
 
 
+def plan_facts(path):
+    """What the last plan of an ebb trace aimed at and predicted, and what
+    the arena did (its notes and summary records), as record fields; None
+    where the trace does not say."""
+    q, z = {}, {}
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 4 and p[0] == "Q":
+                    q[p[2]] = p[3]      # the last of each
+                elif len(p) == 4 and p[0] == "Z":
+                    z[p[2]] = p[3]
+    except OSError:
+        pass
+
+    def num(d, k, scale=1):
+        try:
+            if k not in d:
+                return None
+            return int(d[k]) if scale == 1 else round(int(d[k]) / scale, 4)
+        except ValueError:
+            return None
+    rc = q.get("plan-recompute-gaps", "0") != "0"
+    return {"plan_target_gib": num(q, "plan-target-bytes", 2**30),
+            "plan_peak_gib": num(q, "plan-peak-bytes", 2**30),
+            "plan_bound_gib": num(q, "plan-bound-bytes", 2**30),
+            "predicted_step_s": num(q, "plan-recompute-step-ns" if rc else "plan-step-ns", 1e9),
+            "plans": num(z, "plans"), "plan_lowerings": num(z, "plan-lowerings"),
+            "plan_raisings": num(z, "plan-raisings"),
+            "arena_excess_gib": num(z, "arena-excess-bytes", 2**30),
+            "arena_off": q.get("arena-off")}
+
+
 def note_time(path, note):
     """The time (t, ns of CLOCK_MONOTONIC) of the first Q record of note in
     an ebb trace, or None."""
@@ -788,6 +822,8 @@ class Zoo:
                                f"there was enough to move (limit-over-movable {movable})")
             tracked = trace_summary(path, "peak-bytes")
             rec["tracked_peak_gib"] = gib(tracked)
+            if mode.kind == "limit":
+                rec.update(plan_facts(path))
             if mode.kind == "observe" and not why and tracked is not None:
                 self.obs_ctx[job] = max(self.obs_ctx.get(job, 0), peak - self.idle - tracked)
             traces = sorted(glob.glob(os.path.join(self.a.out, glob.escape(label) + ".*.trace")))
