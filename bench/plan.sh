@@ -31,6 +31,9 @@
 # issued it (replayed_at_host_issue_s: the iteration's time so, and how much
 # of it the device waits for the host).
 # env: STEPS (9), WARMUP (5), OUT, BUILD, PYTHON, BENCH_COMMIT, BENCH_COMMAND, RUN_TIMEOUT (400),
+# DEADLINE (seconds from the start: no run starts with less than 30 s of it
+# left, each ends by it, and the records of those that finished are written;
+# for a device call's limit),
 # KEEP_TRACE (set: keep each ebb run's trace as OUT/*.trace.gz, tens of MB for W1),
 # ANALYSE (1; 0: skip ebb plan and gaps.py on each ebb run's trace, about a
 # minute of CPU a W1 run, for short GPU leases), VERBOSE (1: the -v of each ebb run
@@ -57,6 +60,9 @@ esac
 case $ACC in
 '' | *[!0-9]* | 0) echo "bench/plan.sh: ACCUM '$ACC' is not a positive whole number" >&2; exit 2 ;;
 esac
+case ${DEADLINE:-1} in
+'' | *[!0-9]*) echo "bench/plan.sh: DEADLINE '$DEADLINE' is not a whole number of seconds" >&2; exit 2 ;;
+esac
 for m in "$@"; do
 	case $m in
 	baseline | ckpt | save_on_cpu | observe | ebb:?* | reactive:?*) ;;
@@ -82,11 +88,21 @@ extra=$OUT/$W-a$ACC.plan.json
 rm -f "$res" "$extra"
 train="$PY $top/bench/train.py --model $W --batch 4 --seq 4096 --accum $ACC --steps $STEPS --warmup $WARMUP --deterministic --attn sdpa"
 
-run() {	# label log command...
-	local label=$1 log=$2
+t_start=$(date +%s)
+run() {	# label log command... (returns 1 where DEADLINE left no time to run it)
+	local label=$1 log=$2 limit=${RUN_TIMEOUT:-400}
 	shift 2
 	echo "== $WL accum $ACC: $label"
-	timeout "${RUN_TIMEOUT:-400}" "$@" > "$log" 2>&1
+	if [ -n "${DEADLINE:-}" ]; then
+		# what is left of DEADLINE, less 20 s for the records
+		local left=$((DEADLINE - ($(date +%s) - t_start) - 20))
+		if [ $left -lt 30 ]; then
+			echo "$label: not run: $left s left of DEADLINE=$DEADLINE"
+			return 1
+		fi
+		[ $left -lt "$limit" ] && limit=$left
+	fi
+	timeout "$limit" "$@" > "$log" 2>&1
 	local rc=$?
 	grep -E "^step |^ebb\[[0-9]+\]: (offload|plan|[0-9]+ launches|copy)|Error|error" "$log" | tail -16
 	[ $rc = 0 ] || echo "$label: exit status $rc (log: $log)"
@@ -237,7 +253,8 @@ for m in "$@"; do
 		[ "$kind" = reactive ] && { label=reactive-limit-$limit; env+=(EBB_PLAN=0); }
 		trace=/tmp/ebb-$W-a$ACC-$label.trace
 		run "$label" "$OUT/$W-a$ACC-$label.log" env "${env[@]}" "$EBB" run --limit "$limit" -v "${VERBOSE:-1}" \
-			--trace "$trace" -- $train --label "$label" --json "$res"
+			--trace "$trace" -- $train --label "$label" --json "$res" || continue
+		[ -f "$trace" ] || continue	# the run ended before ebb wrote one
 		grep -E "^Q [0-9]+ (plan-|d2h|h2d)|^[ZIDY] " "$trace" > "$OUT/$W-a$ACC-$label.notes"
 		plan_json "$label" "$trace"
 		if [ "${ANALYSE:-1}" != 0 ]; then
