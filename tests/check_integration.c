@@ -3156,7 +3156,7 @@ START_TEST(arena_off_under_the_bound)
 	/* whether a kept buffer is evicted with an excess in an iteration the
 	 * rule counts (the plan's second on) depends on how far the host runs
 	 * ahead; with no EBB_PLAN_MARGIN it is, in every run seen here (under a
-	 * CPU hog too), and about one in two with the default */
+	 * CPU hog too), and less often with the default */
 	for (int attempt = 0;; attempt++) {
 		run_beside_alone(argv, alone_env, env, path, &r, &t);
 		ck_assert_uint_gt(strtoull(note_value(&t, "plan-bound-bytes"), NULL, 10),

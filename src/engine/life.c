@@ -373,12 +373,12 @@ lower_due(char *why, size_t len)
 	exec_stats(&xs);
 	if (xs.target_bytes < xs.bound_bytes + excess) {
 		/* lower would be under the plan's lowest peak without stalls,
-		 * where each byte the chunks hold costs the device a wait for
-		 * the link, more than the driver calls the arena saves: the
-		 * arena goes instead, its chunks released as they empty, and
-		 * with it what earlier lowerings took off the target (an
-		 * earlier plan's, such as a micro-batch's taken for the
-		 * iteration, whose bound was lower) */
+		 * where every byte more that the plan moves costs the device a
+		 * wait for the link: the arena goes instead, its chunks
+		 * released as they empty, and with it what earlier lowerings
+		 * took off the target (an earlier plan's, such as a
+		 * micro-batch's taken for the iteration, whose bound was
+		 * lower) */
 		mover_arena_off("under the bound");
 		uint64_t was = exec_plan_unlower();
 		if (was == 0)
