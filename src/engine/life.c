@@ -354,7 +354,8 @@ recorded(uint64_t next_seq, uint64_t period)
  * down by the most they held beyond them then (exec_plan_lower), and the
  * next iteration is recorded; at most LIFE_MAX_LOWERINGS times: returns 1,
  * why saying so. Where the target so lowered would be under the plan's
- * bound, the arena is turned off instead; where earlier lowerings are in
+ * bound (however many lowerings there were), the arena is turned off
+ * instead; where earlier lowerings are in
  * the target, they go (exec_plan_unlower) and the next iteration is
  * recorded: returns 2, why saying so; else the plan stays (0). Caller
  * holds ebb_state_lock.
@@ -367,8 +368,7 @@ lower_due(char *why, size_t len)
 	struct exec_stats xs;
 
 	mover_arena_stats(&as);
-	if (exec_run_iterations() < 2 || engine.dep.lowerings >= LIFE_MAX_LOWERINGS ||
-	    excess == 0 || as.off)
+	if (exec_run_iterations() < 2 || excess == 0 || as.off)
 		return 0;
 	exec_stats(&xs);
 	if (xs.target_bytes < xs.bound_bytes + excess) {
@@ -388,6 +388,8 @@ lower_due(char *why, size_t len)
 		ebb_log(EBB_LOG_NOTE, "plan: %s", why);
 		return 2;
 	}
+	if (engine.dep.lowerings >= LIFE_MAX_LOWERINGS)
+		return 0;
 	uint64_t total = exec_plan_lower(excess);
 	snprintf(why, len, "kept buffers evicted where the arena held %llu bytes beyond its "
 	    "buffers: planned %llu bytes lower", (unsigned long long)excess,
