@@ -3096,28 +3096,33 @@ START_TEST(plan_lowered_for_the_arena)
 	uint64_t lowerings = summary(&t, "plan-lowerings");
 	int off, raised;
 	ck_assert_uint_eq(lowerings, lowerings_expected(&t, &off, &raised));
-	ck_assert_int_eq(off, 0);	/* the link is not the limit here */
-	ck_assert_ptr_null(note_value(&t, "arena-off"));
-	ck_assert_uint_eq(summary(&t, "plan-raisings"), 0);
-	ck_assert_uint_eq(summary(&t, "plans"), 1 + lowerings);
+	/* the link is seldom the limit here (bounds of 124 to 188 MiB against
+	 * targets of 230 MiB and more), but where the rule turns the arena off,
+	 * the trace says so */
+	ck_assert_int_eq(note_value(&t, "arena-off") != NULL, off);
+	ck_assert_uint_eq(summary(&t, "plan-raisings"), (uint64_t)raised);
+	ck_assert_uint_eq(summary(&t, "plans"), 1 + lowerings + (uint64_t)raised);
 	ck_assert_uint_le(summary(&t, "held-peak-bytes"), 256ULL << 20);
 	ck_assert_int_eq(strstr(r.err, "bytes lower") != NULL, lowerings > 0);
-	/* each later plan aims lower than the first by the total lowered so far */
-	uint64_t first = 0, lowered = 0;
+	/* each later plan aims lower than the first by the total lowered so
+	 * far, until a raise takes it back */
+	uint64_t first = 0, lowered = 0, most = 0;
 	size_t targets = 0;
 	for (size_t i = 0; i < t.n; i++) {
 		if (t.r[i].type != 'Q' || t.r[i].n < 3)
 			continue;
 		uint64_t v = strtoull(t.r[i].f[2], NULL, 10);
 		if (strcmp(t.r[i].f[1], "plan-target-lowered-bytes") == 0)
-			lowered = v;
+			lowered = most = v;
+		else if (strcmp(t.r[i].f[1], "plan-target-raised-bytes") == 0)
+			lowered = 0;
 		else if (strcmp(t.r[i].f[1], "plan-target-bytes") == 0 && targets++ == 0)
 			first = v;
 		else if (strcmp(t.r[i].f[1], "plan-target-bytes") == 0)
 			ck_assert_uint_eq(v, first - lowered);
 	}
-	ck_assert_uint_eq(targets, 1 + lowerings);
-	ck_assert_int_eq(lowered > 0, lowerings > 0);
+	ck_assert_uint_eq(targets, 1 + lowerings + (uint64_t)raised);
+	ck_assert_int_eq(most > 0, lowerings > 0);
 	struct run_result rep;
 	const char *args[] = { "report", path, NULL };
 	ebb_cmd(&rep, args);
