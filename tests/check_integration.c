@@ -3070,6 +3070,42 @@ lowerings_expected(const struct trace *t, int *off, int *raised)
 }
 
 /*
+ * Each plan's target in t (plan-target-bytes) is the first's less the
+ * lowering in force (plan-target-lowered-bytes, a running total), which a
+ * raise takes back whole (plan-target-raised-bytes, of that total).
+ * Returns how many targets; *most is the largest total lowered, *raised
+ * how many raises.
+ */
+static size_t
+targets_follow_lowerings(const struct trace *t, uint64_t *most, size_t *raised)
+{
+	uint64_t first = 0, lowered = 0;
+	size_t targets = 0;
+
+	*most = 0;
+	*raised = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		if (t->r[i].type != 'Q' || t->r[i].n < 3)
+			continue;
+		const char *key = t->r[i].f[1];
+		uint64_t v = strtoull(t->r[i].f[2], NULL, 10);
+		if (strcmp(key, "plan-target-lowered-bytes") == 0) {
+			lowered = v;
+			*most = v > *most ? v : *most;
+		} else if (strcmp(key, "plan-target-raised-bytes") == 0) {
+			ck_assert_uint_eq(v, lowered);
+			lowered = 0;
+			(*raised)++;
+		} else if (strcmp(key, "plan-target-bytes") == 0) {
+			if (targets++ == 0)
+				first = v;
+			ck_assert_uint_eq(v, first - lowered);
+		}
+	}
+	return targets;
+}
+
+/*
  * The arena's chunks hold more than the plan counts: each layer keeps a
  * 2 MiB buffer beside its temporary (WORKLOAD_SAVED_MIB), which pins a
  * chunk of 8 MiB the temporaries leave mostly free. Under 256M the mover
@@ -3106,21 +3142,9 @@ START_TEST(plan_lowered_for_the_arena)
 	ck_assert_int_eq(strstr(r.err, "bytes lower") != NULL, lowerings > 0);
 	/* each later plan aims lower than the first by the total lowered so
 	 * far, until a raise takes it back */
-	uint64_t first = 0, lowered = 0, most = 0;
-	size_t targets = 0;
-	for (size_t i = 0; i < t.n; i++) {
-		if (t.r[i].type != 'Q' || t.r[i].n < 3)
-			continue;
-		uint64_t v = strtoull(t.r[i].f[2], NULL, 10);
-		if (strcmp(t.r[i].f[1], "plan-target-lowered-bytes") == 0)
-			lowered = most = v;
-		else if (strcmp(t.r[i].f[1], "plan-target-raised-bytes") == 0)
-			lowered = 0;
-		else if (strcmp(t.r[i].f[1], "plan-target-bytes") == 0 && targets++ == 0)
-			first = v;
-		else if (strcmp(t.r[i].f[1], "plan-target-bytes") == 0)
-			ck_assert_uint_eq(v, first - lowered);
-	}
+	uint64_t most;
+	size_t raises;
+	size_t targets = targets_follow_lowerings(&t, &most, &raises);
 	ck_assert_uint_eq(targets, 1 + lowerings + (uint64_t)raised);
 	ck_assert_int_eq(most > 0, lowerings > 0);
 	struct run_result rep;
@@ -3217,24 +3241,8 @@ START_TEST(lowering_of_its_iteration)
 	for (int attempt = 0; attempt < 5 && raised == 0; attempt++) {
 		run_beside_alone(argv, alone_env, env, path, &r, &t);
 		ck_assert_uint_le(summary(&t, "held-peak-bytes"), 256ULL << 20);
-		uint64_t first = 0, lowered = 0;
-		for (size_t i = 0; i < t.n; i++) {
-			if (t.r[i].type != 'Q' || t.r[i].n < 3)
-				continue;
-			const char *key = t.r[i].f[1];
-			uint64_t v = strtoull(t.r[i].f[2], NULL, 10);
-			if (strcmp(key, "plan-target-lowered-bytes") == 0) {
-				lowered = v;
-			} else if (strcmp(key, "plan-target-raised-bytes") == 0) {
-				ck_assert_uint_eq(v, lowered);
-				lowered = 0;
-				raised++;
-			} else if (strcmp(key, "plan-target-bytes") == 0) {
-				if (first == 0)
-					first = v;
-				ck_assert_uint_eq(v, first - lowered);
-			}
-		}
+		uint64_t most;
+		targets_follow_lowerings(&t, &most, &raised);
 		trace_free(&t);
 		run_free(&r);
 	}

@@ -464,6 +464,24 @@ headline(const struct engine_totals *t)
 		    engine.run_last.ms.drops - engine.run_base.ms.drops);
 }
 
+/* The exit's line of the arena, where it served buffers. */
+static void
+arena_line(void)
+{
+	struct mover_arena_stats as;
+	char peak_s[32], off[64] = "";
+
+	mover_arena_stats(&as);
+	if (as.allocs == 0)
+		return;
+	if (as.off)
+		snprintf(off, sizeof off, "; turned off (%s)", as.off_why);
+	ebb_log(EBB_LOG_NOTE, "arena: %llu buffers the plan keeps served from shared chunks (at "
+	    "most %s at once); %llu chunks mapped, %llu released for room%s",
+	    (unsigned long long)as.allocs, human(as.bytes_peak, peak_s, sizeof peak_s),
+	    (unsigned long long)as.chunks_mapped, (unsigned long long)as.chunks_released, off);
+}
+
 /* Write the summary's exit lines: the headline, the engine's counters, and
  * in offload mode the mover's and the plan's. */
 void
@@ -506,16 +524,7 @@ summary_lines(const struct engine_totals *t)
 		    (unsigned long long)ms->handles_created,
 		    (unsigned long long)(engine.learned ?
 		    ms->handles_created - engine.created_at_learned : 0));
-		struct mover_arena_stats as;
-		mover_arena_stats(&as);
-		if (as.allocs > 0) {
-			char peak_s[32];
-			ebb_log(EBB_LOG_NOTE, "arena: %llu buffers the plan keeps served from shared "
-			    "chunks (at most %s at once); %llu chunks mapped, %llu released for room%s%s%s",
-			    (unsigned long long)as.allocs, human(as.bytes_peak, peak_s, sizeof peak_s),
-			    (unsigned long long)as.chunks_mapped, (unsigned long long)as.chunks_released,
-			    as.off ? "; turned off (" : "", as.off ? as.off_why : "", as.off ? ")" : "");
-		}
+		arena_line();
 		if (engine.plan_on || xs->plans > 0)
 			ebb_log(EBB_LOG_NOTE, "plan: %llu made, %llu iterations run by it, %llu departures "
 			    "(%llu of them detours it ran on after); %llu offloads and %llu restores ahead "

@@ -201,7 +201,6 @@ exec_record_begin(uint64_t s0, uint64_t period)
 		ebb_log(EBB_LOG_NOTE, "plan: the iteration is another (%llu operations): planned "
 		    "%llu bytes higher, without the lowerings of the last",
 		    (unsigned long long)period, (unsigned long long)exec_plan_unlower());
-	exec.rec_period = period;
 	exec.cur.tok = calloc(period, sizeof *exec.cur.tok);
 	exec.cur.host = calloc(period + 1, sizeof *exec.cur.host);
 	exec.cur.self = calloc(period + 1, sizeof *exec.cur.self);
@@ -630,7 +629,7 @@ uint64_t
 exec_plan_lower(uint64_t bytes)
 {
 	exec.lowered += bytes;
-	exec.lowered_period = exec.rec_period;	/* the running plan's */
+	exec.lowered_period = exec.running != NULL ? exec.running->period : 0;
 	ebb_trace_note_u64("plan-target-lowered-bytes", exec.lowered);
 	return exec.lowered;
 }

@@ -126,8 +126,8 @@ struct exec {
 	struct xplan *ready, *running;	/* installed, and running */
 	uint64_t lowered;		/* the target is lower by this much than EBB_LIMIT less
 					 * EBB_PLAN_MARGIN (exec_plan_lower) */
-	uint64_t lowered_period;	/* for iterations of this many operations */
-	uint64_t rec_period;		/* of the last iteration recorded */
+	uint64_t lowered_period;	/* for iterations of this many operations (the
+					 * running plan's when it was lowered) */
 	struct xplan *parked;		/* stopped at a departure that may be a detour
 					 * (exec_run_park) */
 	uint64_t run_gen;		/* plans started and stopped: a walk of the running
