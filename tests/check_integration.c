@@ -3159,7 +3159,7 @@ START_TEST(plan_lowered_for_the_arena)
 END_TEST
 
 /*
- * The job above with copies at 0.6 GB/s each way, aiming at EBB_LIMIT
+ * The job above with copies at 0.3 GB/s each way, aiming at EBB_LIMIT
  * itself (EBB_PLAN_MARGIN=0): the plan's target is under its lowest peak
  * without stalls, so lowering it by what the arena's chunks hold beyond
  * their buffers would add stalls. Where a kept buffer is evicted with such
@@ -3177,29 +3177,34 @@ START_TEST(arena_off_under_the_bound)
 	const char *alone_env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_SAVED_MIB=2",
 		NULL };
 	const char *env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_SAVED_MIB=2",
-		"EBB_MODE=offload", "EBB_LIMIT=256M", "EBB_VERBOSE=1", "EBB_D2H_GBPS=0.6",
-		"EBB_H2D_GBPS=0.6", "EBB_PLAN_MARGIN=0", NULL };
+		"EBB_MODE=offload", "EBB_LIMIT=256M", "EBB_VERBOSE=1", "EBB_D2H_GBPS=0.3",
+		"EBB_H2D_GBPS=0.3", "EBB_PLAN_MARGIN=0", NULL };
 	struct run_result r;
 	struct trace t;
-	int off, raised;
+	int off = 0, raised = 0, under = 0;
 
-	/* whether a kept buffer is evicted with an excess in an iteration the
-	 * rule counts (the plan's second on) depends on how far the host runs
-	 * ahead; with no EBB_PLAN_MARGIN it is, in every run seen here (under a
-	 * CPU hog too), and less often with the default */
+	/* The bound comes from the iteration's measured times, which a loaded
+	 * CPU stretches (the fake device is a thread): at 0.6 GB/s it fell
+	 * under the target in runs beside eight others on two cores, at 0.3
+	 * in one of six. Whether a kept buffer is evicted with an excess in an
+	 * iteration the rule counts (the plan's second on) depends on how far
+	 * the host runs ahead; with no EBB_PLAN_MARGIN it is, in every run seen
+	 * here, and less often with the default. An attempt counts where both
+	 * hold; whatever the attempt, the rule's outcome must match its trace. */
 	for (int attempt = 0;; attempt++) {
 		run_beside_alone(argv, alone_env, env, path, &r, &t);
-		ck_assert_uint_gt(strtoull(note_value(&t, "plan-bound-bytes"), NULL, 10),
-		    strtoull(note_value(&t, "plan-target-bytes"), NULL, 10));
+		under = strtoull(note_value(&t, "plan-bound-bytes"), NULL, 10) >
+		    strtoull(note_value(&t, "plan-target-bytes"), NULL, 10);
 		ck_assert_uint_eq(summary(&t, "plan-lowerings"),
 		    lowerings_expected(&t, &off, &raised));
-		ck_assert_uint_eq(summary(&t, "plan-lowerings"), 0);
 		ck_assert_int_eq(note_value(&t, "arena-off") != NULL, off);
-		if (off || attempt == 2)
+		if ((under && off) || attempt == 3)
 			break;
 		trace_free(&t);
 		run_free(&r);
 	}
+	ck_assert_msg(under, "the plan's bound was at or under its target in every attempt");
+	ck_assert_uint_eq(summary(&t, "plan-lowerings"), 0);
 	ck_assert_int_eq(off, 1);
 	ck_assert_int_eq(raised, 0);	/* nothing was lowered to take back */
 	ck_assert_uint_eq(summary(&t, "plan-raisings"), 0);
