@@ -186,6 +186,8 @@ START_TEST(accumulation)
 	ck_assert_msg(strstr(r.out, "micro-batch phases: 8 from the turns of memory (no NCCL send "
 	    "or receive to a stage beside this rank): 4 forward, 4 backward, 0 other\n") != NULL,
 	    "%s", r.out);
+	ck_assert_msg(strstr(r.out, "siblings there (the plan takes one decision for each chain)\n")
+	    != NULL, "%s", r.out);
 	for (int m = 0; m < 4; m++) {
 		phase_row(r.out, 2 * m, kind, &pair);
 		ck_assert_str_eq(kind, "forward");
@@ -193,6 +195,12 @@ START_TEST(accumulation)
 		ck_assert_str_eq(kind, "backward");
 		ck_assert_int_eq(pair, 2 * m);
 	}
+	run_free(&r);
+	const char *alone[] = { "plan", path, "-f", "0.6", "--no-phases", NULL };
+	ebb_cmd(&r, alone);
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	ck_assert_msg(strstr(r.out, "siblings there (--no-phases: the plan decides each gap "
+	    "alone)\n") != NULL, "%s", r.out);
 	run_free(&r);
 	run_free(&w);
 	remove(path);
@@ -239,7 +247,7 @@ END_TEST
 /*
  * Gradient accumulation planned through its micro-batches alike (ebb(7)'s
  * Micro-batches alike): the workload's 4 micro-batches an iteration under a
- * limit 40% below its peak, with EBB_PLAN_PHASES on and off. Both compute
+ * limit 40% below its peak, with EBB_PLAN_PHASES unset (on), on and off. All compute
  * what the job computes without ebb and hold the limit; with it on, the
  * whole iteration's plan (the last: the first may be a micro-batch's, taken
  * for the iteration until the step is seen) chose gaps together with their
@@ -271,8 +279,11 @@ START_TEST(accumulation_planned_alike)
 	const char *want = strstr(a.out, "checksum ");
 	ck_assert_ptr_nonnull(want);
 	snprintf(limit, sizeof limit, "EBB_LIMIT=%llu", peak * 6 / 10);
-	for (int on = 1; on >= 0; on--) {
-		env[5] = on ? "EBB_PLAN_PHASES=1" : "EBB_PLAN_PHASES=0";
+	/* the default (on), then on and off by the variable */
+	const char *setting[] = { NULL, "EBB_PLAN_PHASES=1", "EBB_PLAN_PHASES=0" };
+	for (int k = 0; k < 3; k++) {
+		int on = k < 2;
+		env[5] = setting[k];
 		run_ebb(argv, env, path, &w);
 		expect_ok(&w);
 		const char *got = strstr(w.out, "checksum ");

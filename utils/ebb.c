@@ -42,7 +42,7 @@ usage(FILE *f)
 	    "               [--alloc auto|ebb|job] -- CMD [ARGS...]\n"
 	    "       ebb report TRACE\n"
 	    "       ebb plan TRACE [--target SIZE]... [--fraction F]... [--d2h GBPS] [--h2d GBPS]\n"
-	    "                [--min-bytes SIZE] [--allow-stall [--no-waits]] [--phases]\n"
+	    "                [--min-bytes SIZE] [--allow-stall [--no-waits]] [--no-phases]\n"
 	    "                [--moves]\n"
 	    "                [--move-cost US,US[,US,US]] [--time-limit S] [--replay] [--iteration N]\n"
 	    "                [--svg FILE [--mark LABEL=SIZE,RATIO]...] [--memory-svg FILE]\n"
@@ -77,8 +77,9 @@ usage(FILE *f)
 	    "      --allow-stall   let restores be late when that lowers the peak\n"
 	    "      --no-waits      with --allow-stall: only the greedy search's stalls, not\n"
 	    "                      also waits placed where the floor wants them\n"
-	    "      --phases        take one decision for a buffer and its siblings in the\n"
-	    "                      micro-batches alike (as EBB_PLAN_PHASES=1)\n"
+	    "      --no-phases     decide each gap alone (as EBB_PLAN_PHASES=0); by default\n"
+	    "                      a buffer and its siblings in the micro-batches alike\n"
+	    "                      take one decision, as the library does\n"
 	    "      --moves         list the moves of the last target (with --replay, also\n"
 	    "                      the gaps its plan with recompute recomputes)\n"
 	    "      --replay        from the trace's write sets (EBB_RECOMPUTE=1): the gaps\n"
@@ -721,6 +722,7 @@ plan_option(int c, const char *arg, struct plan_args *a)
 	case 's': o->allow_stall = 1; return 0;
 	case 'W': o->no_waits = 1; return 0;
 	case 'P': o->phases = 1; return 0;
+	case 'p': o->phases = 0; return 0;
 	case 'M': o->moves = 1; return 0;
 	case 'R': o->replay = 1; return 0;
 	case 'S': o->svg = arg; return 0;
@@ -780,6 +782,7 @@ cmd_plan(int argc, char **argv)
 		{ "allow-stall", no_argument, NULL, 's' },
 		{ "no-waits", no_argument, NULL, 'W' },
 		{ "phases", no_argument, NULL, 'P' },
+		{ "no-phases", no_argument, NULL, 'p' },
 		{ "moves", no_argument, NULL, 'M' },
 		{ "replay", no_argument, NULL, 'R' },
 		{ "move-cost", required_argument, NULL, 'C' },
@@ -792,7 +795,7 @@ cmd_plan(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	struct plan_args a = {
-		.o = { .min_bytes = (uint64_t)2 << 20, .time_limit_s = 60 },
+		.o = { .min_bytes = (uint64_t)2 << 20, .time_limit_s = 60, .phases = 1 },
 		.t = calloc((size_t)argc, sizeof *a.t),
 		.mark = calloc((size_t)argc, sizeof *a.mark),
 	};

@@ -934,7 +934,7 @@ ebb_plan(const char *path, const struct ebb_plan_opts *o, FILE *out, FILE *err)
 	if (planphase_cuts(&g) < 0 || find_bound(&g) < 0)
 		goto out;
 	planprint_learned(&g, o, out);
-	if (planphase_print(&g, out) < 0)
+	if (planphase_print(&g, o->phases, out) < 0)
 		goto out;
 	if (planprint_floor(&g, out) < 0 || planprint_targets(&g, o, out, &target) < 0) {
 		oom(&g.s);

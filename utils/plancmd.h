@@ -31,7 +31,7 @@ struct ebb_plan_opts {
 	int allow_stall;
 	int no_waits;		/* with allow_stall: the greedy search's stalls only */
 	int phases;		/* decisions shared by the micro-batches alike
-				 * (EBB_PLAN_PHASES=1) */
+				 * (EBB_PLAN_PHASES; on unless --no-phases) */
 	double time_limit_s;	/* each target's search at most (0: no limit) */
 	int moves;		/* list the moves of the last target */
 	int replay;		/* say what recompute by replay could bridge, from the

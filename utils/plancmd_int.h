@@ -286,8 +286,10 @@ int planphase_cuts(struct plancmd *g);
 
 /* The pipeline phases of g's iteration (policy/phase.h), from its stage
  * markers (planphase_cuts) and the memory's turns, and which are alike,
- * printed on out. Returns 0, or -1 (said on g->s.err). */
-int planphase_print(struct plancmd *g, FILE *out);
+ * printed on out; shared: whether the plan takes one decision for a chain
+ * of siblings (ebb plan without --no-phases). Returns 0, or -1 (said on
+ * g->s.err). */
+int planphase_print(struct plancmd *g, int shared, FILE *out);
 
 /* The host's side of the profile b builds of n operations from s0: the
  * job's pace, from the E records of sc where they cover the iteration, else

@@ -56,7 +56,8 @@ kind_name(enum phase_kind k)
 
 /* Print the phases of ps, of the iteration from operation s0. */
 static void
-print_phases(FILE *out, const struct phase_set *ps, uint64_t markers, uint64_t s0, uint64_t links)
+print_phases(FILE *out, const struct phase_set *ps, uint64_t markers, uint64_t s0, uint64_t links,
+    int shared)
 {
 	if (markers > 0)
 		fprintf(out, "\npipeline phases: %u from %llu stage markers: ", ps->n,
@@ -70,8 +71,8 @@ print_phases(FILE *out, const struct phase_set *ps, uint64_t markers, uint64_t s
 	for (uint32_t i = 0; i < ps->n; i++)
 		alike += ps->ph[i].alike >= 0;
 	fprintf(out, "phases alike: %u with a later one alike, %llu buffers linked to their "
-	    "siblings there (with --phases, the plan takes one decision for each chain)\n", alike,
-	    (unsigned long long)links);
+	    "siblings there (%s)\n", alike, (unsigned long long)links, shared ?
+	    "the plan takes one decision for each chain" : "--no-phases: the plan decides each gap alone");
 	if (ps->n > PLANPHASE_LISTED) {
 		fprintf(out, "(more than %d: not listed)\n", PLANPHASE_LISTED);
 		return;
@@ -147,7 +148,7 @@ planphase_cuts(struct plancmd *g)
 
 /* planphase_print (plancmd_int.h) */
 int
-planphase_print(struct plancmd *g, FILE *out)
+planphase_print(struct plancmd *g, int shared, FILE *out)
 {
 	const struct prof *p = &g->b.r.p;
 	const uint32_t zero = 0;
@@ -172,7 +173,7 @@ planphase_print(struct plancmd *g, FILE *out)
 		    "all in the trace\n", g->s.path);
 		return -1;
 	}
-	print_phases(out, &ps, g->markers, g->s0, (uint64_t)links);
+	print_phases(out, &ps, g->markers, g->s0, (uint64_t)links, shared);
 	phase_fini(&ps);
 	return 0;
 }

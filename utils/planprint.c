@@ -242,7 +242,7 @@ planprint_targets(struct plancmd *g, const struct ebb_plan_opts *o, FILE *out, u
 		    (double)ex.moved / GIB);
 		if (pl->shared > 0)
 			fprintf(out, "of its %u moves, %u were chosen with a sibling's, in the "
-			    "micro-batches alike (--phases)\n", pl->n, pl->shared);
+			    "micro-batches alike\n", pl->n, pl->shared);
 	}
 	return 0;
 }
