@@ -3017,10 +3017,11 @@ END_TEST
 
 /*
  * What the rule of the lifecycle (life.c, lower_due) expects of trace t:
- * while a plan runs, at each iteration start from its second whole
+ * while a plan runs, at each iteration start from its third whole
  * iteration's end on, a lowering where a buffer was evicted for room in the
- * iteration that ended with the arena's chunks holding more than their
- * buffers (plan-eviction-excess notes), twice at most; but where the
+ * iteration that ended and in the one before it (not the plan's first), the
+ * arena's chunks holding more than their buffers (plan-eviction-excess
+ * notes), twice at most; but where the
  * running plan's target (plan-target-bytes) less that excess would be under
  * its bound (plan-bound-bytes), after any number of lowerings, the arena is
  * turned off instead (*off set),
@@ -3031,7 +3032,7 @@ static uint64_t
 lowerings_expected(const struct trace *t, int *off, int *raised)
 {
 	uint64_t expected = 0, excess = 0, target = 0, bound = 0;
-	int running = 0, done = 0;
+	int running = 0, done = 0, evicted = 0;
 
 	*off = *raised = 0;
 	for (size_t i = 0; i < t->n && !*off; i++) {
@@ -3050,11 +3051,13 @@ lowerings_expected(const struct trace *t, int *off, int *raised)
 			running = 1;
 			done = -1;	/* its own start's I record comes after it */
 			excess = 0;
+			evicted = 0;
 		} else if (start) {
-			if (++done >= 2 && excess > 0 && target < bound + excess) {
+			evicted = ++done >= 2 && excess > 0 ? evicted + 1 : 0;
+			if (evicted >= 2 && target < bound + excess) {
 				*off = 1;
 				*raised = expected > 0;
-			} else if (done >= 2 && excess > 0 && expected < 2) {
+			} else if (evicted >= 2 && expected < 2) {
 				expected++;
 				running = 0;	/* it departs, and the next is recorded */
 			}
@@ -3114,7 +3117,10 @@ targets_follow_lowerings(const struct trace *t, uint64_t *most, size_t *raised)
  * the plan is made again where the rule says (lowerings_expected), with a
  * target lower by what the chunks held beyond their buffers, the later
  * plans' targets say so, EBB_LIMIT is held, and the job computes what it
- * does without ebb. Here it lowers once or twice in every run, 6 at once too.
+ * does without ebb. Here the evictions go on for two iterations after the
+ * plan's first, and it lowers, in seven runs of nine (once, at the end of
+ * the plan's fourth iteration); every run is checked against the rule, and
+ * one of up to four must lower.
  */
 START_TEST(plan_lowered_for_the_arena)
 {
@@ -3126,12 +3132,20 @@ START_TEST(plan_lowered_for_the_arena)
 		"EBB_MODE=offload", "EBB_LIMIT=256M", "EBB_VERBOSE=1", NULL };
 	struct run_result r;
 	struct trace t;
-
-	run_beside_alone(argv, alone_env, env, path, &r, &t);
-	ck_assert_uint_gt(summary(&t, "planned-evictions"), 0);
-	uint64_t lowerings = summary(&t, "plan-lowerings");
+	uint64_t lowerings;
 	int off, raised;
-	ck_assert_uint_eq(lowerings, lowerings_expected(&t, &off, &raised));
+
+	for (int attempt = 0;; attempt++) {
+		run_beside_alone(argv, alone_env, env, path, &r, &t);
+		ck_assert_uint_gt(summary(&t, "planned-evictions"), 0);
+		lowerings = summary(&t, "plan-lowerings");
+		ck_assert_uint_eq(lowerings, lowerings_expected(&t, &off, &raised));
+		if (lowerings > 0 || attempt == 3)
+			break;
+		trace_free(&t);
+		run_free(&r);
+	}
+	ck_assert_uint_gt(lowerings, 0);
 	/* the link is seldom the limit here (bounds of 124 to 188 MiB against
 	 * targets of 230 MiB and more), but where the rule turns the arena off,
 	 * the trace says so */

@@ -148,6 +148,9 @@ struct engine {
 	int plan_on;			/* offload mode with EBB_PLAN, and planning not given up */
 	struct departures dep;		/* from the plan or its recording */
 	int detour_learned;		/* learned was set at the departure of a detour */
+	unsigned evicted_iters;		/* iterations in a row of the running plan, from its
+					 * second, that evicted kept buffers beside an arena
+					 * excess (lower_due) */
 	int replan_due;			/* REPLAN_*: the plan with recomputes; read unlocked by
 					 * life_plan_due */
 	uint64_t seq_counter;		/* seq of the last operation (and sync) numbered */

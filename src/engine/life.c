@@ -66,6 +66,9 @@ pthread_mutex_t cupti_lock = PTHREAD_MUTEX_INITIALIZER;
 #define LIFE_MAX_DEPARTURES 5
 /* Plans made again with a lower target at most (lower_due). */
 #define LIFE_MAX_LOWERINGS 2
+/* Consecutive iterations of the running plan, from its second, in which
+ * kept buffers were evicted beside an arena excess, before lower_due acts. */
+#define LIFE_EVICTED_ITERS 2
 
 /* Held while a plan is made, one at a time (locks.h). */
 static pthread_mutex_t planning = PTHREAD_MUTEX_INITIALIZER;
@@ -346,19 +349,21 @@ recorded(uint64_t next_seq, uint64_t period)
 
 /*
  * Whether the running plan is to be made again with a lower target, at the
- * start of an iteration: in the one before (not the plan's first, where the
- * mover's buffers are still where the recording left them), the mover
- * evicted buffers the plan keeps for room, where the arena's chunks held
- * more than their buffers (units free between them, or freed and not yet
- * passed by the device), which the plan does not count. The target goes
- * down by the most they held beyond them then (exec_plan_lower), and the
- * next iteration is recorded; at most LIFE_MAX_LOWERINGS times: returns 1,
- * why saying so. Where the target so lowered would be under the plan's
- * bound (however many lowerings there were), the arena is turned off
- * instead; where earlier lowerings are in
- * the target, they go (exec_plan_unlower) and the next iteration is
- * recorded: returns 2, why saying so; else the plan stays (0). Caller
- * holds ebb_state_lock.
+ * start of an iteration: in the one before and in the one before that (not
+ * the plan's first, where the mover's buffers are still where the recording
+ * left them), the mover evicted buffers the plan keeps for room, where the
+ * arena's chunks held more than their buffers (units free between them, or
+ * freed and not yet passed by the device), which the plan does not count.
+ * (One such iteration alone is the plan settling: the zoo's jobs evict
+ * many in its first iteration and one to four in its second, then none
+ * where the arena stays on.) The target goes down by the most they held
+ * beyond them in the last one (exec_plan_lower), and the next iteration is
+ * recorded; at most LIFE_MAX_LOWERINGS times: returns 1, why saying so.
+ * Where the target so lowered would be under the plan's bound (however
+ * many lowerings there were), the arena is turned off instead; where
+ * earlier lowerings are in the target, they go (exec_plan_unlower) and the
+ * next iteration is recorded: returns 2, why saying so; else the plan
+ * stays (0). Caller holds ebb_state_lock.
  */
 static int
 lower_due(char *why, size_t len)
@@ -368,7 +373,11 @@ lower_due(char *why, size_t len)
 	struct exec_stats xs;
 
 	mover_arena_stats(&as);
-	if (exec_run_iterations() < 2 || excess == 0 || as.off)
+	if (exec_run_iterations() < 2 || excess == 0)
+		engine.evicted_iters = 0;
+	else
+		engine.evicted_iters++;
+	if (engine.evicted_iters < LIFE_EVICTED_ITERS || as.off)
 		return 0;
 	exec_stats(&xs);
 	if (xs.target_bytes < xs.bound_bytes + excess) {
