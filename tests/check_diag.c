@@ -636,6 +636,37 @@ START_TEST(summary_warns_of_a_slow_plan)
 }
 END_TEST
 
+/*
+ * The same with copies assumed at 0.05 GB/s, so that the plan is made under
+ * its lowest peak without stalls: the warning blames the link, and where
+ * EBB_RECOMPUTE is off, it names it as a way to cost less; with it on, it
+ * does not.
+ */
+START_TEST(summary_warns_of_the_link)
+{
+	char *argv[] = { workload_path(0), "plan", "16", NULL };
+	const char *env[] = { "EBB_MODE=offload", "EBB_LIMIT=24M", "EBB_VERBOSE=0",
+		"EBB_D2H_GBPS=0.05", "EBB_H2D_GBPS=0.05", "WORKLOAD_SLOW_LINK_AT=8",
+		"WORKLOAD_SLOW_LINK_US=100000", NULL, NULL };
+	static const char hint[] = "and so may EBB_RECOMPUTE=1, which remakes buffers by "
+	    "launching their producers again, away from the link";
+
+	for (int on = 0; on <= 1; on++) {
+		struct run_result w;
+
+		env[7] = on ? "EBB_RECOMPUTE=1" : "EBB_RECOMPUTE=0";
+		run_ebb(argv, env, NULL, &w);
+		expect_ok(&w);
+		const char *p = strstr(w.err, "the job's iterations took ");
+		ck_assert_msg(p != NULL, "no warning in:\n%s", w.err);
+		ck_assert_msg(strstr(p, "the copies cannot move what the limit needs in time") != NULL,
+		    "%s", w.err);
+		ck_assert_msg((strstr(p, hint) != NULL) == !on, "%s", w.err);
+		run_free(&w);
+	}
+}
+END_TEST
+
 /* A plan that moves nothing (EBB_LIMIT far above the job) over iterations
  * that slowed by themselves (the workload's host works 30 ms more a layer
  * from its 8th iteration, WORKLOAD_SLOW_HOST_AT): the warning says the plan
@@ -674,6 +705,7 @@ main(void)
 	add_test(tc, pictures_of_a_run);
 	add_test(tc, summary_after_a_last_departure);
 	add_test(tc, summary_warns_of_a_slow_plan);
+	add_test(tc, summary_warns_of_the_link);
 	add_test(tc, summary_warns_of_a_slow_plan_that_moves_nothing);
 	suite_add_tcase(s, tc);
 	return run_suite(s);

@@ -407,14 +407,17 @@ slow_warning(const struct exec_stats *xs, double meas, uint64_t moved)
 		    meas / unmoved, unmoved);
 		return;
 	}
+	int link = xs->bound_bytes > engine.conf->limit;
 	ebb_log(EBB_LOG_WARN, "under EBB_LIMIT=%s the job's iterations took %.3f s, %.2f times "
 	    "the %.3f s predicted with nothing moved: %s %s; a higher EBB_LIMIT costs less "
-	    "(ebb plan TRACE --svg draws the step time against the peak)", lim, meas,
-	    meas / unmoved, unmoved, xs->bound_bytes > engine.conf->limit ?
+	    "(ebb plan TRACE --svg draws the step time against the peak)%s", lim, meas,
+	    meas / unmoved, unmoved, link ?
 	    "the copies cannot move what the limit needs in time, and the device waits for them "
 	    "below the plan's lowest peak without stalls," : "the moves, recomputes and their "
 	    "driver calls cost the host and the device that time, above the plan's lowest peak "
-	    "without stalls,", bound);
+	    "without stalls,", bound, link && !engine.conf->recompute ? ", and so may "
+	    "EBB_RECOMPUTE=1, which remakes buffers by launching their producers again, away "
+	    "from the link" : "");
 }
 
 /*
