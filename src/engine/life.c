@@ -354,9 +354,9 @@ recorded(uint64_t next_seq, uint64_t period)
  * left them), the mover evicted buffers the plan keeps for room, where the
  * arena's chunks held more than their buffers (units free between them, or
  * freed and not yet passed by the device), which the plan does not count.
- * (One such iteration alone is the plan settling: the zoo's jobs evict
- * many in its first iteration and one to four in its second, then none
- * where the arena stays on.) The target goes down by the most they held
+ * (One such iteration alone is the plan settling: the zoo's jobs at 0.6
+ * evict so in its first iteration and one to four buffers in its second,
+ * then none where the arena stays on.) The target goes down by the most they held
  * beyond them in the last one (exec_plan_lower), and the next iteration is
  * recorded; at most LIFE_MAX_LOWERINGS times: returns 1, why saying so.
  * Where the target so lowered would be under the plan's bound (however
