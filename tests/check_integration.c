@@ -3178,10 +3178,11 @@ END_TEST
  * The job above with copies at 0.3 GB/s each way, aiming at EBB_LIMIT
  * itself (EBB_PLAN_MARGIN=0): the plan's target is under its lowest peak
  * without stalls, so lowering it by what the arena's chunks hold beyond
- * their buffers would add stalls. Where a kept buffer is evicted with such
- * an excess, the arena is turned off instead (the arena-off note,
- * under_the_bound, and the exit's arena line says so), nothing is lowered,
- * EBB_LIMIT is held, and the job computes what it does without ebb. (Where
+ * their buffers would add stalls. Where kept buffers are evicted with such
+ * an excess in two iterations in a row, the arena is turned off instead
+ * (the arena-off note, under_the_bound, and the exit's arena line says
+ * so), nothing is lowered, EBB_LIMIT is held, and the job computes what it
+ * does without ebb. (Where
  * a plan was lowered before, the lowering is taken back then,
  * plan-target-raised-bytes: not shown here, as no job of the fake driver
  * is lowered first above its bound and then evicts under it at will.)
@@ -3202,11 +3203,12 @@ START_TEST(arena_off_under_the_bound)
 	/* The bound comes from the iteration's measured times, which a loaded
 	 * CPU stretches (the fake device is a thread): at 0.6 GB/s it fell
 	 * under the target in runs beside eight others on two cores, at 0.3
-	 * in one of six. Whether a kept buffer is evicted with an excess in an
-	 * iteration the rule counts (the plan's second on) depends on how far
-	 * the host runs ahead; with no EBB_PLAN_MARGIN it is, in every run seen
-	 * here, and less often with the default. An attempt counts where both
-	 * hold; whatever the attempt, the rule's outcome must match its trace. */
+	 * in one of six. Whether kept buffers are evicted with an excess in two
+	 * iterations in a row that the rule counts (the plan's second on)
+	 * depends on how far the host runs ahead; with no EBB_PLAN_MARGIN they
+	 * are, in every run seen here, and less often with the default. An
+	 * attempt counts where both hold; whatever the attempt, the rule's
+	 * outcome must match its trace. */
 	for (int attempt = 0;; attempt++) {
 		run_beside_alone(argv, alone_env, env, path, &r, &t);
 		under = strtoull(note_value(&t, "plan-bound-bytes"), NULL, 10) >
