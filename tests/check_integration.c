@@ -3108,6 +3108,10 @@ targets_follow_lowerings(const struct trace *t, uint64_t *most, size_t *raised)
 	return targets;
 }
 
+/* The planner's job whose arena chunks hold more than their buffers (the
+ * test below): its environment, without and under ebb. */
+#define ARENA_EXCESS_JOB "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_SAVED_MIB=2"
+
 /*
  * The arena's chunks hold more than the plan counts: each layer keeps a
  * 2 MiB buffer beside its temporary (WORKLOAD_SAVED_MIB), which pins a
@@ -3128,10 +3132,9 @@ START_TEST(plan_lowered_for_the_arena)
 {
 	const char *path = tmp_file("lowered");
 	char *argv[] = { workload_path(0), "plan", "40", NULL };
-	const char *alone_env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_SAVED_MIB=2",
-		NULL };
-	const char *env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_SAVED_MIB=2",
-		"EBB_MODE=offload", "EBB_LIMIT=256M", "EBB_VERBOSE=1", "EBB_PLAN_MARGIN=0", NULL };
+	const char *alone_env[] = { ARENA_EXCESS_JOB, NULL };
+	const char *env[] = { ARENA_EXCESS_JOB, "EBB_MODE=offload", "EBB_LIMIT=256M",
+		"EBB_VERBOSE=1", "EBB_PLAN_MARGIN=0", NULL };
 	struct run_result r;
 	struct trace t;
 	uint64_t lowerings;
@@ -3191,9 +3194,8 @@ START_TEST(arena_off_under_the_bound)
 {
 	const char *path = tmp_file("underbound");
 	char *argv[] = { workload_path(0), "plan", "24", NULL };
-	const char *alone_env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_SAVED_MIB=2",
-		NULL };
-	const char *env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_SAVED_MIB=2",
+	const char *alone_env[] = { ARENA_EXCESS_JOB, NULL };
+	const char *env[] = { ARENA_EXCESS_JOB,
 		"EBB_MODE=offload", "EBB_LIMIT=256M", "EBB_VERBOSE=1", "EBB_D2H_GBPS=0.3",
 		"EBB_H2D_GBPS=0.3", "EBB_PLAN_MARGIN=0", NULL };
 	struct run_result r;
@@ -3251,11 +3253,9 @@ START_TEST(lowering_of_its_iteration)
 {
 	const char *path = tmp_file("lowperiod");
 	char *argv[] = { workload_path(0), "plan", "30", NULL };
-	const char *alone_env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_SAVED_MIB=2",
-		"WORKLOAD_DETOUR_EVERY=6", NULL };
-	const char *env[] = { "WORKLOAD_SCALE=4", "WORKLOAD_TEMPS=1", "WORKLOAD_SAVED_MIB=2",
-		"WORKLOAD_DETOUR_EVERY=6", "EBB_MODE=offload", "EBB_LIMIT=256M", "EBB_PLAN_MARGIN=0",
-		NULL };
+	const char *alone_env[] = { ARENA_EXCESS_JOB, "WORKLOAD_DETOUR_EVERY=6", NULL };
+	const char *env[] = { ARENA_EXCESS_JOB, "WORKLOAD_DETOUR_EVERY=6", "EBB_MODE=offload",
+		"EBB_LIMIT=256M", "EBB_PLAN_MARGIN=0", NULL };
 	struct run_result r;
 	struct trace t;
 	size_t raised = 0;

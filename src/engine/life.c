@@ -356,9 +356,9 @@ recorded(uint64_t next_seq, uint64_t period)
  * freed and not yet passed by the device), which the plan does not count.
  * (One such iteration alone is the plan settling: the zoo's jobs at 0.6
  * evict so in its first iteration and one to four buffers in its second,
- * then none where the arena stays on.) The target goes down by the most they held
- * beyond them in the last one (exec_plan_lower), and the next iteration is
- * recorded; at most LIFE_MAX_LOWERINGS times: returns 1, why saying so.
+ * then none where the arena stays on.) The target goes down by the most
+ * they held beyond them in the last one (exec_plan_lower), and the next
+ * iteration is recorded; at most LIFE_MAX_LOWERINGS times: returns 1, why saying so.
  * Where the target so lowered would be under the plan's bound (however
  * many lowerings there were), the arena is turned off instead; where
  * earlier lowerings are in the target, they go (exec_plan_unlower) and the
